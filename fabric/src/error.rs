@@ -1,0 +1,80 @@
+//! Error types of the core library. Parse errors always carry the file,
+//! line and cause so that operators can fix their input.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("no node with id {0}")]
+    NoSuchNode(u32),
+    #[error("node '{node}' has no port {port} (it has ports 1..={num_ports})")]
+    BadPort { node: String, port: u8, num_ports: u8 },
+    #[error("port {1} of '{0}' is linked to itself")]
+    SelfLink(String, u8),
+    #[error("port {port} of '{node}' is already linked to another port")]
+    PortInUse { node: String, port: u8 },
+    #[error("GUID 0x{guid:016x} is used by both '{first}' and '{second}'")]
+    DuplicateGuid { guid: u64, first: String, second: String },
+    #[error("LID {0} is assigned twice")]
+    DuplicateLid(u16),
+    #[error("LID {0} is outside the unicast range 1..=49151")]
+    LidOutOfRange(u16),
+    #[error("the subnet needs more than 49151 unicast LIDs")]
+    OutOfLids,
+}
+
+/// A located input error: `file:line: cause`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}:{line}: {cause}", file.display())]
+pub struct ParseError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub cause: String,
+}
+
+impl ParseError {
+    pub fn new(file: impl Into<PathBuf>, line: usize, cause: impl Into<String>) -> Self {
+        Self {
+            file: file.into(),
+            line,
+            cause: cause.into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", file.display())]
+    Model {
+        file: PathBuf,
+        #[source]
+        source: ModelError,
+    },
+    #[error("invalid generator parameters: {0}")]
+    Generator(String),
+    #[error("routing engine '{engine}' failed: {reason}")]
+    Routing { engine: String, reason: String },
+    #[error("unknown routing engine '{0}' (known: {1})")]
+    UnknownEngine(String, String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,339 @@
+//! The topology grammar `ibnetdiscover` prints and `ibsim` reads.
+//!
+//! ```text
+//! switchguid=0x2000000000009(2000000000009)
+//! Switch  5 "S-0002000000000009"   # "s2_2" base port 0 lid 10 lmc 0
+//! [1]     "S-0002000000000003"[2]  # "s0_2" lid 4 4xQDR
+//! [5]     "H-0001000000000090"[1](1000000000091)  # "h2_2_0" lid 18 4xQDR
+//!
+//! caguid=0x1000000000090
+//! Ca      1 "H-0001000000000090"   # "h2_2_0"
+//! [1](1000000000091)  "S-0002000000000009"[5]  # lid 18 lmc 0 "s2_2" lid 10 4xQDR
+//! ```
+//! The quoted word after the node type is the node's id (what port lines
+//! name); the quoted word at the start of a header comment, when present, is
+//! the node description, else the id is. Existing LIDs come from a switch
+//! header's `lid N` and from a CA/router port line comment that starts with
+//! `lid N lmc M`; other `lid` words name the remote side and are ignored.
+//! Nodes without a GUID line get `0x0003000000000000 + ordinal`.
+
+use crate::error::{Error, ParseError};
+use crate::model::{Fabric, FabricBuilder, NodeId, NodeKind, NONE};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+struct PendingLink {
+    line: usize,
+    node: NodeId,
+    port: u8,
+    remote_id: String,
+    remote_port: u8,
+    remote_guid: Option<u64>,
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if s.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// Splits `"quoted" rest` into (quoted, rest).
+fn take_quoted(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start();
+    let s = s.strip_prefix('"')?;
+    let end = s.find('"')?;
+    Some((&s[..end], &s[end + 1..]))
+}
+
+/// Splits `[N]rest` into (N, rest).
+fn take_port(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start().strip_prefix('[')?;
+    let end = s.find(']')?;
+    Some((&s[..end], &s[end + 1..]))
+}
+
+/// Splits `(hex)rest` into (hex, rest) when the text starts with '('.
+fn take_paren(s: &str) -> (Option<&str>, &str) {
+    if let Some(r) = s.strip_prefix('(') {
+        if let Some(end) = r.find(')') {
+            return (Some(&r[..end]), &r[end + 1..]);
+        }
+    }
+    (None, s)
+}
+
+/// Value of the first `lid N` word pair in `words`.
+fn lid_after(words: &[&str]) -> Option<u16> {
+    words
+        .windows(2)
+        .find(|w| w[0] == "lid")
+        .and_then(|w| w[1].parse().ok())
+}
+
+/// Parses ibnetdiscover text; `file` is only used in error messages.
+pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
+    let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
+    let mut b = FabricBuilder::new();
+    let mut ids: HashMap<String, NodeId> = HashMap::new();
+    let mut node_line: Vec<usize> = Vec::new();
+    let mut links: Vec<PendingLink> = Vec::new();
+    let mut pending_guid: Option<u64> = None;
+    let mut current: Option<NodeId> = None;
+    let mut seen_ports: Vec<bool> = Vec::new();
+    let mut auto_guid = 0x0003_0000_0000_0000u64;
+
+    for (i, raw) in text.lines().enumerate() {
+        let ln = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            if !key.contains(char::is_whitespace) && !key.starts_with('[') {
+                match key {
+                    "switchguid" | "caguid" | "rtguid" => {
+                        let v = value.split('(').next().unwrap_or("");
+                        let g = parse_hex(v).ok_or_else(|| err(ln, format!("bad GUID '{value}' in {key}")))?;
+                        pending_guid = Some(g);
+                    }
+                    // vendid, devid, sysimgguid and the like carry nothing we model.
+                    _ => {}
+                }
+                continue;
+            }
+        }
+        let (body, comment) = match line.find('#') {
+            Some(p) => (&line[..p], Some(line[p + 1..].trim())),
+            None => (line, None),
+        };
+        if body.trim_start().starts_with('[') {
+            let node = current.ok_or_else(|| err(ln, "port line before any node header".into()))?;
+            let (pstr, rest) = take_port(body).ok_or_else(|| err(ln, "malformed local port '[N]'".into()))?;
+            let port: u8 = pstr
+                .trim()
+                .parse()
+                .map_err(|_| err(ln, format!("bad port number '{pstr}'")))?;
+            if port == 0 || port > b.num_ports(node) {
+                return Err(err(
+                    ln,
+                    format!("port {port} out of range 1..={} for this node", b.num_ports(node)),
+                ));
+            }
+            if std::mem::replace(&mut seen_ports[port as usize], true) {
+                return Err(err(ln, format!("port {port} listed twice for this node")));
+            }
+            let (local_guid, mut rest) = take_paren(rest);
+            if let Some(g) = local_guid {
+                let g = parse_hex(g).ok_or_else(|| err(ln, format!("bad port GUID '({g})'")))?;
+                b.set_port_guid(node, port, g).map_err(|e| err(ln, e.to_string()))?;
+            }
+            // ibnetdiscover may print "[ext N]" after the local port.
+            if rest.trim_start().starts_with("[ext") {
+                if let Some((_, r)) = take_port(rest) {
+                    rest = r;
+                }
+            }
+            let (rid, rest) =
+                take_quoted(rest).ok_or_else(|| err(ln, "expected the remote node id in quotes".into()))?;
+            let (rport, rest) = take_port(rest).ok_or_else(|| err(ln, "expected the remote port '[N]'".into()))?;
+            let remote_port: u8 = rport
+                .trim()
+                .parse()
+                .map_err(|_| err(ln, format!("bad remote port number '{rport}'")))?;
+            let (rguid, _) = take_paren(rest);
+            let remote_guid = match rguid {
+                Some(g) => Some(parse_hex(g).ok_or_else(|| err(ln, format!("bad remote port GUID '({g})'")))?),
+                None => None,
+            };
+            if b.kind(node) != NodeKind::Switch {
+                if let Some(c) = comment {
+                    let words: Vec<&str> = c.split_whitespace().collect();
+                    if words.len() >= 4 && words[0] == "lid" && words[2] == "lmc" {
+                        let lid: u16 = words[1]
+                            .parse()
+                            .map_err(|_| err(ln, format!("bad LID '{}'", words[1])))?;
+                        if lid != 0 {
+                            b.set_lid(node, port, lid).map_err(|e| err(ln, e.to_string()))?;
+                        }
+                    }
+                }
+            }
+            links.push(PendingLink {
+                line: ln,
+                node,
+                port,
+                remote_id: rid.to_string(),
+                remote_port,
+                remote_guid,
+            });
+            continue;
+        }
+        // Node header: <Type> <nports> "<id>" [# comment]
+        let mut parts = body.split_whitespace();
+        let kind = match parts.next() {
+            Some("Switch") => NodeKind::Switch,
+            Some("Ca") | Some("Hca") => NodeKind::Ca,
+            Some("Rt") => NodeKind::Router,
+            Some(w) => return Err(err(ln, format!("unknown line starting with '{w}'"))),
+            None => continue,
+        };
+        let nstr = parts.next().ok_or_else(|| err(ln, "missing port count".into()))?;
+        let nports: u32 = nstr
+            .parse()
+            .map_err(|_| err(ln, format!("bad port count '{nstr}'")))?;
+        if nports == 0 || nports > 254 {
+            return Err(err(ln, format!("port count {nports} out of range 1..=254")));
+        }
+        let (id, _) = body
+            .find('"')
+            .and_then(|q| take_quoted(&body[q..]))
+            .ok_or_else(|| err(ln, "expected the node id in quotes".into()))?;
+        if id.is_empty() {
+            return Err(err(ln, "empty node id".into()));
+        }
+        let (desc, lid) = match comment {
+            Some(c) => {
+                let (d, rest) = match take_quoted(c) {
+                    Some((d, r)) => (d.to_string(), r),
+                    None => (id.to_string(), c),
+                };
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                (d, if kind == NodeKind::Switch { lid_after(&words) } else { None })
+            }
+            None => (id.to_string(), None),
+        };
+        let guid = pending_guid.take().unwrap_or_else(|| {
+            auto_guid += 1;
+            auto_guid
+        });
+        let node = b.add_node(kind, guid, desc, nports as u8);
+        if let Some(l) = lid.filter(|&l| l != 0) {
+            b.set_lid(node, 0, l).map_err(|e| err(ln, e.to_string()))?;
+        }
+        if ids.insert(id.to_string(), node).is_some() {
+            return Err(err(ln, format!("node id \"{id}\" defined twice")));
+        }
+        node_line.push(ln);
+        seen_ports = vec![false; nports as usize + 1];
+        current = Some(node);
+    }
+
+    for l in &links {
+        let rnode = *ids
+            .get(&l.remote_id)
+            .ok_or_else(|| err(l.line, format!("link to undefined node \"{}\"", l.remote_id)))?;
+        b.connect(l.node, l.port, rnode, l.remote_port)
+            .map_err(|e| err(l.line, e.to_string()))?;
+        if let Some(g) = l.remote_guid {
+            if b.kind(rnode) != NodeKind::Switch {
+                b.set_port_guid(rnode, l.remote_port, g).map_err(|e| err(l.line, e.to_string()))?;
+            }
+        }
+    }
+    b.build().map_err(|e| Error::Model {
+        file: file.to_path_buf(),
+        source: e,
+    })
+}
+
+/// Reads and parses a topology file.
+pub fn read(path: &Path) -> Result<Fabric, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse(&text, path)
+}
+
+/// Node ids for writing: the description when it is safe for ibsim (no
+/// quote, '#' or '@', unique, short), else the ibnetdiscover-style `S-<guid>`.
+fn node_ids(f: &Fabric) -> Vec<String> {
+    let mut count: HashMap<&str, u32> = HashMap::new();
+    for n in 0..f.num_nodes() as NodeId {
+        *count.entry(f.desc(n)).or_default() += 1;
+    }
+    (0..f.num_nodes() as NodeId)
+        .map(|n| {
+            let d = f.desc(n);
+            let safe = !d.is_empty()
+                && d.len() <= 64
+                && count.get(d) == Some(&1)
+                && !d.contains(['"', '#', '@', '[', ']', '(', ')'])
+                && !d.chars().any(char::is_whitespace);
+            if safe {
+                d.to_string()
+            } else {
+                let p = match f.kind(n) {
+                    NodeKind::Switch => "S",
+                    NodeKind::Ca => "H",
+                    NodeKind::Router => "R",
+                };
+                format!("{p}-{:016x}", f.guid(n))
+            }
+        })
+        .collect()
+}
+
+/// Writes the fabric in ibnetdiscover grammar (loadable by ibsim), with the
+/// LIDs of the model in the comments so that a re-read keeps them.
+pub fn write(f: &Fabric) -> String {
+    let ids = node_ids(f);
+    let mut out = String::with_capacity(f.num_slots() * 64);
+    for n in 0..f.num_nodes() as NodeId {
+        let kind = f.kind(n);
+        let (gkey, tname) = match kind {
+            NodeKind::Switch => ("switchguid", "Switch"),
+            NodeKind::Ca => ("caguid", "Ca"),
+            NodeKind::Router => ("rtguid", "Rt"),
+        };
+        let desc = f.desc(n).replace('"', "'");
+        let _ = writeln!(out, "{gkey}=0x{:016x}", f.guid(n));
+        if kind == NodeKind::Switch {
+            let _ = writeln!(
+                out,
+                "{tname}\t{} \"{}\"\t\t# \"{desc}\" base port 0 lid {} lmc 0",
+                f.num_ports(n),
+                ids[n as usize],
+                f.switch_lid(n)
+            );
+        } else {
+            let _ = writeln!(out, "{tname}\t{} \"{}\"\t\t# \"{desc}\"", f.num_ports(n), ids[n as usize]);
+        }
+        for s in f.port_slots(n) {
+            let r = f.remote(s);
+            if r == NONE {
+                continue;
+            }
+            let rn = f.node_of(r);
+            let rport = f.port_of(r);
+            let rdesc = f.desc(rn).replace('"', "'");
+            let rguid = if f.kind(rn) == NodeKind::Switch {
+                String::new()
+            } else {
+                format!("({:x})", f.port_guid(r))
+            };
+            if kind == NodeKind::Switch {
+                let _ = writeln!(
+                    out,
+                    "[{}]\t\"{}\"[{rport}]{rguid}\t\t# \"{rdesc}\" lid {} 4xQDR",
+                    f.port_of(s),
+                    ids[rn as usize],
+                    f.lid_of_slot(r)
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "[{}]({:x})\t\"{}\"[{rport}]{rguid}\t\t# lid {} lmc 0 \"{rdesc}\" lid {} 4xQDR",
+                    f.port_of(s),
+                    f.port_guid(s),
+                    ids[rn as usize],
+                    f.lid_of_slot(s),
+                    f.lid_of_slot(r)
+                );
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,122 @@
+//! `opensm-lfts.dump`, byte for byte as OpenSM's `dump_ucast_lfts` writes it
+//! and as `opensm -R file -U FILE` reads it:
+//!
+//! ```text
+//! Unicast lids [0-18] of switch Lid 2 guid 0x0002000000000001 ('s0_0'):
+//! 0x0001 005 # Channel Adapter portguid 0x0001000000000011: 'h0_0_0'
+//! 18 lids dumped
+//! ```
+//! Switches appear in GUID order; LIDs without a route are omitted.
+
+use super::{parse_hex_u64, read_file, switches_by_guid};
+use crate::error::{Error, ParseError};
+use crate::model::Fabric;
+use crate::tables::{Lfts, NO_PATH};
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub fn write(f: &Fabric, lfts: &Lfts) -> String {
+    let max_lid = f.max_lid();
+    // Destination labels are the same for every switch: build them once.
+    let labels: Vec<String> = (0..=max_lid)
+        .map(|lid| match f.lid_owner(lid) {
+            Some(s) => {
+                let n = f.node_of(s);
+                format!("{} portguid 0x{:016x}: '{}'", f.kind(n).opensm_str(), f.port_guid(s), f.desc(n))
+            }
+            None => "unknown node and type".to_string(),
+        })
+        .collect();
+    let mut out = String::new();
+    for sw in switches_by_guid(f) {
+        let Some(si) = f.switch_index(sw) else { continue };
+        let _ = writeln!(
+            out,
+            "Unicast lids [0-{max_lid}] of switch Lid {} guid 0x{:016x} ('{}'):",
+            f.switch_lid(sw),
+            f.guid(sw),
+            f.desc(sw)
+        );
+        let nports = f.num_ports(sw);
+        for (lid, label) in labels.iter().enumerate() {
+            let port = lfts.get(si, lid as u16);
+            if port == NO_PATH || port > nports {
+                continue;
+            }
+            let _ = writeln!(out, "0x{lid:04x} {port:03} # {label}");
+        }
+        let _ = writeln!(out, "{max_lid} lids dumped");
+    }
+    out
+}
+
+/// Reads an LFT dump against the fabric. As OpenSM's file loader does, a row
+/// whose comment names a known `portguid` is remapped to that port's LID in
+/// the fabric, so dumps taken under another LID assignment still apply.
+/// Switches missing from the file keep empty tables.
+pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Lfts, Error> {
+    let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
+    let guid_index = f.port_guid_index();
+    let mut lfts = Lfts::for_fabric(f);
+    let mut current: Option<(u32, u8)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let ln = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with("Unicast lids") {
+            let g = line
+                .find(" guid 0x")
+                .map(|p| &line[p + 8..])
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(parse_hex_u64)
+                .ok_or_else(|| err(ln, "cannot parse switch GUID in 'Unicast lids' header".into()))?;
+            let node = f
+                .find_node_by_guid(g)
+                .ok_or_else(|| err(ln, format!("switch GUID 0x{g:016x} is not in the topology")))?;
+            let si = f
+                .switch_index(node)
+                .ok_or_else(|| err(ln, format!("GUID 0x{g:016x} is not a switch in the topology")))?;
+            current = Some((si, f.num_ports(node)));
+            continue;
+        }
+        if line.starts_with("Multicast mlids") {
+            return Err(err(ln, "this is a multicast dump, not a unicast LFT dump".into()));
+        }
+        if line.ends_with("lids dumped") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("0x") {
+            let (si, nports) = current.ok_or_else(|| err(ln, "LFT row before any switch header".into()))?;
+            let mut words = rest.split_whitespace();
+            let lid_s = words.next().unwrap_or("");
+            let mut lid = u16::from_str_radix(lid_s, 16).map_err(|_| err(ln, format!("bad LID '0x{lid_s}'")))?;
+            let port_s = words.next().ok_or_else(|| err(ln, "missing out port".into()))?;
+            let port: u8 = port_s.parse().map_err(|_| err(ln, format!("bad out port '{port_s}'")))?;
+            if port > nports {
+                return Err(err(ln, format!("out port {port} exceeds the switch's {nports} ports")));
+            }
+            if let Some(p) = line.find("portguid 0x") {
+                let g = line[p + 11..]
+                    .split(|c: char| !c.is_ascii_hexdigit())
+                    .next()
+                    .and_then(parse_hex_u64);
+                if let Some(&slot) = g.and_then(|g| guid_index.get(&g)) {
+                    lid = f.lid_of_slot(slot);
+                }
+            }
+            if lid as usize >= lfts.width() {
+                return Err(err(ln, format!("LID {lid} is above the topology's highest LID {}", f.max_lid())));
+            }
+            lfts.set(si, lid, port);
+            continue;
+        }
+        return Err(err(ln, format!("unexpected line '{line}'")));
+    }
+    Ok(lfts)
+}
+
+pub fn read(f: &Fabric, path: &Path) -> Result<Lfts, Error> {
+    parse(f, &read_file(path)?, path)
+}

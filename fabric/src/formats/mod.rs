@@ -1,0 +1,39 @@
+//! File formats at the edges: ibnetdiscover topologies, OpenSM's
+//! `opensm-lfts.dump` and `opensm-sl2vl.dump`, and `path-sl.txt`.
+//! Every reader reports errors as `file:line: cause`.
+
+pub mod ibnetdiscover;
+pub mod lft;
+pub mod pathsl;
+pub mod sl2vl;
+
+use crate::error::Error;
+use crate::model::{Fabric, NodeId, NodeKind};
+use std::path::Path;
+
+/// Writes `text` to `path`, mapping the error to one that names the file.
+pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+}
+
+pub(crate) fn read_file(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+}
+
+/// Switch node ids sorted by GUID: the order OpenSM's dumps use.
+pub(crate) fn switches_by_guid(f: &Fabric) -> Vec<NodeId> {
+    let mut v = f.switches().to_vec();
+    v.sort_by_key(|&n| f.guid(n));
+    v
+}
+
+pub(crate) fn parse_hex_u64(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// `true` for nodes that inject and consume traffic.
+pub(crate) fn is_end_node(f: &Fabric, n: NodeId) -> bool {
+    f.kind(n) != NodeKind::Switch
+}

@@ -1,0 +1,19 @@
+//! ibfabric core library: synchronous and free of I/O in its algorithms.
+//!
+//! Data flow: a topology (parsed from ibnetdiscover output or generated)
+//! becomes a [`model::Fabric`]; a [`routing::RoutingEngine`] turns it into
+//! [`tables::Routing`] (LFTs, SL-to-VL tables, path SLs); [`verify`]
+//! rebuilds the channel dependency graph from those tables alone; the
+//! [`formats`] module reads and writes the files OpenSM and ibsim use.
+
+pub mod error;
+pub mod formats;
+pub mod gen;
+pub mod graph;
+pub mod model;
+pub mod routing;
+pub mod tables;
+pub mod verify;
+
+pub use error::{Error, Result};
+pub use model::{Fabric, FabricBuilder, NodeId, NodeKind, Slot};

@@ -1,0 +1,387 @@
+//! The subnet model: nodes, ports, links and LIDs as dense integer ids in
+//! flat arrays.
+//!
+//! A *port slot* is the global index of one (node, port number) pair; node
+//! `n` owns slots `port_start[n] ..= port_start[n] + num_ports(n)`, where the
+//! first one is port 0 (the switch management port; unused on CAs and
+//! routers). A *channel* is a directed link and is identified by the slot it
+//! leaves from, so channel ids are dense and need no table of their own.
+
+use crate::error::ModelError;
+
+/// Highest unicast LID of an IB subnet (0xBFFF).
+pub const MAX_UNICAST_LID: u16 = 0xBFFF;
+/// Marker for "no such slot / node".
+pub const NONE: u32 = u32::MAX;
+/// Default subnet prefix (fe80::/64).
+pub const DEFAULT_SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum NodeKind {
+    Switch,
+    Ca,
+    Router,
+}
+
+impl NodeKind {
+    /// The node type string OpenSM prints (`ib_get_node_type_str`).
+    pub fn opensm_str(self) -> &'static str {
+        match self {
+            NodeKind::Switch => "Switch",
+            NodeKind::Ca => "Channel Adapter",
+            NodeKind::Router => "Router",
+        }
+    }
+}
+
+/// Node index into the fabric's node arrays.
+pub type NodeId = u32;
+/// Global port slot index; also the id of the channel leaving that port.
+pub type Slot = u32;
+
+/// Incrementally assembles a [`Fabric`]; all checks happen in [`FabricBuilder::build`]
+/// or at the call that breaks a rule, so parsers and generators share them.
+#[derive(Default, Debug, Clone)]
+pub struct FabricBuilder {
+    kinds: Vec<NodeKind>,
+    guids: Vec<u64>,
+    descs: Vec<String>,
+    port_start: Vec<u32>,
+    remote: Vec<u32>,
+    port_guid: Vec<u64>,
+    lid: Vec<u16>,
+    subnet_prefix: Option<u64>,
+}
+
+impl FabricBuilder {
+    pub fn new() -> Self {
+        Self {
+            port_start: vec![0],
+            ..Default::default()
+        }
+    }
+
+    pub fn subnet_prefix(&mut self, prefix: u64) -> &mut Self {
+        self.subnet_prefix = Some(prefix);
+        self
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Adds a node with ports `1..=num_ports` (plus port 0). Port GUIDs follow
+    /// the ibsim convention: switch ports share the node GUID, CA/router port
+    /// `p` gets `guid + p`; [`FabricBuilder::set_port_guid`] overrides them.
+    pub fn add_node(&mut self, kind: NodeKind, guid: u64, desc: impl Into<String>, num_ports: u8) -> NodeId {
+        let id = self.kinds.len() as NodeId;
+        self.kinds.push(kind);
+        self.guids.push(guid);
+        self.descs.push(desc.into());
+        for p in 0..=num_ports as u64 {
+            self.remote.push(NONE);
+            self.port_guid.push(match kind {
+                NodeKind::Switch => guid,
+                _ => guid.wrapping_add(p),
+            });
+            self.lid.push(0);
+        }
+        self.port_start.push(self.remote.len() as u32);
+        id
+    }
+
+    pub fn kind(&self, node: NodeId) -> NodeKind {
+        self.kinds[node as usize]
+    }
+
+    pub fn num_ports(&self, node: NodeId) -> u8 {
+        let n = node as usize;
+        (self.port_start[n + 1] - self.port_start[n] - 1) as u8
+    }
+
+    fn slot(&self, node: NodeId, port: u8) -> Result<Slot, ModelError> {
+        if node as usize >= self.kinds.len() {
+            return Err(ModelError::NoSuchNode(node));
+        }
+        if port == 0 || port > self.num_ports(node) {
+            return Err(ModelError::BadPort {
+                node: self.descs[node as usize].clone(),
+                port,
+                num_ports: self.num_ports(node),
+            });
+        }
+        Ok(self.port_start[node as usize] + port as u32)
+    }
+
+    /// Links `a:pa` with `b:pb`. Relinking the same pair is accepted (files
+    /// list every link from both ends); anything else on a used port is an error.
+    pub fn connect(&mut self, a: NodeId, pa: u8, b: NodeId, pb: u8) -> Result<(), ModelError> {
+        let sa = self.slot(a, pa)?;
+        let sb = self.slot(b, pb)?;
+        if sa == sb {
+            return Err(ModelError::SelfLink(self.descs[a as usize].clone(), pa));
+        }
+        for (s, other, node, port) in [(sa, sb, a, pa), (sb, sa, b, pb)] {
+            let cur = self.remote[s as usize];
+            if cur != NONE && cur != other {
+                return Err(ModelError::PortInUse {
+                    node: self.descs[node as usize].clone(),
+                    port,
+                });
+            }
+        }
+        self.remote[sa as usize] = sb;
+        self.remote[sb as usize] = sa;
+        Ok(())
+    }
+
+    pub fn set_port_guid(&mut self, node: NodeId, port: u8, guid: u64) -> Result<(), ModelError> {
+        let s = self.slot(node, port)?;
+        self.port_guid[s as usize] = guid;
+        Ok(())
+    }
+
+    /// Sets the LID of a CA/router port, or of a switch (any `port`; switches
+    /// have one LID, on port 0).
+    pub fn set_lid(&mut self, node: NodeId, port: u8, lid: u16) -> Result<(), ModelError> {
+        if lid > MAX_UNICAST_LID {
+            return Err(ModelError::LidOutOfRange(lid));
+        }
+        let s = if self.kinds[node as usize] == NodeKind::Switch {
+            self.port_start[node as usize]
+        } else {
+            self.slot(node, port)?
+        };
+        self.lid[s as usize] = lid;
+        Ok(())
+    }
+
+    /// Finishes the model: checks GUID and LID uniqueness and assigns LIDs
+    /// to every addressable port that has none.
+    ///
+    /// LID assignment (documented behaviour): LIDs given in the input are
+    /// kept. The remaining addressable ports (each switch's port 0, each
+    /// connected CA/router port) get the lowest free LIDs from 1 upward, in
+    /// node order (the order the input lists nodes), ports in ascending order.
+    pub fn build(mut self) -> Result<Fabric, ModelError> {
+        let n = self.kinds.len();
+        let mut seen = std::collections::HashMap::with_capacity(n);
+        for (i, &g) in self.guids.iter().enumerate() {
+            if let Some(prev) = seen.insert(g, i) {
+                return Err(ModelError::DuplicateGuid {
+                    guid: g,
+                    first: self.descs[prev].clone(),
+                    second: self.descs[i].clone(),
+                });
+            }
+        }
+        let mut used = vec![false; MAX_UNICAST_LID as usize + 1];
+        let mut owner = vec![NONE; MAX_UNICAST_LID as usize + 1];
+        for (s, &l) in self.lid.iter().enumerate() {
+            if l != 0 {
+                if used[l as usize] {
+                    return Err(ModelError::DuplicateLid(l));
+                }
+                used[l as usize] = true;
+                owner[l as usize] = s as u32;
+            }
+        }
+        let mut next = 1usize;
+        for node in 0..n {
+            let start = self.port_start[node] as usize;
+            let end = self.port_start[node + 1] as usize;
+            let addressable: Vec<usize> = if self.kinds[node] == NodeKind::Switch {
+                vec![start]
+            } else {
+                (start + 1..end).filter(|&s| self.remote[s] != NONE).collect()
+            };
+            for s in addressable {
+                if self.lid[s] != 0 {
+                    continue;
+                }
+                while next <= MAX_UNICAST_LID as usize && used[next] {
+                    next += 1;
+                }
+                if next > MAX_UNICAST_LID as usize {
+                    return Err(ModelError::OutOfLids);
+                }
+                used[next] = true;
+                owner[next] = s as u32;
+                self.lid[s] = next as u16;
+            }
+        }
+        let max_lid = (1..=MAX_UNICAST_LID as usize).rev().find(|&l| used[l]).unwrap_or(0) as u16;
+        owner.truncate(max_lid as usize + 1);
+
+        let total_slots = self.remote.len();
+        let mut node_of_slot = vec![0u32; total_slots];
+        for node in 0..n {
+            for s in self.port_start[node]..self.port_start[node + 1] {
+                node_of_slot[s as usize] = node as u32;
+            }
+        }
+        let mut switch_index = vec![NONE; n];
+        let mut switches = Vec::new();
+        for (i, k) in self.kinds.iter().enumerate() {
+            if *k == NodeKind::Switch {
+                switch_index[i] = switches.len() as u32;
+                switches.push(i as NodeId);
+            }
+        }
+        let mut endports = Vec::new();
+        for node in 0..n {
+            if self.kinds[node] == NodeKind::Switch {
+                continue;
+            }
+            for s in self.port_start[node] + 1..self.port_start[node + 1] {
+                if self.remote[s as usize] != NONE {
+                    endports.push(s);
+                }
+            }
+        }
+        Ok(Fabric {
+            subnet_prefix: self.subnet_prefix.unwrap_or(DEFAULT_SUBNET_PREFIX),
+            kinds: self.kinds,
+            guids: self.guids,
+            descs: self.descs,
+            port_start: self.port_start,
+            remote: self.remote,
+            port_guid: self.port_guid,
+            lid: self.lid,
+            node_of_slot,
+            lid_owner: owner,
+            max_lid,
+            switches,
+            switch_index,
+            endports,
+        })
+    }
+}
+
+/// An immutable subnet. Cheap to share between threads.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    pub subnet_prefix: u64,
+    kinds: Vec<NodeKind>,
+    guids: Vec<u64>,
+    descs: Vec<String>,
+    port_start: Vec<u32>,
+    remote: Vec<u32>,
+    port_guid: Vec<u64>,
+    lid: Vec<u16>,
+    node_of_slot: Vec<u32>,
+    lid_owner: Vec<u32>,
+    max_lid: u16,
+    switches: Vec<NodeId>,
+    switch_index: Vec<u32>,
+    endports: Vec<Slot>,
+}
+
+impl Fabric {
+    pub fn num_nodes(&self) -> usize {
+        self.kinds.len()
+    }
+    pub fn num_slots(&self) -> usize {
+        self.remote.len()
+    }
+    pub fn kind(&self, n: NodeId) -> NodeKind {
+        self.kinds[n as usize]
+    }
+    pub fn guid(&self, n: NodeId) -> u64 {
+        self.guids[n as usize]
+    }
+    pub fn desc(&self, n: NodeId) -> &str {
+        &self.descs[n as usize]
+    }
+    pub fn num_ports(&self, n: NodeId) -> u8 {
+        (self.port_start[n as usize + 1] - self.port_start[n as usize] - 1) as u8
+    }
+    /// Slot of `port` on `node` (port 0 included). Callers pass ports they
+    /// got from the model, so an out-of-range port is a programming error.
+    pub fn slot(&self, n: NodeId, port: u8) -> Slot {
+        debug_assert!(port <= self.num_ports(n));
+        self.port_start[n as usize] + port as u32
+    }
+    pub fn node_of(&self, s: Slot) -> NodeId {
+        self.node_of_slot[s as usize]
+    }
+    pub fn port_of(&self, s: Slot) -> u8 {
+        (s - self.port_start[self.node_of_slot[s as usize] as usize]) as u8
+    }
+    /// The slot at the other end of the link, or [`NONE`].
+    pub fn remote(&self, s: Slot) -> Slot {
+        self.remote[s as usize]
+    }
+    pub fn port_guid(&self, s: Slot) -> u64 {
+        self.port_guid[s as usize]
+    }
+    /// LID of a slot's port: CA/router ports have their own, switch ports all
+    /// answer with the switch's LID.
+    pub fn lid_of_slot(&self, s: Slot) -> u16 {
+        let n = self.node_of(s);
+        if self.kinds[n as usize] == NodeKind::Switch {
+            self.lid[self.port_start[n as usize] as usize]
+        } else {
+            self.lid[s as usize]
+        }
+    }
+    pub fn switch_lid(&self, n: NodeId) -> u16 {
+        self.lid[self.port_start[n as usize] as usize]
+    }
+    pub fn max_lid(&self) -> u16 {
+        self.max_lid
+    }
+    /// The slot a LID addresses (a switch's port 0 or a CA/router port).
+    pub fn lid_owner(&self, lid: u16) -> Option<Slot> {
+        match self.lid_owner.get(lid as usize) {
+            Some(&s) if s != NONE => Some(s),
+            _ => None,
+        }
+    }
+    pub fn switches(&self) -> &[NodeId] {
+        &self.switches
+    }
+    /// Dense switch index of a node, if it is a switch.
+    pub fn switch_index(&self, n: NodeId) -> Option<u32> {
+        match self.switch_index[n as usize] {
+            NONE => None,
+            i => Some(i),
+        }
+    }
+    /// Connected CA and router ports: the sources and destinations of traffic.
+    pub fn endports(&self) -> &[Slot] {
+        &self.endports
+    }
+    pub fn num_cas(&self) -> usize {
+        self.kinds.iter().filter(|k| **k == NodeKind::Ca).count()
+    }
+    pub fn num_routers(&self) -> usize {
+        self.kinds.iter().filter(|k| **k == NodeKind::Router).count()
+    }
+    /// Ports 1..=n of node `n` as slots.
+    pub fn port_slots(&self, n: NodeId) -> std::ops::Range<Slot> {
+        self.port_start[n as usize] + 1..self.port_start[n as usize + 1]
+    }
+    /// Number of links (each counted once).
+    pub fn num_links(&self) -> usize {
+        self.remote.iter().enumerate().filter(|(s, &r)| r != NONE && (*s as u32) < r).count()
+    }
+    pub fn find_node_by_guid(&self, guid: u64) -> Option<NodeId> {
+        self.guids.iter().position(|&g| g == guid).map(|i| i as NodeId)
+    }
+    /// Map from port GUID to slot for every addressable port (switch port 0
+    /// and CA/router ports); used by readers that key entries by port GUID.
+    pub fn port_guid_index(&self) -> std::collections::HashMap<u64, Slot> {
+        let mut m = std::collections::HashMap::with_capacity(self.num_nodes() * 2);
+        for n in 0..self.num_nodes() as NodeId {
+            if self.kind(n) == NodeKind::Switch {
+                m.insert(self.guid(n), self.slot(n, 0));
+            } else {
+                for s in self.port_slots(n) {
+                    m.insert(self.port_guid(s), s);
+                }
+            }
+        }
+        m
+    }
+}

@@ -1,0 +1,136 @@
+//! MinHop: shortest paths in switch hops, balanced per switch by the number
+//! of end-port destinations already assigned to each port, as OpenSM's
+//! `minhop` does (`osm_switch_recommend_path` with port profiles; routes to
+//! switch LIDs do not count toward the load). Not deadlock free in general:
+//! on a torus the verifier finds the cycle.
+
+use super::{EngineOptions, RoutingEngine};
+use crate::error::Result;
+use crate::graph::{SwitchGraph, UNREACHABLE};
+use crate::model::{Fabric, NodeKind, NONE};
+use crate::tables::{Lfts, Routing, NO_PATH};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct MinHop;
+
+/// Where a LID sits: on which switch, and the port that reaches it from there.
+#[derive(Clone, Copy)]
+pub(crate) struct LidTarget {
+    /// Switch index the LID is on or attached to (`NONE` = unreachable).
+    pub switch: u32,
+    /// Port of that switch that delivers it (0 for the switch itself).
+    pub port: u8,
+    /// Whether the LID is an end port (counts toward port load).
+    pub end_port: bool,
+}
+
+/// Resolves every LID to its switch and delivery port.
+pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
+    (0..=f.max_lid())
+        .map(|lid| {
+            let none = LidTarget {
+                switch: NONE,
+                port: 0,
+                end_port: false,
+            };
+            let Some(s) = f.lid_owner(lid) else { return none };
+            let n = f.node_of(s);
+            if let Some(si) = f.switch_index(n) {
+                return LidTarget {
+                    switch: si,
+                    port: 0,
+                    end_port: false,
+                };
+            }
+            let r = f.remote(s);
+            if r == NONE || f.kind(f.node_of(r)) != NodeKind::Switch {
+                return none;
+            }
+            match f.switch_index(f.node_of(r)) {
+                Some(si) => LidTarget {
+                    switch: si,
+                    port: f.port_of(r),
+                    end_port: true,
+                },
+                None => none,
+            }
+        })
+        .collect()
+}
+
+impl RoutingEngine for MinHop {
+    fn name(&self) -> &'static str {
+        "minhop"
+    }
+    fn description(&self) -> &'static str {
+        "shortest paths, balanced by port load (OpenSM minhop); not deadlock free on rings, tori, Dragonflies"
+    }
+    fn claims_deadlock_free(&self) -> bool {
+        false
+    }
+    fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
+        let g = SwitchGraph::new(f);
+        let hops = g.hop_matrix();
+        Ok(Routing::lfts_only(minhop_lfts(f, &g, &hops, opts)))
+    }
+}
+
+/// Fills LFTs from a hop matrix; shared with engines that start from MinHop.
+pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &EngineOptions) -> Lfts {
+    let n = g.len();
+    let targets = lid_targets(f);
+    let mut lfts = Lfts::for_fabric(f);
+    let done = AtomicU64::new(0);
+    lfts.par_rows_mut().enumerate().for_each_init(
+            || (Vec::<u8>::new(), Vec::<u32>::new(), Vec::<u32>::new()),
+            |(cand, cand_off, load), (si, row)| {
+                let si = si as u32;
+                let sw = f.switches()[si as usize];
+                let nbrs = g.neighbours(si);
+                let my = &hops[si as usize * n..(si as usize + 1) * n];
+                // Candidate ports per destination switch, computed once and
+                // shared by every LID on that switch.
+                cand.clear();
+                cand_off.clear();
+                cand_off.push(0);
+                for j in 0..n {
+                    let h = my[j];
+                    if h != UNREACHABLE && h > 0 {
+                        for &(nb, slot) in nbrs {
+                            if hops[nb as usize * n + j] == h - 1 {
+                                cand.push(f.port_of(slot));
+                            }
+                        }
+                    }
+                    cand_off.push(cand.len() as u32);
+                }
+                load.clear();
+                load.resize(f.num_ports(sw) as usize + 1, 0);
+                for (lid, t) in targets.iter().enumerate() {
+                    if t.switch == NONE {
+                        continue;
+                    }
+                    let port = if t.switch == si {
+                        t.port
+                    } else {
+                        let c = &cand[cand_off[t.switch as usize] as usize..cand_off[t.switch as usize + 1] as usize];
+                        // Ports are listed in ascending order, so ties go to the lowest port.
+                        match c.iter().copied().min_by_key(|&p| load[p as usize]) {
+                            Some(p) => p,
+                            None => NO_PATH,
+                        }
+                    };
+                    row[lid] = port;
+                    if t.end_port && port != NO_PATH {
+                        load[port as usize] += 1;
+                    }
+                }
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if d % 64 == 0 || d == n as u64 {
+                    opts.report(d, n as u64);
+                }
+            },
+        );
+    lfts
+}

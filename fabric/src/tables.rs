@@ -1,0 +1,223 @@
+//! Routing output: linear forwarding tables, SL-to-VL tables and path SLs,
+//! in dense arrays indexed by switch index, LID and port.
+
+use crate::model::{Fabric, NodeKind, Slot};
+
+/// LFT entry meaning "no route" (OpenSM's OSM_NO_PATH).
+pub const NO_PATH: u8 = 0xFF;
+/// IB SLs and VLs per table row.
+pub const NUM_SLS: usize = 16;
+
+/// One LFT per switch, `width = max_lid + 1` bytes each, row = switch index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lfts {
+    width: usize,
+    data: Vec<u8>,
+}
+
+impl Lfts {
+    pub fn new(num_switches: usize, max_lid: u16) -> Self {
+        let width = max_lid as usize + 1;
+        Self {
+            width,
+            data: vec![NO_PATH; num_switches * width],
+        }
+    }
+    pub fn for_fabric(f: &Fabric) -> Self {
+        Self::new(f.switches().len(), f.max_lid())
+    }
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    pub fn num_switches(&self) -> usize {
+        self.data.len().checked_div(self.width).unwrap_or(0)
+    }
+    /// Out port of switch index `sw` toward `lid`, [`NO_PATH`] if none.
+    #[inline]
+    pub fn get(&self, sw: u32, lid: u16) -> u8 {
+        self.data
+            .get(sw as usize * self.width + lid as usize)
+            .copied()
+            .unwrap_or(NO_PATH)
+    }
+    #[inline]
+    pub fn set(&mut self, sw: u32, lid: u16, port: u8) {
+        self.data[sw as usize * self.width + lid as usize] = port;
+    }
+    pub fn row(&self, sw: u32) -> &[u8] {
+        &self.data[sw as usize * self.width..(sw as usize + 1) * self.width]
+    }
+    pub fn row_mut(&mut self, sw: u32) -> &mut [u8] {
+        &mut self.data[sw as usize * self.width..(sw as usize + 1) * self.width]
+    }
+    /// Mutable rows for parallel fill (one per switch index).
+    pub fn par_rows_mut(&mut self) -> rayon::slice::ChunksMut<'_, u8> {
+        use rayon::slice::ParallelSliceMut;
+        let w = self.width.max(1);
+        self.data.par_chunks_mut(w)
+    }
+}
+
+/// SL-to-VL tables: per switch a `(ports+1) x (ports+1) x 16` cube
+/// (in port, out port, SL), and one 16-entry row per CA/router port (what
+/// the port uses to inject). All entries start at VL 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sl2Vl {
+    sw_off: Vec<usize>,
+    sw_dim: Vec<u16>,
+    sw: Vec<u8>,
+    port: Vec<[u8; NUM_SLS]>,
+}
+
+impl Sl2Vl {
+    pub fn new(f: &Fabric) -> Self {
+        let mut sw_off = Vec::with_capacity(f.switches().len() + 1);
+        let mut sw_dim = Vec::with_capacity(f.switches().len());
+        let mut total = 0usize;
+        for &s in f.switches() {
+            let dim = f.num_ports(s) as usize + 1;
+            sw_off.push(total);
+            sw_dim.push(dim as u16);
+            total += dim * dim * NUM_SLS;
+        }
+        sw_off.push(total);
+        Self {
+            sw_off,
+            sw_dim,
+            sw: vec![0; total],
+            port: vec![[0; NUM_SLS]; f.num_slots()],
+        }
+    }
+    #[inline]
+    fn idx(&self, sw: u32, inp: u8, out: u8, sl: u8) -> usize {
+        let d = self.sw_dim[sw as usize] as usize;
+        self.sw_off[sw as usize] + ((inp as usize * d + out as usize) * NUM_SLS) + sl as usize
+    }
+    /// VL a packet with `sl` gets on `out` of switch index `sw` after entering on `inp`.
+    #[inline]
+    pub fn switch_vl(&self, sw: u32, inp: u8, out: u8, sl: u8) -> u8 {
+        self.sw[self.idx(sw, inp, out, sl)]
+    }
+    pub fn set_switch_row(&mut self, sw: u32, inp: u8, out: u8, vls: [u8; NUM_SLS]) {
+        let i = self.idx(sw, inp, out, 0);
+        self.sw[i..i + NUM_SLS].copy_from_slice(&vls);
+    }
+    pub fn switch_row(&self, sw: u32, inp: u8, out: u8) -> [u8; NUM_SLS] {
+        let i = self.idx(sw, inp, out, 0);
+        let mut r = [0; NUM_SLS];
+        r.copy_from_slice(&self.sw[i..i + NUM_SLS]);
+        r
+    }
+    /// Injection VL of a CA/router port for `sl`.
+    #[inline]
+    pub fn port_vl(&self, slot: Slot, sl: u8) -> u8 {
+        self.port[slot as usize][sl as usize]
+    }
+    pub fn set_port_row(&mut self, slot: Slot, vls: [u8; NUM_SLS]) {
+        self.port[slot as usize] = vls;
+    }
+    pub fn port_row(&self, slot: Slot) -> [u8; NUM_SLS] {
+        self.port[slot as usize]
+    }
+    /// Highest VL in any row that can carry traffic.
+    pub fn max_vl(&self) -> u8 {
+        let a = self.sw.iter().copied().max().unwrap_or(0);
+        let b = self.port.iter().flat_map(|r| r.iter().copied()).max().unwrap_or(0);
+        a.max(b)
+    }
+}
+
+/// SL per (source LID, destination LID). Rows are deduplicated: sources
+/// whose SLs agree for every destination (typically hosts on one switch)
+/// share a row, which keeps large subnets in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathSl {
+    width: usize,
+    /// Row index per source LID; `u32::MAX` = no row (SL 0 everywhere).
+    row_of: Vec<u32>,
+    rows: Vec<u8>,
+}
+
+/// Marker for "this source has no path to that destination" in a row.
+pub const SL_NONE: u8 = 0xFF;
+
+impl PathSl {
+    pub fn new(max_lid: u16) -> Self {
+        let width = max_lid as usize + 1;
+        Self {
+            width,
+            row_of: vec![u32::MAX; width],
+            rows: Vec::new(),
+        }
+    }
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    /// Adds a row (one SL per destination LID, [`SL_NONE`] for no path) and
+    /// returns its index; give the same index to several sources to share it.
+    pub fn push_row(&mut self, row: &[u8]) -> u32 {
+        debug_assert_eq!(row.len(), self.width);
+        let i = (self.rows.len() / self.width.max(1)) as u32;
+        self.rows.extend_from_slice(row);
+        i
+    }
+    pub fn assign(&mut self, src_lid: u16, row: u32) {
+        self.row_of[src_lid as usize] = row;
+    }
+    pub fn row_of(&self, src_lid: u16) -> Option<&[u8]> {
+        match self.row_of.get(src_lid as usize) {
+            Some(&r) if r != u32::MAX => {
+                let s = r as usize * self.width;
+                Some(&self.rows[s..s + self.width])
+            }
+            _ => None,
+        }
+    }
+    /// SL for a pair: the row's value, 0 when the source has no row.
+    #[inline]
+    pub fn get(&self, src: u16, dst: u16) -> u8 {
+        match self.row_of(src) {
+            Some(r) => r.get(dst as usize).copied().unwrap_or(SL_NONE),
+            None => 0,
+        }
+    }
+    pub fn sources(&self) -> impl Iterator<Item = u16> + '_ {
+        self.row_of
+            .iter()
+            .enumerate()
+            .filter(|(_, &r)| r != u32::MAX)
+            .map(|(l, _)| l as u16)
+    }
+    pub fn distinct_sls(&self) -> usize {
+        let mut seen = [false; 256];
+        for &b in &self.rows {
+            seen[b as usize] = true;
+        }
+        seen[..NUM_SLS].iter().filter(|&&x| x).count()
+    }
+}
+
+/// Everything an engine emits for one subnet.
+#[derive(Debug, Clone)]
+pub struct Routing {
+    pub lfts: Lfts,
+    /// `None`: the engine leaves SL-to-VL alone (all traffic on VL 0).
+    pub sl2vl: Option<Sl2Vl>,
+    /// `None`: every pair uses SL 0 (no `path-sl.txt` is written).
+    pub path_sl: Option<PathSl>,
+}
+
+impl Routing {
+    pub fn lfts_only(lfts: Lfts) -> Self {
+        Self {
+            lfts,
+            sl2vl: None,
+            path_sl: None,
+        }
+    }
+}
+
+/// True when a slot is an end port (CA or router) that traffic starts or ends at.
+pub fn is_end_port(f: &Fabric, s: Slot) -> bool {
+    f.kind(f.node_of(s)) != NodeKind::Switch
+}

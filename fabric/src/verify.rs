@@ -1,0 +1,443 @@
+//! Deadlock and connectivity verification from emitted tables alone.
+//!
+//! For every destination end port and every source end port the verifier
+//! walks the route the LFTs give, with the SL the path-SL table gives and
+//! the VLs the SL-to-VL tables give, and collects the channel dependency
+//! graph (CDG) of the two-buffer model: vertices are virtual channels
+//! (directed switch-to-switch link, VL), an edge `a^m -> b^q` exists when a
+//! packet enters a switch on `a` with VL `m` and leaves on `b` with VL `q`.
+//! Links to and from end ports cannot be part of a cycle (an end port never
+//! forwards), so they are left out of the graph. Routing is deadlock free iff
+//! the CDG is acyclic (Dally and Seitz).
+//!
+//! Work is deduplicated per destination: the continuation of a route from
+//! switch-to-switch channel `o` with SL `s` does not depend on how the packet
+//! got there (the next out port depends on the LFT, the next VL on in port,
+//! out port and SL), so each `(o, s)` state is expanded once per destination;
+//! later arrivals only add their own CDG edge.
+
+use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A virtual channel: the directed link leaving `slot`, on `vl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct VirtualChannel {
+    pub slot: Slot,
+    pub vl: u8,
+}
+
+/// Why a source/destination pair is not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum PairFault {
+    /// The LFT of `switch` has no valid port for the destination.
+    NoRoute { switch: String },
+    /// The LFT points at a port that is not linked.
+    DeadPort { switch: String, port: u8 },
+    /// The route revisits a channel: a forwarding loop.
+    Loop { switch: String },
+    /// The route ends at an end port other than the destination.
+    Misdelivered { at: String },
+    /// `path-sl.txt` says the pair has no path (or gives an SL above 15).
+    NoSl,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BrokenPair {
+    pub src_lid: u16,
+    pub dst_lid: u16,
+    pub fault: PairFault,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub end_ports: usize,
+    pub pairs: u64,
+    pub broken_pairs: u64,
+    /// Up to 16 examples of broken pairs.
+    pub broken_examples: Vec<BrokenPair>,
+    /// Distinct VLs used on switch-to-switch channels.
+    pub vls_used: u32,
+    /// Highest VL used on a switch-to-switch channel (0 when none).
+    pub max_vl: u8,
+    /// Distinct SLs the sources use.
+    pub sls_used: u32,
+    /// Switch-to-switch links on the longest route.
+    pub max_hops: u32,
+    pub cdg_vertices: u64,
+    pub cdg_edges: u64,
+    /// A dependency cycle, when there is one.
+    pub cycle: Option<Vec<VirtualChannel>>,
+}
+
+impl Report {
+    pub fn all_pairs_routed(&self) -> bool {
+        self.broken_pairs == 0
+    }
+    pub fn deadlock_free(&self) -> bool {
+        self.cycle.is_none()
+    }
+    /// Connected, loop free and deadlock free.
+    pub fn ok(&self) -> bool {
+        self.all_pairs_routed() && self.deadlock_free()
+    }
+    /// Human-readable cycle: `sw1[p] -> sw2 (VL v)` per channel.
+    pub fn describe_cycle(&self, f: &Fabric) -> Option<String> {
+        let c = self.cycle.as_ref()?;
+        Some(
+            c.iter()
+                .map(|vc| describe_channel(f, *vc))
+                .collect::<Vec<_>>()
+                .join(" -> "),
+        )
+    }
+}
+
+pub fn describe_channel(f: &Fabric, vc: VirtualChannel) -> String {
+    let n = f.node_of(vc.slot);
+    let r = f.remote(vc.slot);
+    let to = if r == NONE {
+        "?".to_string()
+    } else {
+        format!("{}[{}]", f.desc(f.node_of(r)), f.port_of(r))
+    };
+    format!("{}[{}]=>{} VL{}", f.desc(n), f.port_of(vc.slot), to, vc.vl)
+}
+
+const IN_PROGRESS: u32 = u32::MAX;
+const BROKEN_ROUTE: u32 = u32::MAX - 1;
+const BROKEN_LOOP: u32 = u32::MAX - 2;
+
+/// Per-thread scratch state, reused across destinations.
+struct Scratch {
+    stamp: Vec<u32>,
+    info: Vec<u32>,
+    stack: Vec<usize>,
+    broken: u64,
+    examples: Vec<BrokenPair>,
+    vl_mask: u16,
+    sl_mask: u16,
+    max_hops: u32,
+}
+
+struct Ctx<'a> {
+    f: &'a Fabric,
+    r: &'a Routing,
+    is_s2s: Vec<bool>,
+    max_ports: usize,
+    vls: usize,
+    edges: Vec<AtomicU64>,
+}
+
+impl Ctx<'_> {
+    #[inline]
+    fn edge_bit(&self, c: Slot, out_port: u8, vc: u8, vo: u8) -> usize {
+        ((c as usize * self.max_ports + out_port as usize) * self.vls + vc as usize) * self.vls + vo as usize
+    }
+    #[inline]
+    fn add_edge(&self, c: Slot, out_port: u8, vc: u8, vo: u8) {
+        let b = self.edge_bit(c, out_port, vc, vo);
+        let w = &self.edges[b / 64];
+        let m = 1u64 << (b % 64);
+        // A plain load first: most edges are already known, and skipping the
+        // atomic read-modify-write keeps the cache line shared between threads.
+        if w.load(Ordering::Relaxed) & m == 0 {
+            w.fetch_or(m, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Verifies `routing` on `f`. Never panics on inconsistent tables: every
+/// problem becomes a broken pair or a cycle in the report.
+pub fn verify(f: &Fabric, routing: &Routing) -> Report {
+    let n_slots = f.num_slots();
+    let is_s2s: Vec<bool> = (0..n_slots as Slot)
+        .map(|s| {
+            let r = f.remote(s);
+            r != NONE && f.kind(f.node_of(s)) == NodeKind::Switch && f.kind(f.node_of(r)) == NodeKind::Switch
+        })
+        .collect();
+    let max_ports = f.switches().iter().map(|&s| f.num_ports(s) as usize + 1).max().unwrap_or(1);
+    let vls = routing.sl2vl.as_ref().map(|t| t.max_vl() as usize + 1).unwrap_or(1).min(16);
+    let bits = n_slots * max_ports * vls * vls;
+    let edges = (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+    let ctx = Ctx {
+        f,
+        r: routing,
+        is_s2s,
+        max_ports,
+        vls,
+        edges,
+    };
+    let dests: Vec<Slot> = f.endports().to_vec();
+    let sls = if routing.path_sl.is_some() { NUM_SLS } else { 1 };
+
+    let scratch = dests
+        .par_iter()
+        .enumerate()
+        .fold(
+            || Scratch {
+                stamp: vec![0; n_slots * sls],
+                info: vec![0; n_slots * sls],
+                stack: Vec::new(),
+                broken: 0,
+                examples: Vec::new(),
+                vl_mask: 0,
+                sl_mask: 0,
+                max_hops: 0,
+            },
+            |mut st, (di, &d)| {
+                route_to(&ctx, &mut st, di as u32 + 1, d, sls);
+                st
+            },
+        )
+        .reduce_with(|mut a, b| {
+            a.broken += b.broken;
+            a.examples.extend(b.examples);
+            a.examples.truncate(16);
+            a.vl_mask |= b.vl_mask;
+            a.sl_mask |= b.sl_mask;
+            a.max_hops = a.max_hops.max(b.max_hops);
+            a
+        });
+
+    let (broken, mut examples, vl_mask, sl_mask, max_hops) = match scratch {
+        Some(s) => (s.broken, s.examples, s.vl_mask, s.sl_mask, s.max_hops),
+        None => (0, Vec::new(), 0, 0, 0),
+    };
+    examples.sort_by_key(|e| (e.src_lid, e.dst_lid));
+    let (vertices, edge_count, cycle) = find_cycle(&ctx);
+    let n = dests.len() as u64;
+    Report {
+        end_ports: dests.len(),
+        pairs: n * n.saturating_sub(1),
+        broken_pairs: broken,
+        broken_examples: examples,
+        vls_used: vl_mask.count_ones(),
+        max_vl: if vl_mask == 0 { 0 } else { 15 - vl_mask.leading_zeros() as u8 },
+        sls_used: sl_mask.count_ones(),
+        max_hops,
+        cdg_vertices: vertices,
+        cdg_edges: edge_count,
+        cycle,
+    }
+}
+
+/// Walks every source toward destination port `d` (stamp `tag`).
+fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, sls: usize) {
+    let f = ctx.f;
+    let dlid = f.lid_of_slot(d);
+    let sl2vl = ctx.r.sl2vl.as_ref();
+    for &s in f.endports() {
+        if s == d {
+            continue;
+        }
+        let slid = f.lid_of_slot(s);
+        let sl = match &ctx.r.path_sl {
+            Some(p) => p.get(slid, dlid),
+            None => 0,
+        };
+        let fault = |st: &mut Scratch, fault: PairFault| {
+            st.broken += 1;
+            if st.examples.len() < 16 {
+                st.examples.push(BrokenPair {
+                    src_lid: slid,
+                    dst_lid: dlid,
+                    fault,
+                });
+            }
+        };
+        if sl == SL_NONE || sl as usize >= NUM_SLS {
+            fault(st, PairFault::NoSl);
+            continue;
+        }
+        st.sl_mask |= 1 << sl;
+        // Injection: channel s on the VL the source port maps the SL to.
+        let mut c = s;
+        let mut vc = sl2vl.map(|t| t.port_vl(s, sl)).unwrap_or(0);
+        st.stack.clear();
+        let mut end_hops: Option<u32> = None;
+        let mut pair_fault: Option<PairFault> = None;
+        loop {
+            let r = f.remote(c);
+            if r == d {
+                end_hops = Some(0);
+                break;
+            }
+            let node = f.node_of(r);
+            let Some(swi) = f.switch_index(node) else {
+                pair_fault = Some(PairFault::Misdelivered {
+                    at: f.desc(node).to_string(),
+                });
+                break;
+            };
+            let inp = f.port_of(r);
+            let out = ctx.r.lfts.get(swi, dlid);
+            if out == NO_PATH || out == 0 || out > f.num_ports(node) {
+                pair_fault = Some(PairFault::NoRoute {
+                    switch: f.desc(node).to_string(),
+                });
+                break;
+            }
+            let o = f.slot(node, out);
+            if f.remote(o) == NONE {
+                pair_fault = Some(PairFault::DeadPort {
+                    switch: f.desc(node).to_string(),
+                    port: out,
+                });
+                break;
+            }
+            let vo = sl2vl.map(|t| t.switch_vl(swi, inp, out, sl)).unwrap_or(0);
+            if !ctx.is_s2s[o as usize] {
+                // Leaving toward an end port: the next step decides delivery.
+                c = o;
+                vc = vo;
+                continue;
+            }
+            st.vl_mask |= 1 << vo.min(15);
+            if ctx.is_s2s[c as usize] {
+                ctx.add_edge(c, out, vc.min(ctx.vls as u8 - 1), vo.min(ctx.vls as u8 - 1));
+            }
+            let key = o as usize * sls + if sls == 1 { 0 } else { sl as usize };
+            if st.stamp[key] == tag {
+                match st.info[key] {
+                    IN_PROGRESS => {
+                        pair_fault = Some(PairFault::Loop {
+                            switch: f.desc(node).to_string(),
+                        })
+                    }
+                    BROKEN_LOOP => {
+                        pair_fault = Some(PairFault::Loop {
+                            switch: f.desc(node).to_string(),
+                        })
+                    }
+                    BROKEN_ROUTE => {
+                        pair_fault = Some(PairFault::NoRoute {
+                            switch: f.desc(node).to_string(),
+                        })
+                    }
+                    h => end_hops = Some(h),
+                }
+                break;
+            }
+            st.stamp[key] = tag;
+            st.info[key] = IN_PROGRESS;
+            st.stack.push(key);
+            c = o;
+            vc = vo;
+        }
+        match (end_hops, pair_fault) {
+            (Some(mut h), _) => {
+                while let Some(k) = st.stack.pop() {
+                    h += 1;
+                    st.info[k] = h;
+                }
+                st.max_hops = st.max_hops.max(h);
+            }
+            (None, Some(fl)) => {
+                // States on this walk lead to the same fault for later sources.
+                let mark = if matches!(fl, PairFault::Loop { .. }) {
+                    BROKEN_LOOP
+                } else {
+                    BROKEN_ROUTE
+                };
+                while let Some(k) = st.stack.pop() {
+                    st.info[k] = mark;
+                }
+                fault(st, fl);
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// Builds the CDG from the edge bitset and returns (vertices, edges, cycle).
+fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
+    let f = ctx.f;
+    let v = ctx.vls;
+    let n_vert = f.num_slots() * v;
+    // CSR from the bitset: two passes (count, then fill).
+    let mut deg = vec![0u32; n_vert + 1];
+    let decode = |bit: usize| {
+        let vo = bit % v;
+        let rest = bit / v;
+        let vc = rest % v;
+        let rest = rest / v;
+        let out_port = (rest % ctx.max_ports) as u8;
+        let c = (rest / ctx.max_ports) as Slot;
+        let head = f.node_of(f.remote(c));
+        let o = f.slot(head, out_port);
+        (c as usize * v + vc, o as usize * v + vo)
+    };
+    let mut total = 0u64;
+    for (wi, w) in ctx.edges.iter().enumerate() {
+        let mut x = w.load(Ordering::Relaxed);
+        while x != 0 {
+            let b = x.trailing_zeros() as usize;
+            x &= x - 1;
+            let (from, _) = decode(wi * 64 + b);
+            deg[from + 1] += 1;
+            total += 1;
+        }
+    }
+    for i in 0..n_vert {
+        deg[i + 1] += deg[i];
+    }
+    let mut fill = deg.clone();
+    let mut adj = vec![0u32; total as usize];
+    let mut has_vertex = vec![false; n_vert];
+    for (wi, w) in ctx.edges.iter().enumerate() {
+        let mut x = w.load(Ordering::Relaxed);
+        while x != 0 {
+            let b = x.trailing_zeros() as usize;
+            x &= x - 1;
+            let (from, to) = decode(wi * 64 + b);
+            adj[fill[from] as usize] = to as u32;
+            fill[from] += 1;
+            has_vertex[from] = true;
+            has_vertex[to] = true;
+        }
+    }
+    let vertices = has_vertex.iter().filter(|&&b| b).count() as u64;
+
+    // Iterative DFS with colours; a grey successor closes a cycle.
+    let mut color = vec![0u8; n_vert];
+    let mut stack: Vec<(u32, u32)> = Vec::new();
+    for start in 0..n_vert {
+        if color[start] != 0 || deg[start] == deg[start + 1] {
+            continue;
+        }
+        color[start] = 1;
+        stack.push((start as u32, deg[start]));
+        while let Some(top) = stack.last_mut() {
+            let u = top.0 as usize;
+            if top.1 < deg[u + 1] {
+                let w = adj[top.1 as usize] as usize;
+                top.1 += 1;
+                match color[w] {
+                    0 => {
+                        color[w] = 1;
+                        stack.push((w as u32, deg[w]));
+                    }
+                    1 => {
+                        let pos = stack.iter().position(|e| e.0 as usize == w).unwrap_or(0);
+                        let cyc = stack[pos..]
+                            .iter()
+                            .map(|e| VirtualChannel {
+                                slot: (e.0 as usize / v) as Slot,
+                                vl: (e.0 as usize % v) as u8,
+                            })
+                            .collect();
+                        return (vertices, total, Some(cyc));
+                    }
+                    _ => {}
+                }
+            } else {
+                color[u] = 2;
+                stack.pop();
+            }
+        }
+    }
+    (vertices, total, None)
+}

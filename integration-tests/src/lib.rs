@@ -1,0 +1,1 @@
+//! Integration tests that drive real processes live in tests/.

@@ -1,0 +1,306 @@
+//! Command-line front of the topology generators (`ibfabric gen <KIND>`):
+//! one clap subcommand per topology family, turned into a
+//! [`fabric::gen::Topology`] by [`topology`].
+
+use anyhow::Result;
+use clap::Subcommand;
+use fabric::gen::Topology;
+use std::fmt;
+use std::str::FromStr;
+
+/// Lattice dimensions written as sizes joined by `x`, e.g. `4x4x4`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dims(pub Vec<u32>);
+
+impl FromStr for Dims {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let dims = s
+            .split(['x', 'X'])
+            .map(|part| match part.trim().parse::<u32>() {
+                Ok(0) => Err(format!("dimension sizes must be at least 1 in '{s}'")),
+                Ok(v) => Ok(v),
+                Err(_) => Err(format!(
+                    "'{s}' is not a list of sizes joined by 'x' (like 4x4x4): bad size '{part}'"
+                )),
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        Ok(Dims(dims))
+    }
+}
+
+impl fmt::Display for Dims {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u32::to_string).collect();
+        f.write_str(&parts.join("x"))
+    }
+}
+
+/// The topology families `ibfabric gen` can build.
+///
+/// Common to all: switches come first in the node list (LIDs 1..=S), then
+/// the HCAs (one port each); on every switch the host ports come first
+/// (1..=hosts), followed by the network ports; every switch has exactly the
+/// ports it uses. A fabric may have at most 49151 switches + HCAs (one LID
+/// each) and a switch at most 254 ports.
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum GenKind {
+    /// k-ary n-tree fat tree: n levels of k^(n-1) switches, k hosts per leaf.
+    ///
+    /// Switches have radix 2k: k ports down (hosts on leaves), k ports up;
+    /// the top level uses only its k down ports. There are n*k^(n-1)
+    /// switches and k^n hosts, diameter 2(n-1). Switches are named
+    /// s<level>_<index> with level 0 = leaves; hosts h0_<leaf>_<j>.
+    /// Example: `kary --k 2 --n 3` gives 12 switches and 8 hosts.
+    Kary {
+        /// Arity: hosts per leaf, and down- and up-links per switch (1..=127).
+        #[arg(long)]
+        k: u32,
+        /// Number of switch levels (at least 1).
+        #[arg(long)]
+        n: u32,
+    },
+    /// Two-level leaf/spine fat tree (the defaults build the 648-host
+    /// "ft648" of 36-port switches).
+    ///
+    /// Every leaf is linked to every spine `--links` times and carries
+    /// `--hosts` HCAs. Leaf ports: hosts first, then the up-links grouped by
+    /// spine. Leaves are s0_<i>, spines s1_<i>, hosts h0_<leaf>_<j>.
+    #[command(visible_alias = "ft2")]
+    Fattree {
+        /// Number of leaf switches.
+        #[arg(long, default_value_t = 36)]
+        leaves: u32,
+        /// Number of spine switches.
+        #[arg(long, default_value_t = 18)]
+        spines: u32,
+        /// HCAs per leaf switch.
+        #[arg(long, default_value_t = 18)]
+        hosts: u32,
+        /// Parallel links between each leaf and each spine.
+        #[arg(long, default_value_t = 1)]
+        links: u32,
+    },
+    /// 1D/2D/3D mesh: switches on a lattice linked to their +/-1 neighbours.
+    ///
+    /// Border switches have fewer links (and ports). Diameter is the sum of
+    /// (size - 1). Switches are s<x>_<y>_<z>, hosts h<x>_<y>_<z>_<j>.
+    Mesh {
+        /// Lattice sizes joined by 'x', 1 to 3 of them, e.g. 8x8 or 4x4x4.
+        #[arg(long)]
+        dims: Dims,
+        /// HCAs per switch.
+        #[arg(long, default_value_t = 1)]
+        hosts: u32,
+    },
+    /// 1D/2D/3D torus: a mesh with wrap-around links in every dimension.
+    ///
+    /// A dimension of size 2 gets a single link (a wrap link would duplicate
+    /// it), one of size 1 none. Diameter is the sum of floor(size / 2).
+    /// Switches are s<x>_<y>_<z>, hosts h<x>_<y>_<z>_<j>; network ports in
+    /// the order x-, x+, y-, y+, z-, z+.
+    Torus {
+        /// Lattice sizes joined by 'x', 1 to 3 of them, e.g. 4x4x4.
+        #[arg(long)]
+        dims: Dims,
+        /// HCAs per switch.
+        #[arg(long, default_value_t = 1)]
+        hosts: u32,
+    },
+    /// Balanced Dragonfly: 2p routers per group, p global links per router,
+    /// 2p^2+1 fully connected groups.
+    ///
+    /// Each pair of groups shares exactly one global link ("palmtree"
+    /// wiring); diameter 3. p=6 gives 876 routers and 5256 hosts, p=8 2064
+    /// routers and 16512 hosts. Routers are g<group>r<router>, hosts
+    /// g<group>r<router>h<j>; router ports: hosts, then 2p-1 local links,
+    /// then p global links.
+    Dragonfly {
+        /// Balance parameter p (at least 1): default hosts per router and
+        /// global links per router; routers per group are 2p.
+        #[arg(long)]
+        p: u32,
+        /// HCAs per router [default: p].
+        #[arg(long)]
+        hosts: Option<u32>,
+    },
+    /// Slim Fly: the diameter-2 MMS graph of 2q^2 switches.
+    ///
+    /// q must be a prime with q = 4w +/- 1 (3, 5, 7, 11, 13, 17, 19, ...;
+    /// prime powers are not supported); the network degree is (3q -/+ 1)/2.
+    /// q=5 gives 50 switches of degree 7 with 4 hosts each. Switches are
+    /// s0_<x>_<y> and s1_<m>_<c>, hosts h0_<x>_<y>_<j> / h1_<m>_<c>_<j>.
+    Slimfly {
+        /// The prime q.
+        #[arg(long)]
+        q: u32,
+        /// HCAs per switch [default: ceil(degree / 2)].
+        #[arg(long)]
+        hosts: Option<u32>,
+    },
+    /// HyperX: switches on a lattice, fully connected along each dimension.
+    ///
+    /// Two switches are linked iff they differ in exactly one coordinate
+    /// (one link each). Network degree is the sum of (size - 1); diameter is
+    /// the number of dimensions larger than 1. Switches are s<c0>_<c1>_...,
+    /// hosts h<c0>_<c1>_..._<j>.
+    Hyperx {
+        /// Lattice sizes joined by 'x', 1 to 8 of them, e.g. 4x4x4.
+        #[arg(long)]
+        dims: Dims,
+        /// HCAs per switch.
+        #[arg(long, default_value_t = 1)]
+        hosts: u32,
+    },
+    /// Random regular switch graph (Jellyfish-like), reproducible per seed.
+    ///
+    /// A connected random graph in which every switch has exactly `--degree`
+    /// links to other switches; the same parameters and seed give the same
+    /// fabric on every machine. switches x degree must be even and degree
+    /// below switches. Switches are s<i>, hosts h<i>_<j>.
+    Random {
+        /// Number of switches.
+        #[arg(long)]
+        switches: u32,
+        /// Switch-to-switch links per switch.
+        #[arg(long)]
+        degree: u32,
+        /// HCAs per switch.
+        #[arg(long, default_value_t = 1)]
+        hosts: u32,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+/// The topology a `gen` subcommand asks for. Parameter checks beyond the
+/// syntax happen in [`fabric::gen::generate`].
+pub fn topology(kind: &GenKind) -> Result<Topology> {
+    Ok(match kind {
+        GenKind::Kary { k, n } => Topology::KaryNTree { k: *k, n: *n },
+        GenKind::Fattree {
+            leaves,
+            spines,
+            hosts,
+            links,
+        } => Topology::FatTree2 {
+            leaves: *leaves,
+            spines: *spines,
+            hosts: *hosts,
+            links: *links,
+        },
+        GenKind::Mesh { dims, hosts } => Topology::Mesh {
+            dims: dims.0.clone(),
+            torus: false,
+            hosts: *hosts,
+        },
+        GenKind::Torus { dims, hosts } => Topology::Mesh {
+            dims: dims.0.clone(),
+            torus: true,
+            hosts: *hosts,
+        },
+        GenKind::Dragonfly { p, hosts } => Topology::Dragonfly { p: *p, hosts: *hosts },
+        GenKind::Slimfly { q, hosts } => Topology::SlimFly { q: *q, hosts: *hosts },
+        GenKind::Hyperx { dims, hosts } => Topology::HyperX {
+            dims: dims.0.clone(),
+            hosts: *hosts,
+        },
+        GenKind::Random {
+            switches,
+            degree,
+            hosts,
+            seed,
+        } => Topology::RandomRegular {
+            switches: *switches,
+            degree: *degree,
+            hosts: *hosts,
+            seed: *seed,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        kind: GenKind,
+    }
+
+    fn parse(args: &[&str]) -> Result<Topology> {
+        let cli = Cli::try_parse_from(std::iter::once("gen").chain(args.iter().copied()))?;
+        topology(&cli.kind)
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_every_family() -> Result<()> {
+        assert_eq!(parse(&["kary", "--k", "2", "--n", "3"])?, Topology::KaryNTree { k: 2, n: 3 });
+        assert_eq!(parse(&["fattree"])?, Topology::ft648());
+        assert_eq!(parse(&["ft2"])?, Topology::ft648());
+        assert_eq!(
+            parse(&["ft2", "--leaves", "4", "--spines", "2", "--hosts", "3", "--links", "2"])?,
+            Topology::FatTree2 {
+                leaves: 4,
+                spines: 2,
+                hosts: 3,
+                links: 2
+            }
+        );
+        assert_eq!(
+            parse(&["torus", "--dims", "4x4x4"])?,
+            Topology::Mesh {
+                dims: vec![4, 4, 4],
+                torus: true,
+                hosts: 1
+            }
+        );
+        assert_eq!(
+            parse(&["mesh", "--dims", "8X2", "--hosts", "2"])?,
+            Topology::Mesh {
+                dims: vec![8, 2],
+                torus: false,
+                hosts: 2
+            }
+        );
+        assert_eq!(parse(&["dragonfly", "--p", "6"])?, Topology::Dragonfly { p: 6, hosts: None });
+        assert_eq!(
+            parse(&["slimfly", "--q", "5", "--hosts", "3"])?,
+            Topology::SlimFly { q: 5, hosts: Some(3) }
+        );
+        assert_eq!(
+            parse(&["hyperx", "--dims", "4x4"])?,
+            Topology::HyperX {
+                dims: vec![4, 4],
+                hosts: 1
+            }
+        );
+        assert_eq!(
+            parse(&["random", "--switches", "64", "--degree", "8", "--seed", "9"])?,
+            Topology::RandomRegular {
+                switches: 64,
+                degree: 8,
+                hosts: 1,
+                seed: 9
+            }
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_bad_dims() {
+        assert!(parse(&["torus", "--dims", "4x0"]).is_err());
+        assert!(parse(&["torus", "--dims", "4xx4"]).is_err());
+        assert!(parse(&["torus", "--dims", "four"]).is_err());
+        assert_eq!("2x3".parse::<Dims>().map(|d| d.to_string()), Ok("2x3".to_string()));
+    }
+}
