@@ -37,13 +37,15 @@ impl fmt::Display for Dims {
     }
 }
 
+/// Conventions shared by every family, shown at the end of each family's
+/// `--help`.
+const COMMON: &str = "\
+Conventions: switches come first in the node list (LIDs 1..=S), then the HCAs (one port each). \
+On every switch the host ports come first (1..=hosts), followed by the network ports; \
+every switch has exactly the ports it uses. A fabric may have at most 49151 switches + HCAs \
+(one LID each) and a switch at most 254 ports.";
+
 /// The topology families `ibfabric gen` can build.
-///
-/// Common to all: switches come first in the node list (LIDs 1..=S), then
-/// the HCAs (one port each); on every switch the host ports come first
-/// (1..=hosts), followed by the network ports; every switch has exactly the
-/// ports it uses. A fabric may have at most 49151 switches + HCAs (one LID
-/// each) and a switch at most 254 ports.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum GenKind {
     /// k-ary n-tree fat tree: n levels of k^(n-1) switches, k hosts per leaf.
@@ -53,6 +55,7 @@ pub enum GenKind {
     /// switches and k^n hosts, diameter 2(n-1). Switches are named
     /// s<level>_<index> with level 0 = leaves; hosts h0_<leaf>_<j>.
     /// Example: `kary --k 2 --n 3` gives 12 switches and 8 hosts.
+    #[command(after_long_help = COMMON)]
     Kary {
         /// Arity: hosts per leaf, and down- and up-links per switch (1..=127).
         #[arg(long)]
@@ -67,7 +70,7 @@ pub enum GenKind {
     /// Every leaf is linked to every spine `--links` times and carries
     /// `--hosts` HCAs. Leaf ports: hosts first, then the up-links grouped by
     /// spine. Leaves are s0_<i>, spines s1_<i>, hosts h0_<leaf>_<j>.
-    #[command(visible_alias = "ft2")]
+    #[command(visible_alias = "ft2", after_long_help = COMMON)]
     Fattree {
         /// Number of leaf switches.
         #[arg(long, default_value_t = 36)]
@@ -85,7 +88,9 @@ pub enum GenKind {
     /// 1D/2D/3D mesh: switches on a lattice linked to their +/-1 neighbours.
     ///
     /// Border switches have fewer links (and ports). Diameter is the sum of
-    /// (size - 1). Switches are s<x>_<y>_<z>, hosts h<x>_<y>_<z>_<j>.
+    /// (size - 1). Switches are s<x>_<y>_<z>, hosts h<x>_<y>_<z>_<j>; network
+    /// ports in the order x-, x+, y-, y+, z-, z+ (those that exist).
+    #[command(after_long_help = COMMON)]
     Mesh {
         /// Lattice sizes joined by 'x', 1 to 3 of them, e.g. 8x8 or 4x4x4.
         #[arg(long)]
@@ -99,7 +104,8 @@ pub enum GenKind {
     /// A dimension of size 2 gets a single link (a wrap link would duplicate
     /// it), one of size 1 none. Diameter is the sum of floor(size / 2).
     /// Switches are s<x>_<y>_<z>, hosts h<x>_<y>_<z>_<j>; network ports in
-    /// the order x-, x+, y-, y+, z-, z+.
+    /// the order x-, x+, y-, y+, z-, z+ (those that exist).
+    #[command(after_long_help = COMMON)]
     Torus {
         /// Lattice sizes joined by 'x', 1 to 3 of them, e.g. 4x4x4.
         #[arg(long)]
@@ -116,6 +122,7 @@ pub enum GenKind {
     /// routers and 16512 hosts. Routers are g<group>r<router>, hosts
     /// g<group>r<router>h<j>; router ports: hosts, then 2p-1 local links,
     /// then p global links.
+    #[command(after_long_help = COMMON)]
     Dragonfly {
         /// Balance parameter p (at least 1): default hosts per router and
         /// global links per router; routers per group are 2p.
@@ -131,6 +138,7 @@ pub enum GenKind {
     /// prime powers are not supported); the network degree is (3q -/+ 1)/2.
     /// q=5 gives 50 switches of degree 7 with 4 hosts each. Switches are
     /// s0_<x>_<y> and s1_<m>_<c>, hosts h0_<x>_<y>_<j> / h1_<m>_<c>_<j>.
+    #[command(after_long_help = COMMON)]
     Slimfly {
         /// The prime q.
         #[arg(long)]
@@ -145,6 +153,7 @@ pub enum GenKind {
     /// (one link each). Network degree is the sum of (size - 1); diameter is
     /// the number of dimensions larger than 1. Switches are s<c0>_<c1>_...,
     /// hosts h<c0>_<c1>_..._<j>.
+    #[command(after_long_help = COMMON)]
     Hyperx {
         /// Lattice sizes joined by 'x', 1 to 8 of them, e.g. 4x4x4.
         #[arg(long)]
@@ -159,6 +168,7 @@ pub enum GenKind {
     /// links to other switches; the same parameters and seed give the same
     /// fabric on every machine. switches x degree must be even and degree
     /// below switches. Switches are s<i>, hosts h<i>_<j>.
+    #[command(after_long_help = COMMON)]
     Random {
         /// Number of switches.
         #[arg(long)]
@@ -201,8 +211,14 @@ pub fn topology(kind: &GenKind) -> Result<Topology> {
             torus: true,
             hosts: *hosts,
         },
-        GenKind::Dragonfly { p, hosts } => Topology::Dragonfly { p: *p, hosts: *hosts },
-        GenKind::Slimfly { q, hosts } => Topology::SlimFly { q: *q, hosts: *hosts },
+        GenKind::Dragonfly { p, hosts } => Topology::Dragonfly {
+            p: *p,
+            hosts: *hosts,
+        },
+        GenKind::Slimfly { q, hosts } => Topology::SlimFly {
+            q: *q,
+            hosts: *hosts,
+        },
         GenKind::Hyperx { dims, hosts } => Topology::HyperX {
             dims: dims.0.clone(),
             hosts: *hosts,
@@ -244,7 +260,10 @@ mod tests {
 
     #[test]
     fn parses_every_family() -> Result<()> {
-        assert_eq!(parse(&["kary", "--k", "2", "--n", "3"])?, Topology::KaryNTree { k: 2, n: 3 });
+        assert_eq!(
+            parse(&["kary", "--k", "2", "--n", "3"])?,
+            Topology::KaryNTree { k: 2, n: 3 }
+        );
         assert_eq!(parse(&["fattree"])?, Topology::ft648());
         assert_eq!(parse(&["ft2"])?, Topology::ft648());
         assert_eq!(
@@ -272,10 +291,16 @@ mod tests {
                 hosts: 2
             }
         );
-        assert_eq!(parse(&["dragonfly", "--p", "6"])?, Topology::Dragonfly { p: 6, hosts: None });
+        assert_eq!(
+            parse(&["dragonfly", "--p", "6"])?,
+            Topology::Dragonfly { p: 6, hosts: None }
+        );
         assert_eq!(
             parse(&["slimfly", "--q", "5", "--hosts", "3"])?,
-            Topology::SlimFly { q: 5, hosts: Some(3) }
+            Topology::SlimFly {
+                q: 5,
+                hosts: Some(3)
+            }
         );
         assert_eq!(
             parse(&["hyperx", "--dims", "4x4"])?,
@@ -301,6 +326,9 @@ mod tests {
         assert!(parse(&["torus", "--dims", "4x0"]).is_err());
         assert!(parse(&["torus", "--dims", "4xx4"]).is_err());
         assert!(parse(&["torus", "--dims", "four"]).is_err());
-        assert_eq!("2x3".parse::<Dims>().map(|d| d.to_string()), Ok("2x3".to_string()));
+        assert_eq!(
+            "2x3".parse::<Dims>().map(|d| d.to_string()),
+            Ok("2x3".to_string())
+        );
     }
 }

@@ -4,7 +4,7 @@ mod gen_cli;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file};
+use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file, write_with};
 use fabric::graph::SwitchGraph;
 use fabric::routing::{self, EngineOptions};
 use fabric::tables::Routing;
@@ -141,7 +141,11 @@ fn main() {
                     "{:<10} {}{}",
                     e.name(),
                     e.description(),
-                    if e.claims_deadlock_free() { "" } else { " [not deadlock free]" }
+                    if e.claims_deadlock_free() {
+                        ""
+                    } else {
+                        " [not deadlock free]"
+                    }
                 );
             }
             Ok(0)
@@ -198,7 +202,9 @@ fn info_of(f: &Fabric, with_guids: bool) -> Info {
         }
     }
     let mut guids: Vec<String> = if with_guids {
-        (0..f.num_nodes() as u32).map(|n| format!("0x{:016x}", f.guid(n))).collect()
+        (0..f.num_nodes() as u32)
+            .map(|n| format!("0x{:016x}", f.guid(n)))
+            .collect()
     } else {
         Vec::new()
     };
@@ -211,7 +217,12 @@ fn info_of(f: &Fabric, with_guids: bool) -> Info {
         ports: f.endports().len(),
         max_lid: f.max_lid(),
         diameter: g.diameter(),
-        max_radix: f.switches().iter().map(|&s| f.num_ports(s)).max().unwrap_or(0),
+        max_radix: f
+            .switches()
+            .iter()
+            .map(|&s| f.num_ports(s))
+            .max()
+            .unwrap_or(0),
         hosts_per_switch_min: hosts.iter().copied().min().unwrap_or(0),
         hosts_per_switch_max: hosts.iter().copied().max().unwrap_or(0),
         guids,
@@ -230,7 +241,10 @@ fn print_info(i: &Info) {
         None => println!("diameter        disconnected"),
     }
     println!("max radix       {}", i.max_radix);
-    println!("hosts/switch    {}..{}", i.hosts_per_switch_min, i.hosts_per_switch_max);
+    println!(
+        "hosts/switch    {}..{}",
+        i.hosts_per_switch_min, i.hosts_per_switch_max
+    );
 }
 
 fn cmd_gen(a: GenArgs) -> Result<i32> {
@@ -260,7 +274,9 @@ fn cmd_gen(a: GenArgs) -> Result<i32> {
                 info.switches,
                 info.cas,
                 info.links,
-                info.diameter.map(|d| d.to_string()).unwrap_or_else(|| "disconnected".into()),
+                info.diameter
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|| "disconnected".into()),
                 a.out.display()
             );
         }
@@ -310,21 +326,30 @@ fn report_json(r: &Report, f: &Fabric) -> serde_json::Value {
 }
 
 fn print_report(r: &Report, f: &Fabric) {
-    println!(
-        "pairs           {} ({} broken)",
-        r.pairs, r.broken_pairs
-    );
+    println!("pairs           {} ({} broken)", r.pairs, r.broken_pairs);
     for b in &r.broken_examples {
-        println!("  broken: LID {} -> LID {}: {:?}", b.src_lid, b.dst_lid, b.fault);
+        println!(
+            "  broken: LID {} -> LID {}: {:?}",
+            b.src_lid, b.dst_lid, b.fault
+        );
     }
-    println!("VLs used        {} (switch-to-switch channels, max VL {})", r.vls_used, r.max_vl);
+    println!(
+        "VLs used        {} (switch-to-switch channels, max VL {})",
+        r.vls_used, r.max_vl
+    );
     println!("SLs used        {}", r.sls_used);
     println!("max hops        {} (switch-to-switch links)", r.max_hops);
-    println!("CDG             {} virtual channels, {} dependencies", r.cdg_vertices, r.cdg_edges);
+    println!(
+        "CDG             {} virtual channels, {} dependencies",
+        r.cdg_vertices, r.cdg_edges
+    );
     match r.describe_cycle(f) {
         None => println!("deadlock free   yes"),
         Some(c) => {
-            println!("deadlock free   NO: channel dependency cycle of {} channels:", r.cycle.as_ref().map_or(0, |c| c.len()));
+            println!(
+                "deadlock free   NO: channel dependency cycle of {} channels:",
+                r.cycle.as_ref().map_or(0, |c| c.len())
+            );
             println!("  {c}");
         }
     }
@@ -356,8 +381,12 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
     let refuse = if !report.all_pairs_routed() {
-        Some(format!("{} of {} pairs are not routed", report.broken_pairs, report.pairs))
-    } else if !report.deadlock_free() && (engine.claims_deadlock_free() || a.require_deadlock_free) {
+        Some(format!(
+            "{} of {} pairs are not routed",
+            report.broken_pairs, report.pairs
+        ))
+    } else if !report.deadlock_free() && (engine.claims_deadlock_free() || a.require_deadlock_free)
+    {
         Some("the tables are not deadlock free".to_string())
     } else {
         None
@@ -374,7 +403,10 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
         v["routers"] = serde_json::json!(f.num_routers());
         v["seconds"] = serde_json::json!(route_secs);
         v["verify_seconds"] = serde_json::json!(verify_secs);
-        v["files"] = serde_json::json!(files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>());
+        v["files"] = serde_json::json!(files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>());
         v["written"] = serde_json::json!(refuse.is_none());
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -392,7 +424,10 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
         bail!("{why}; nothing written to {}", a.out.display());
     }
     if !report.deadlock_free() {
-        tracing::warn!(engine = engine.name(), "tables written although they are NOT deadlock free");
+        tracing::warn!(
+            engine = engine.name(),
+            "tables written although they are NOT deadlock free"
+        );
     }
     Ok(0)
 }
@@ -401,16 +436,16 @@ fn write_routing(f: &Fabric, r: &Routing, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut out = Vec::new();
     let p = dir.join("opensm-lfts.dump");
-    write_file(&p, &lft::write(f, &r.lfts))?;
+    write_with(&p, |w| lft::write_to(f, &r.lfts, w))?;
     out.push(p);
     if let Some(t) = &r.sl2vl {
         let p = dir.join("opensm-sl2vl.dump");
-        write_file(&p, &sl2vl::write(f, t))?;
+        write_with(&p, |w| sl2vl::write_to(f, t, w))?;
         out.push(p);
     }
     if let Some(t) = &r.path_sl {
         let p = dir.join("path-sl.txt");
-        write_file(&p, &pathsl::write(f, t))?;
+        write_with(&p, |w| pathsl::write_to(f, t, w))?;
         out.push(p);
     }
     Ok(out)

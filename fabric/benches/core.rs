@@ -20,7 +20,9 @@ fn median<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, T) {
         times.push(t.elapsed().as_secs_f64());
     }
     times.sort_by(|a, b| a.total_cmp(b));
-    let Some(v) = last else { panic!("at least one run") };
+    let Some(v) = last else {
+        panic!("at least one run")
+    };
     (times[times.len() / 2], v)
 }
 
@@ -28,31 +30,43 @@ fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
-    let runs: usize = std::env::var("IBF_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::var("IBF_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let ps: Vec<u32> = std::env::var("IBF_BENCH_DF")
         .unwrap_or_else(|_| "6 8".into())
         .split_whitespace()
         .filter_map(|v| v.parse().ok())
         .collect();
-    println!("threads: {}, runs per figure: {runs} (median)", rayon::current_num_threads());
+    println!(
+        "threads: {}, runs per figure: {runs} (median)",
+        rayon::current_num_threads()
+    );
     println!();
     println!("| topology | switches | HCAs | generate s | write s | parse s | minhop s | verify s | CDG edges | deadlock free | peak RSS MB |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let engine = routing::by_name("minhop").expect("minhop is registered");
     for p in ps {
         let topo = Topology::Dragonfly { p, hosts: None };
-        let (t_gen, f) = median(runs, || generate(&topo).expect("generator parameters are valid"));
+        let (t_gen, f) = median(runs, || {
+            generate(&topo).expect("generator parameters are valid")
+        });
         let (t_write, text) = median(runs, || ibnetdiscover::write(&f));
-        let (t_parse, g) = median(runs, || ibnetdiscover::parse(&text, Path::new("bench.net")).expect("own output parses"));
+        let (t_parse, g) = median(runs, || {
+            ibnetdiscover::parse(&text, Path::new("bench.net")).expect("own output parses")
+        });
         assert_eq!(g.num_nodes(), f.num_nodes());
         let opts = EngineOptions::default();
         let (t_route, r) = median(runs, || engine.route(&f, &opts).expect("minhop routes"));

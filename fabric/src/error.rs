@@ -8,13 +8,21 @@ pub enum ModelError {
     #[error("no node with id {0}")]
     NoSuchNode(u32),
     #[error("node '{node}' has no port {port} (it has ports 1..={num_ports})")]
-    BadPort { node: String, port: u8, num_ports: u8 },
+    BadPort {
+        node: String,
+        port: u8,
+        num_ports: u8,
+    },
     #[error("port {1} of '{0}' is linked to itself")]
     SelfLink(String, u8),
     #[error("port {port} of '{node}' is already linked to another port")]
     PortInUse { node: String, port: u8 },
     #[error("GUID 0x{guid:016x} is used by both '{first}' and '{second}'")]
-    DuplicateGuid { guid: u64, first: String, second: String },
+    DuplicateGuid {
+        guid: u64,
+        first: String,
+        second: String,
+    },
     #[error("LID {0} is assigned twice")]
     DuplicateLid(u16),
     #[error("LID {0} is outside the unicast range 1..=49151")]

@@ -75,9 +75,11 @@ impl SwitchGraph {
     pub fn hop_matrix(&self) -> Vec<u8> {
         let n = self.len();
         let mut m = vec![UNREACHABLE; n * n];
-        m.par_chunks_mut(n.max(1)).enumerate().for_each_init(Vec::new, |q, (i, row)| {
-            self.bfs_into(i as u32, row, q);
-        });
+        m.par_chunks_mut(n.max(1))
+            .enumerate()
+            .for_each_init(Vec::new, |q, (i, row)| {
+                self.bfs_into(i as u32, row, q);
+            });
         m
     }
 

@@ -73,7 +73,13 @@ impl FabricBuilder {
     /// Adds a node with ports `1..=num_ports` (plus port 0). Port GUIDs follow
     /// the ibsim convention: switch ports share the node GUID, CA/router port
     /// `p` gets `guid + p`; [`FabricBuilder::set_port_guid`] overrides them.
-    pub fn add_node(&mut self, kind: NodeKind, guid: u64, desc: impl Into<String>, num_ports: u8) -> NodeId {
+    pub fn add_node(
+        &mut self,
+        kind: NodeKind,
+        guid: u64,
+        desc: impl Into<String>,
+        num_ports: u8,
+    ) -> NodeId {
         let id = self.kinds.len() as NodeId;
         self.kinds.push(kind);
         self.guids.push(guid);
@@ -193,7 +199,9 @@ impl FabricBuilder {
             let addressable: Vec<usize> = if self.kinds[node] == NodeKind::Switch {
                 vec![start]
             } else {
-                (start + 1..end).filter(|&s| self.remote[s] != NONE).collect()
+                (start + 1..end)
+                    .filter(|&s| self.remote[s] != NONE)
+                    .collect()
             };
             for s in addressable {
                 if self.lid[s] != 0 {
@@ -210,7 +218,10 @@ impl FabricBuilder {
                 self.lid[s] = next as u16;
             }
         }
-        let max_lid = (1..=MAX_UNICAST_LID as usize).rev().find(|&l| used[l]).unwrap_or(0) as u16;
+        let max_lid = (1..=MAX_UNICAST_LID as usize)
+            .rev()
+            .find(|&l| used[l])
+            .unwrap_or(0) as u16;
         owner.truncate(max_lid as usize + 1);
 
         let total_slots = self.remote.len();
@@ -356,7 +367,10 @@ impl Fabric {
         self.kinds.iter().filter(|k| **k == NodeKind::Ca).count()
     }
     pub fn num_routers(&self) -> usize {
-        self.kinds.iter().filter(|k| **k == NodeKind::Router).count()
+        self.kinds
+            .iter()
+            .filter(|k| **k == NodeKind::Router)
+            .count()
     }
     /// Ports 1..=n of node `n` as slots.
     pub fn port_slots(&self, n: NodeId) -> std::ops::Range<Slot> {
@@ -364,10 +378,17 @@ impl Fabric {
     }
     /// Number of links (each counted once).
     pub fn num_links(&self) -> usize {
-        self.remote.iter().enumerate().filter(|(s, &r)| r != NONE && (*s as u32) < r).count()
+        self.remote
+            .iter()
+            .enumerate()
+            .filter(|(s, &r)| r != NONE && (*s as u32) < r)
+            .count()
     }
     pub fn find_node_by_guid(&self, guid: u64) -> Option<NodeId> {
-        self.guids.iter().position(|&g| g == guid).map(|i| i as NodeId)
+        self.guids
+            .iter()
+            .position(|&g| g == guid)
+            .map(|i| i as NodeId)
     }
     /// Map from port GUID to slot for every addressable port (switch port 0
     /// and CA/router ports); used by readers that key entries by port GUID.

@@ -122,7 +122,12 @@ impl Sl2Vl {
     /// Highest VL in any row that can carry traffic.
     pub fn max_vl(&self) -> u8 {
         let a = self.sw.iter().copied().max().unwrap_or(0);
-        let b = self.port.iter().flat_map(|r| r.iter().copied()).max().unwrap_or(0);
+        let b = self
+            .port
+            .iter()
+            .flat_map(|r| r.iter().copied())
+            .max()
+            .unwrap_or(0);
         a.max(b)
     }
 }

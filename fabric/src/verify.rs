@@ -111,8 +111,11 @@ const BROKEN_LOOP: u32 = u32::MAX - 2;
 
 /// Per-thread scratch state, reused across destinations.
 struct Scratch {
+    sls: usize,
     stamp: Vec<u32>,
     info: Vec<u32>,
+    /// Per state: out port and VL of the next switch-to-switch hop.
+    succ: Vec<u16>,
     stack: Vec<usize>,
     broken: u64,
     examples: Vec<BrokenPair>,
@@ -128,12 +131,18 @@ struct Ctx<'a> {
     max_ports: usize,
     vls: usize,
     edges: Vec<AtomicU64>,
+    /// End ports per switch index (CSR): the sources a switch injects.
+    host_off: Vec<u32>,
+    hosts: Vec<Slot>,
+    /// End ports whose link leads to another end port directly.
+    direct: Vec<Slot>,
 }
 
 impl Ctx<'_> {
     #[inline]
     fn edge_bit(&self, c: Slot, out_port: u8, vc: u8, vo: u8) -> usize {
-        ((c as usize * self.max_ports + out_port as usize) * self.vls + vc as usize) * self.vls + vo as usize
+        ((c as usize * self.max_ports + out_port as usize) * self.vls + vc as usize) * self.vls
+            + vo as usize
     }
     #[inline]
     fn add_edge(&self, c: Slot, out_port: u8, vc: u8, vo: u8) {
@@ -155,13 +164,39 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
     let is_s2s: Vec<bool> = (0..n_slots as Slot)
         .map(|s| {
             let r = f.remote(s);
-            r != NONE && f.kind(f.node_of(s)) == NodeKind::Switch && f.kind(f.node_of(r)) == NodeKind::Switch
+            r != NONE
+                && f.kind(f.node_of(s)) == NodeKind::Switch
+                && f.kind(f.node_of(r)) == NodeKind::Switch
         })
         .collect();
-    let max_ports = f.switches().iter().map(|&s| f.num_ports(s) as usize + 1).max().unwrap_or(1);
-    let vls = routing.sl2vl.as_ref().map(|t| t.max_vl() as usize + 1).unwrap_or(1).min(16);
+    let max_ports = f
+        .switches()
+        .iter()
+        .map(|&s| f.num_ports(s) as usize + 1)
+        .max()
+        .unwrap_or(1);
+    let vls = routing
+        .sl2vl
+        .as_ref()
+        .map(|t| t.max_vl() as usize + 1)
+        .unwrap_or(1)
+        .min(16);
     let bits = n_slots * max_ports * vls * vls;
     let edges = (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+    let mut per_switch: Vec<Vec<Slot>> = vec![Vec::new(); f.switches().len()];
+    let mut direct = Vec::new();
+    for &e in f.endports() {
+        match f.switch_index(f.node_of(f.remote(e))) {
+            Some(si) => per_switch[si as usize].push(e),
+            None => direct.push(e),
+        }
+    }
+    let mut host_off = vec![0u32];
+    let mut hosts = Vec::with_capacity(f.endports().len());
+    for v in per_switch {
+        hosts.extend(v);
+        host_off.push(hosts.len() as u32);
+    }
     let ctx = Ctx {
         f,
         r: routing,
@@ -169,17 +204,26 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         max_ports,
         vls,
         edges,
+        host_off,
+        hosts,
+        direct,
     };
     let dests: Vec<Slot> = f.endports().to_vec();
-    let sls = if routing.path_sl.is_some() { NUM_SLS } else { 1 };
+    let sls = if routing.path_sl.is_some() {
+        NUM_SLS
+    } else {
+        1
+    };
 
     let scratch = dests
         .par_iter()
         .enumerate()
         .fold(
             || Scratch {
+                sls,
                 stamp: vec![0; n_slots * sls],
                 info: vec![0; n_slots * sls],
+                succ: vec![NO_SUCC; n_slots * sls],
                 stack: Vec::new(),
                 broken: 0,
                 examples: Vec::new(),
@@ -188,7 +232,7 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
                 max_hops: 0,
             },
             |mut st, (di, &d)| {
-                route_to(&ctx, &mut st, di as u32 + 1, d, sls);
+                route_to(&ctx, &mut st, di as u32 + 1, d);
                 st
             },
         )
@@ -215,7 +259,11 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         broken_pairs: broken,
         broken_examples: examples,
         vls_used: vl_mask.count_ones(),
-        max_vl: if vl_mask == 0 { 0 } else { 15 - vl_mask.leading_zeros() as u8 },
+        max_vl: if vl_mask == 0 {
+            0
+        } else {
+            15 - vl_mask.leading_zeros() as u8
+        },
         sls_used: sl_mask.count_ones(),
         max_hops,
         cdg_vertices: vertices,
@@ -224,132 +272,213 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
     }
 }
 
-/// Walks every source toward destination port `d` (stamp `tag`).
-fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, sls: usize) {
+/// Outcome of one walk: switch-to-switch hops to the destination, or a fault.
+type Walk = Result<u32, PairFault>;
+
+fn record(st: &mut Scratch, slid: u16, dlid: u16, count: u64, fault: PairFault) {
+    st.broken += count;
+    if st.examples.len() < 16 {
+        st.examples.push(BrokenPair {
+            src_lid: slid,
+            dst_lid: dlid,
+            fault,
+        });
+    }
+}
+
+/// Walks every source toward destination port `d` (stamp `tag`). Sources
+/// are taken switch by switch so the first LFT lookup is shared; when the
+/// tables carry no SLs and no VLs every host of a switch takes the same
+/// route, and one walk stands for all of them.
+fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot) {
     let f = ctx.f;
     let dlid = f.lid_of_slot(d);
     let sl2vl = ctx.r.sl2vl.as_ref();
-    for &s in f.endports() {
-        if s == d {
+    let uniform = sl2vl.is_none() && ctx.r.path_sl.is_none();
+    for si in 0..f.switches().len() as u32 {
+        let hosts =
+            &ctx.hosts[ctx.host_off[si as usize] as usize..ctx.host_off[si as usize + 1] as usize];
+        if hosts.is_empty() {
             continue;
         }
-        let slid = f.lid_of_slot(s);
-        let sl = match &ctx.r.path_sl {
-            Some(p) => p.get(slid, dlid),
-            None => 0,
-        };
-        let fault = |st: &mut Scratch, fault: PairFault| {
-            st.broken += 1;
-            if st.examples.len() < 16 {
-                st.examples.push(BrokenPair {
-                    src_lid: slid,
-                    dst_lid: dlid,
-                    fault,
-                });
-            }
-        };
-        if sl == SL_NONE || sl as usize >= NUM_SLS {
-            fault(st, PairFault::NoSl);
+        let sw = f.switches()[si as usize];
+        let others = hosts.len() as u64 - u64::from(hosts.contains(&d));
+        if others == 0 {
             continue;
         }
-        st.sl_mask |= 1 << sl;
-        // Injection: channel s on the VL the source port maps the SL to.
-        let mut c = s;
-        let mut vc = sl2vl.map(|t| t.port_vl(s, sl)).unwrap_or(0);
-        st.stack.clear();
-        let mut end_hops: Option<u32> = None;
-        let mut pair_fault: Option<PairFault> = None;
-        loop {
-            let r = f.remote(c);
-            if r == d {
-                end_hops = Some(0);
-                break;
-            }
-            let node = f.node_of(r);
-            let Some(swi) = f.switch_index(node) else {
-                pair_fault = Some(PairFault::Misdelivered {
-                    at: f.desc(node).to_string(),
-                });
-                break;
-            };
-            let inp = f.port_of(r);
-            let out = ctx.r.lfts.get(swi, dlid);
-            if out == NO_PATH || out == 0 || out > f.num_ports(node) {
-                pair_fault = Some(PairFault::NoRoute {
-                    switch: f.desc(node).to_string(),
-                });
-                break;
-            }
-            let o = f.slot(node, out);
-            if f.remote(o) == NONE {
-                pair_fault = Some(PairFault::DeadPort {
-                    switch: f.desc(node).to_string(),
-                    port: out,
-                });
-                break;
-            }
-            let vo = sl2vl.map(|t| t.switch_vl(swi, inp, out, sl)).unwrap_or(0);
-            if !ctx.is_s2s[o as usize] {
-                // Leaving toward an end port: the next step decides delivery.
-                c = o;
-                vc = vo;
+        let out = ctx.r.lfts.get(si, dlid);
+        let first = if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
+            Err(PairFault::NoRoute {
+                switch: f.desc(sw).to_string(),
+            })
+        } else if f.remote(f.slot(sw, out)) == NONE {
+            Err(PairFault::DeadPort {
+                switch: f.desc(sw).to_string(),
+                port: out,
+            })
+        } else {
+            Ok(f.slot(sw, out))
+        };
+        let o = match first {
+            Ok(o) => o,
+            Err(fault) => {
+                let src = hosts
+                    .iter()
+                    .find(|&&h| h != d)
+                    .map_or(0, |&h| f.lid_of_slot(h));
+                record(st, src, dlid, others, fault);
                 continue;
             }
-            st.vl_mask |= 1 << vo.min(15);
-            if ctx.is_s2s[c as usize] {
-                ctx.add_edge(c, out, vc.min(ctx.vls as u8 - 1), vo.min(ctx.vls as u8 - 1));
+        };
+        for &h in hosts {
+            if h == d {
+                continue;
             }
-            let key = o as usize * sls + if sls == 1 { 0 } else { sl as usize };
-            if st.stamp[key] == tag {
-                match st.info[key] {
-                    IN_PROGRESS => {
-                        pair_fault = Some(PairFault::Loop {
-                            switch: f.desc(node).to_string(),
-                        })
-                    }
-                    BROKEN_LOOP => {
-                        pair_fault = Some(PairFault::Loop {
-                            switch: f.desc(node).to_string(),
-                        })
-                    }
-                    BROKEN_ROUTE => {
-                        pair_fault = Some(PairFault::NoRoute {
-                            switch: f.desc(node).to_string(),
-                        })
-                    }
-                    h => end_hops = Some(h),
-                }
+            let slid = f.lid_of_slot(h);
+            let sl = match &ctx.r.path_sl {
+                Some(p) => p.get(slid, dlid),
+                None => 0,
+            };
+            if sl == SL_NONE || sl as usize >= NUM_SLS {
+                record(st, slid, dlid, 1, PairFault::NoSl);
+                continue;
+            }
+            st.sl_mask |= 1 << sl;
+            let vo = match sl2vl {
+                Some(t) => t.switch_vl(si, f.port_of(f.remote(h)), out, sl),
+                None => 0,
+            };
+            let res = walk(ctx, st, tag, d, o, vo, sl);
+            let count = if uniform { others } else { 1 };
+            match res {
+                Ok(hops) => st.max_hops = st.max_hops.max(hops),
+                Err(fault) => record(st, slid, dlid, count, fault),
+            }
+            if uniform {
                 break;
+            }
+        }
+    }
+    // End ports linked straight to another end port (no switch between).
+    for &h in &ctx.direct {
+        if h != d && f.remote(h) != d {
+            record(
+                st,
+                f.lid_of_slot(h),
+                dlid,
+                1,
+                PairFault::Misdelivered {
+                    at: f.desc(f.node_of(f.remote(h))).to_string(),
+                },
+            );
+        }
+    }
+}
+
+const NO_SUCC: u16 = u16::MAX;
+
+/// Follows the route from channel `o` (entered on VL `vo`) with SL `sl`.
+fn walk(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, o: Slot, vo: u8, sl: u8) -> Walk {
+    let f = ctx.f;
+    let dlid = f.lid_of_slot(d);
+    let sls = st.sls;
+    let mut c = o;
+    let mut vc = vo;
+    let mut prev_key: Option<usize> = None;
+    st.stack.clear();
+    let res: Walk = loop {
+        let r = f.remote(c);
+        if r == d {
+            break Ok(0);
+        }
+        let node = f.node_of(r);
+        let Some(swi) = f.switch_index(node) else {
+            break Err(PairFault::Misdelivered {
+                at: f.desc(node).to_string(),
+            });
+        };
+        let c_s2s = ctx.is_s2s[c as usize];
+        if c_s2s {
+            st.vl_mask |= 1 << vc.min(15);
+            let key = c as usize * sls + if sls == 1 { 0 } else { sl as usize };
+            if let Some(pk) = prev_key {
+                st.succ[pk] = pack_succ(f.port_of(c), vc);
+            }
+            if st.stamp[key] == tag {
+                // Known state: its continuation is done; only the edge out of
+                // this (channel, VL) may be new.
+                let s = st.succ[key];
+                if s != NO_SUCC {
+                    ctx.add_edge(c, (s >> 4) as u8, vc, (s & 15) as u8);
+                }
+                break match st.info[key] {
+                    IN_PROGRESS | BROKEN_LOOP => Err(PairFault::Loop {
+                        switch: f.desc(node).to_string(),
+                    }),
+                    BROKEN_ROUTE => Err(PairFault::NoRoute {
+                        switch: f.desc(node).to_string(),
+                    }),
+                    h => Ok(h),
+                };
             }
             st.stamp[key] = tag;
             st.info[key] = IN_PROGRESS;
+            st.succ[key] = NO_SUCC;
             st.stack.push(key);
-            c = o;
-            vc = vo;
+            prev_key = Some(key);
+        } else {
+            prev_key = None;
         }
-        match (end_hops, pair_fault) {
-            (Some(mut h), _) => {
-                while let Some(k) = st.stack.pop() {
-                    h += 1;
-                    st.info[k] = h;
-                }
-                st.max_hops = st.max_hops.max(h);
+        let inp = f.port_of(r);
+        let out = ctx.r.lfts.get(swi, dlid);
+        if out == NO_PATH || out == 0 || out > f.num_ports(node) {
+            break Err(PairFault::NoRoute {
+                switch: f.desc(node).to_string(),
+            });
+        }
+        let o2 = f.slot(node, out);
+        if f.remote(o2) == NONE {
+            break Err(PairFault::DeadPort {
+                switch: f.desc(node).to_string(),
+                port: out,
+            });
+        }
+        let vo2 = ctx
+            .r
+            .sl2vl
+            .as_ref()
+            .map_or(0, |t| t.switch_vl(swi, inp, out, sl));
+        if c_s2s && ctx.is_s2s[o2 as usize] {
+            ctx.add_edge(c, out, vc, vo2);
+        }
+        c = o2;
+        vc = vo2;
+    };
+    match res {
+        Ok(mut h) => {
+            while let Some(k) = st.stack.pop() {
+                h += 1;
+                st.info[k] = h;
             }
-            (None, Some(fl)) => {
-                // States on this walk lead to the same fault for later sources.
-                let mark = if matches!(fl, PairFault::Loop { .. }) {
-                    BROKEN_LOOP
-                } else {
-                    BROKEN_ROUTE
-                };
-                while let Some(k) = st.stack.pop() {
-                    st.info[k] = mark;
-                }
-                fault(st, fl);
+            Ok(h)
+        }
+        Err(fault) => {
+            let mark = if matches!(fault, PairFault::Loop { .. }) {
+                BROKEN_LOOP
+            } else {
+                BROKEN_ROUTE
+            };
+            while let Some(k) = st.stack.pop() {
+                st.info[k] = mark;
             }
-            (None, None) => {}
+            Err(fault)
         }
     }
+}
+
+#[inline]
+fn pack_succ(out_port: u8, vl: u8) -> u16 {
+    ((out_port as u16) << 4) | (vl as u16 & 15)
 }
 
 /// Builds the CDG from the edge bitset and returns (vertices, edges, cycle).

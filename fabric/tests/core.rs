@@ -10,7 +10,9 @@ use fabric::Fabric;
 use std::path::{Path, PathBuf};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 fn load(name: &str) -> Fabric {
@@ -71,9 +73,19 @@ fn topology_round_trips_through_the_writer() {
             assert_eq!(a.desc(n), b.desc(n));
             assert_eq!(a.kind(n), b.kind(n));
             for s in a.port_slots(n) {
-                assert_eq!(a.remote(s), b.remote(s), "{name} link of {} port {}", a.desc(n), a.port_of(s));
+                assert_eq!(
+                    a.remote(s),
+                    b.remote(s),
+                    "{name} link of {} port {}",
+                    a.desc(n),
+                    a.port_of(s)
+                );
                 assert_eq!(a.port_guid(s), b.port_guid(s));
-                assert_eq!(a.lid_of_slot(s), b.lid_of_slot(s), "LIDs survive the round trip");
+                assert_eq!(
+                    a.lid_of_slot(s),
+                    b.lid_of_slot(s),
+                    "LIDs survive the round trip"
+                );
             }
         }
         // Writing again gives the same bytes.
@@ -104,7 +116,10 @@ Ca\t1 \"H-0001000000000090\"\t\t# \"h2_2_0\"
     let sw = f.find_node_by_guid(0x2000000000009).unwrap();
     assert_eq!(f.desc(sw), "s2_2");
     assert_eq!(f.switch_lid(sw), 10);
-    assert_eq!(f.switch_lid(f.find_node_by_guid(0x2000000000003).unwrap()), 4);
+    assert_eq!(
+        f.switch_lid(f.find_node_by_guid(0x2000000000003).unwrap()),
+        4
+    );
     let ca = f.find_node_by_guid(0x1000000000090).unwrap();
     let port = f.slot(ca, 1);
     assert_eq!(f.port_guid(port), 0x1000000000091);
@@ -126,10 +141,16 @@ fn parse_errors_name_file_line_and_cause() {
             ":4:",
             "already linked",
         ),
-        ("Switch 2 \"a\"\t# \"x\" base port 0 lid 50000 lmc 0\n", ":1:", "unicast range"),
+        (
+            "Switch 2 \"a\"\t# \"x\" base port 0 lid 50000 lmc 0\n",
+            ":1:",
+            "unicast range",
+        ),
     ];
     for (text, line, cause) in cases {
-        let e = ibnetdiscover::parse(text, Path::new("bad.net")).expect_err(text).to_string();
+        let e = ibnetdiscover::parse(text, Path::new("bad.net"))
+            .expect_err(text)
+            .to_string();
         assert!(e.starts_with("bad.net"), "{e}");
         assert!(e.contains(line), "{e} should name line {line}");
         assert!(e.contains(cause), "{e} should say {cause}");
@@ -138,13 +159,22 @@ fn parse_errors_name_file_line_and_cause() {
 
 #[test]
 fn minhop_routes_all_pairs_with_shortest_paths() {
-    for name in ["kary2_3.net", "df_p2.net", "sf_q5.net", "torus3x3.net", "ft2_4l2s.net"] {
+    for name in [
+        "kary2_3.net",
+        "df_p2.net",
+        "sf_q5.net",
+        "torus3x3.net",
+        "ft2_4l2s.net",
+    ] {
         let f = load(name);
         let r = minhop(&f);
         let rep = verify::verify(&f, &r);
         assert!(rep.all_pairs_routed(), "{name}: {:?}", rep.broken_examples);
         let diameter = fabric::graph::SwitchGraph::new(&f).diameter().unwrap();
-        assert_eq!(rep.max_hops, diameter, "{name}: minimal routes reach exactly the diameter");
+        assert_eq!(
+            rep.max_hops, diameter,
+            "{name}: minimal routes reach exactly the diameter"
+        );
         assert_eq!(rep.vls_used, 1);
         let n = f.endports().len() as u64;
         assert_eq!(rep.pairs, n * (n - 1));
@@ -184,14 +214,21 @@ fn minhop_on_a_ring_is_reported_with_a_real_cycle() {
     let r = minhop(&f);
     let rep = verify::verify(&f, &r);
     assert!(rep.all_pairs_routed());
-    let cyc = rep.cycle.clone().expect("a 5-ring with 2-hop minimal routes has a CDG cycle");
+    let cyc = rep
+        .cycle
+        .clone()
+        .expect("a 5-ring with 2-hop minimal routes has a CDG cycle");
     // The witness is a closed walk of switch-to-switch channels: each
     // channel's head switch is the next channel's tail switch.
     assert!(cyc.len() >= 2);
     for i in 0..cyc.len() {
         let a = cyc[i].slot;
         let b = cyc[(i + 1) % cyc.len()].slot;
-        assert_eq!(f.node_of(f.remote(a)), f.node_of(b), "witness is a closed walk");
+        assert_eq!(
+            f.node_of(f.remote(a)),
+            f.node_of(b),
+            "witness is a closed walk"
+        );
     }
     assert!(rep.describe_cycle(&f).unwrap().contains("=>"));
 }
@@ -201,7 +238,10 @@ fn minhop_on_tree_topologies_is_deadlock_free() {
     for name in ["kary2_3.net", "ft2_4l2s.net"] {
         let f = load(name);
         let rep = verify::verify(&f, &minhop(&f));
-        assert!(rep.ok(), "{name}: up/down-only shortest paths cannot form a cycle");
+        assert!(
+            rep.ok(),
+            "{name}: up/down-only shortest paths cannot form a cycle"
+        );
     }
 }
 
@@ -210,7 +250,13 @@ fn dateline(f: &Fabric) -> Sl2Vl {
     let mut t = Sl2Vl::new(f);
     let n = f.switches().len() as u32;
     let crosses = |a: u32, b: u32| (a == n - 1 && b == 0) || (a == 0 && b == n - 1);
-    let sw_of = |s: u32| if s == NONE { None } else { f.switch_index(f.node_of(s)) };
+    let sw_of = |s: u32| {
+        if s == NONE {
+            None
+        } else {
+            f.switch_index(f.node_of(s))
+        }
+    };
     for &sw in f.switches() {
         let si = f.switch_index(sw).unwrap();
         for inp in 0..=f.num_ports(sw) {
@@ -258,12 +304,18 @@ fn lft_dump_round_trips_and_matches_opensm_layout() {
     let r = minhop(&f);
     let text = lft::write(&f, &r.lfts);
     let first = text.lines().next().unwrap();
-    assert!(first.starts_with(&format!("Unicast lids [0-{}] of switch Lid ", f.max_lid())), "{first}");
+    assert!(
+        first.starts_with(&format!("Unicast lids [0-{}] of switch Lid ", f.max_lid())),
+        "{first}"
+    );
     assert!(first.ends_with("'):"));
     assert!(text.contains(" # Channel Adapter portguid 0x"));
     let trailer = format!("{} lids dumped", f.max_lid());
-    assert_eq!(text.lines().filter(|l| *l == trailer).count(), f.switches().len());
-    let back = lft::parse(&f, &text, Path::new("x.dump")).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| *l == trailer).count(),
+        f.switches().len()
+    );
+    let back = lft::parse(&f, text.as_bytes(), Path::new("x.dump")).unwrap();
     assert_eq!(back, r.lfts);
 }
 
@@ -283,20 +335,30 @@ fn lft_reader_remaps_lids_by_port_guid() {
             _ => format!("{l}\n"),
         })
         .collect();
-    let back = lft::parse(&f, &text, Path::new("x.dump")).unwrap();
+    let back = lft::parse(&f, text.as_bytes(), Path::new("x.dump")).unwrap();
     assert_eq!(back, r.lfts);
 }
 
 #[test]
 fn lft_reader_errors_are_located() {
     let f = load("ring4.net");
-    let e = lft::parse(&f, "Unicast lids [0-8] of switch Lid 2 guid 0x00000000deadbeef ('x'):\n", Path::new("l.dump"))
+    let e = lft::parse(
+        &f,
+        &b"Unicast lids [0-8] of switch Lid 2 guid 0x00000000deadbeef ('x'):\n"[..],
+        Path::new("l.dump"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("l.dump:1:") && e.contains("not in the topology"),
+        "{e}"
+    );
+    let sw = f.guid(f.switches()[0]);
+    let text =
+        format!("Unicast lids [0-8] of switch Lid 2 guid 0x{sw:016x} ('s0'):\n0x0001 009 # x\n");
+    let e = lft::parse(&f, text.as_bytes(), Path::new("l.dump"))
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("l.dump:1:") && e.contains("not in the topology"), "{e}");
-    let sw = f.guid(f.switches()[0]);
-    let text = format!("Unicast lids [0-8] of switch Lid 2 guid 0x{sw:016x} ('s0'):\n0x0001 009 # x\n");
-    let e = lft::parse(&f, &text, Path::new("l.dump")).unwrap_err().to_string();
     assert!(e.starts_with("l.dump:2:") && e.contains("exceeds"), "{e}");
 }
 
@@ -318,13 +380,24 @@ fn verifier_reports_missing_routes_and_loops() {
     let mut r = minhop(&f);
     let (a, b) = (f.switches()[0], f.switches()[1]);
     let (ai, bi) = (f.switch_index(a).unwrap(), f.switch_index(b).unwrap());
-    let a_to_b = f.port_slots(a).find(|&s| f.node_of(f.remote(s)) == b).map(|s| f.port_of(s)).unwrap();
-    let b_to_a = f.port_slots(b).find(|&s| f.node_of(f.remote(s)) == a).map(|s| f.port_of(s)).unwrap();
+    let a_to_b = f
+        .port_slots(a)
+        .find(|&s| f.node_of(f.remote(s)) == b)
+        .map(|s| f.port_of(s))
+        .unwrap();
+    let b_to_a = f
+        .port_slots(b)
+        .find(|&s| f.node_of(f.remote(s)) == a)
+        .map(|s| f.port_of(s))
+        .unwrap();
     let far = f.lid_of_slot(f.endports()[3]);
     r.lfts.set(ai, far, a_to_b);
     r.lfts.set(bi, far, b_to_a);
     let rep = verify::verify(&f, &r);
-    assert!(rep.broken_examples.iter().any(|b| b.dst_lid == far && matches!(b.fault, PairFault::Loop { .. })));
+    assert!(rep
+        .broken_examples
+        .iter()
+        .any(|b| b.dst_lid == far && matches!(b.fault, PairFault::Loop { .. })));
 }
 
 #[test]
@@ -339,17 +412,26 @@ fn path_sl_round_trip_and_no_path_marker() {
     }
     let text = pathsl::write(&f, &p);
     assert!(text.lines().any(|l| l.starts_with("0x0001 -3")), "{text}");
-    let back = pathsl::parse(&f, &text, Path::new("p.txt")).unwrap();
+    let back = pathsl::parse(&f, text.as_bytes(), Path::new("p.txt")).unwrap();
     for &a in f.endports() {
         for &b in f.endports() {
-            assert_eq!(back.get(f.lid_of_slot(a), f.lid_of_slot(b)), p.get(f.lid_of_slot(a), f.lid_of_slot(b)));
+            assert_eq!(
+                back.get(f.lid_of_slot(a), f.lid_of_slot(b)),
+                p.get(f.lid_of_slot(a), f.lid_of_slot(b))
+            );
         }
     }
     // Identical rows are shared after reading.
     assert_eq!(back.distinct_sls(), 1);
-    let e = pathsl::parse(&f, "0x0001 12\n", Path::new("p.txt")).unwrap_err().to_string();
+    let e = pathsl::parse(&f, &b"0x0001 12\n"[..], Path::new("p.txt"))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("p.txt:1:") && e.contains("characters"), "{e}");
-    assert!(pathsl::read_optional(&f, Path::new("/nonexistent/path-sl.txt")).unwrap().is_none());
+    assert!(
+        pathsl::read_optional(&f, Path::new("/nonexistent/path-sl.txt"))
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
@@ -380,4 +462,46 @@ fn path_sls_drive_vls_through_the_verifier() {
     assert_eq!(rep.sls_used, 1);
     assert_eq!(rep.max_vl, 1);
     assert!(rep.cycle.as_ref().unwrap().iter().all(|vc| vc.vl == 1));
+}
+
+/// VL 0 for traffic that entered from an end port, VL 1 after the first
+/// switch-to-switch hop: the DF-D2 scheme.
+fn vl_by_input(f: &Fabric) -> Sl2Vl {
+    let mut t = Sl2Vl::new(f);
+    for &sw in f.switches() {
+        let si = f.switch_index(sw).unwrap();
+        for inp in 1..=f.num_ports(sw) {
+            let from_switch = f.kind(f.node_of(f.remote(f.slot(sw, inp)))) == NodeKind::Switch;
+            for out in 1..=f.num_ports(sw) {
+                t.set_switch_row(si, inp, out, [u8::from(from_switch); 16]);
+            }
+        }
+    }
+    t
+}
+
+#[test]
+fn vl_increment_after_first_hop_is_deadlock_free_on_diameter_two() {
+    // A 5-ring has diameter 2: VL 0 then VL 1 breaks every cycle.
+    let f = ring(5);
+    let mut r = minhop(&f);
+    r.sl2vl = Some(vl_by_input(&f));
+    let rep = verify::verify(&f, &r);
+    assert!(rep.ok(), "{:?}", rep.describe_cycle(&f));
+    assert_eq!(rep.vls_used, 2);
+}
+
+#[test]
+fn cycle_reached_only_on_a_second_vl_is_found() {
+    // A 7-ring has 3-hop routes: hops 2 and 3 both use VL 1, so VL 1 holds a
+    // cycle. Channels are first reached on VL 0 by nearer sources, so the
+    // verifier must add the VL 1 edges of already expanded states.
+    let f = ring(7);
+    let mut r = minhop(&f);
+    r.sl2vl = Some(vl_by_input(&f));
+    let rep = verify::verify(&f, &r);
+    let cyc = rep
+        .cycle
+        .expect("VL 1 layer of a 7-ring with 3-hop routes is cyclic");
+    assert!(cyc.iter().all(|vc| vc.vl == 1), "{cyc:?}");
 }

@@ -34,7 +34,10 @@ struct PendingLink {
 
 fn parse_hex(s: &str) -> Option<u64> {
     let s = s.trim();
-    let s = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    let s = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
     if s.is_empty() {
         return None;
     }
@@ -97,7 +100,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                 match key {
                     "switchguid" | "caguid" | "rtguid" => {
                         let v = value.split('(').next().unwrap_or("");
-                        let g = parse_hex(v).ok_or_else(|| err(ln, format!("bad GUID '{value}' in {key}")))?;
+                        let g = parse_hex(v)
+                            .ok_or_else(|| err(ln, format!("bad GUID '{value}' in {key}")))?;
                         pending_guid = Some(g);
                     }
                     // vendid, devid, sysimgguid and the like carry nothing we model.
@@ -112,7 +116,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
         };
         if body.trim_start().starts_with('[') {
             let node = current.ok_or_else(|| err(ln, "port line before any node header".into()))?;
-            let (pstr, rest) = take_port(body).ok_or_else(|| err(ln, "malformed local port '[N]'".into()))?;
+            let (pstr, rest) =
+                take_port(body).ok_or_else(|| err(ln, "malformed local port '[N]'".into()))?;
             let port: u8 = pstr
                 .trim()
                 .parse()
@@ -120,7 +125,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             if port == 0 || port > b.num_ports(node) {
                 return Err(err(
                     ln,
-                    format!("port {port} out of range 1..={} for this node", b.num_ports(node)),
+                    format!(
+                        "port {port} out of range 1..={} for this node",
+                        b.num_ports(node)
+                    ),
                 ));
             }
             if std::mem::replace(&mut seen_ports[port as usize], true) {
@@ -129,7 +137,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             let (local_guid, mut rest) = take_paren(rest);
             if let Some(g) = local_guid {
                 let g = parse_hex(g).ok_or_else(|| err(ln, format!("bad port GUID '({g})'")))?;
-                b.set_port_guid(node, port, g).map_err(|e| err(ln, e.to_string()))?;
+                b.set_port_guid(node, port, g)
+                    .map_err(|e| err(ln, e.to_string()))?;
             }
             // ibnetdiscover may print "[ext N]" after the local port.
             if rest.trim_start().starts_with("[ext") {
@@ -137,16 +146,19 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                     rest = r;
                 }
             }
-            let (rid, rest) =
-                take_quoted(rest).ok_or_else(|| err(ln, "expected the remote node id in quotes".into()))?;
-            let (rport, rest) = take_port(rest).ok_or_else(|| err(ln, "expected the remote port '[N]'".into()))?;
+            let (rid, rest) = take_quoted(rest)
+                .ok_or_else(|| err(ln, "expected the remote node id in quotes".into()))?;
+            let (rport, rest) =
+                take_port(rest).ok_or_else(|| err(ln, "expected the remote port '[N]'".into()))?;
             let remote_port: u8 = rport
                 .trim()
                 .parse()
                 .map_err(|_| err(ln, format!("bad remote port number '{rport}'")))?;
             let (rguid, _) = take_paren(rest);
             let remote_guid = match rguid {
-                Some(g) => Some(parse_hex(g).ok_or_else(|| err(ln, format!("bad remote port GUID '({g})'")))?),
+                Some(g) => Some(
+                    parse_hex(g).ok_or_else(|| err(ln, format!("bad remote port GUID '({g})'")))?,
+                ),
                 None => None,
             };
             if b.kind(node) != NodeKind::Switch {
@@ -157,7 +169,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                             .parse()
                             .map_err(|_| err(ln, format!("bad LID '{}'", words[1])))?;
                         if lid != 0 {
-                            b.set_lid(node, port, lid).map_err(|e| err(ln, e.to_string()))?;
+                            b.set_lid(node, port, lid)
+                                .map_err(|e| err(ln, e.to_string()))?;
                         }
                     }
                 }
@@ -181,7 +194,9 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             Some(w) => return Err(err(ln, format!("unknown line starting with '{w}'"))),
             None => continue,
         };
-        let nstr = parts.next().ok_or_else(|| err(ln, "missing port count".into()))?;
+        let nstr = parts
+            .next()
+            .ok_or_else(|| err(ln, "missing port count".into()))?;
         let nports: u32 = nstr
             .parse()
             .map_err(|_| err(ln, format!("bad port count '{nstr}'")))?;
@@ -202,7 +217,14 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                     None => (id.to_string(), c),
                 };
                 let words: Vec<&str> = rest.split_whitespace().collect();
-                (d, if kind == NodeKind::Switch { lid_after(&words) } else { None })
+                (
+                    d,
+                    if kind == NodeKind::Switch {
+                        lid_after(&words)
+                    } else {
+                        None
+                    },
+                )
             }
             None => (id.to_string(), None),
         };
@@ -223,14 +245,18 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
     }
 
     for l in &links {
-        let rnode = *ids
-            .get(&l.remote_id)
-            .ok_or_else(|| err(l.line, format!("link to undefined node \"{}\"", l.remote_id)))?;
+        let rnode = *ids.get(&l.remote_id).ok_or_else(|| {
+            err(
+                l.line,
+                format!("link to undefined node \"{}\"", l.remote_id),
+            )
+        })?;
         b.connect(l.node, l.port, rnode, l.remote_port)
             .map_err(|e| err(l.line, e.to_string()))?;
         if let Some(g) = l.remote_guid {
             if b.kind(rnode) != NodeKind::Switch {
-                b.set_port_guid(rnode, l.remote_port, g).map_err(|e| err(l.line, e.to_string()))?;
+                b.set_port_guid(rnode, l.remote_port, g)
+                    .map_err(|e| err(l.line, e.to_string()))?;
             }
         }
     }
@@ -298,7 +324,12 @@ pub fn write(f: &Fabric) -> String {
                 f.switch_lid(n)
             );
         } else {
-            let _ = writeln!(out, "{tname}\t{} \"{}\"\t\t# \"{desc}\"", f.num_ports(n), ids[n as usize]);
+            let _ = writeln!(
+                out,
+                "{tname}\t{} \"{}\"\t\t# \"{desc}\"",
+                f.num_ports(n),
+                ids[n as usize]
+            );
         }
         for s in f.port_slots(n) {
             let r = f.remote(s);

@@ -8,60 +8,108 @@
 //! ```
 //! Switches appear in GUID order; LIDs without a route are omitted.
 
-use super::{parse_hex_u64, read_file, switches_by_guid};
+use super::{open_file, parse_hex_u64, switches_by_guid};
 use crate::error::{Error, ParseError};
 use crate::model::Fabric;
 use crate::tables::{Lfts, NO_PATH};
-use std::fmt::Write as _;
+use rayon::prelude::*;
+use std::io::{BufRead, Write};
 use std::path::Path;
 
+/// Renders the dump into memory (small fabrics, tests).
 pub fn write(f: &Fabric, lfts: &Lfts) -> String {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail, and every byte is ASCII or comes from
+    // UTF-8 descriptions.
+    let _ = write_to(f, lfts, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Streams the dump. A Dragonfly with 16k HCAs gives a 2.5 GB file, so
+/// switches are rendered in parallel batches and written in GUID order
+/// without holding the whole text.
+pub fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::Result<()> {
     let max_lid = f.max_lid();
-    // Destination labels are the same for every switch: build them once.
-    let labels: Vec<String> = (0..=max_lid)
-        .map(|lid| match f.lid_owner(lid) {
-            Some(s) => {
-                let n = f.node_of(s);
-                format!("{} portguid 0x{:016x}: '{}'", f.kind(n).opensm_str(), f.port_guid(s), f.desc(n))
-            }
-            None => "unknown node and type".to_string(),
+    // Row text is the same for every switch but for the port: "0x%04x " and
+    // " # <label>\n" are built once per LID.
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..=max_lid)
+        .map(|lid| {
+            let label = match f.lid_owner(lid) {
+                Some(s) => {
+                    let n = f.node_of(s);
+                    format!(
+                        " # {} portguid 0x{:016x}: '{}'\n",
+                        f.kind(n).opensm_str(),
+                        f.port_guid(s),
+                        f.desc(n)
+                    )
+                }
+                None => " # unknown node and type\n".to_string(),
+            };
+            (format!("0x{lid:04x} ").into_bytes(), label.into_bytes())
         })
         .collect();
-    let mut out = String::new();
-    for sw in switches_by_guid(f) {
-        let Some(si) = f.switch_index(sw) else { continue };
-        let _ = writeln!(
-            out,
-            "Unicast lids [0-{max_lid}] of switch Lid {} guid 0x{:016x} ('{}'):",
-            f.switch_lid(sw),
-            f.guid(sw),
-            f.desc(sw)
-        );
-        let nports = f.num_ports(sw);
-        for (lid, label) in labels.iter().enumerate() {
-            let port = lfts.get(si, lid as u16);
-            if port == NO_PATH || port > nports {
-                continue;
-            }
-            let _ = writeln!(out, "0x{lid:04x} {port:03} # {label}");
+    let order = switches_by_guid(f);
+    for batch in order.chunks(64) {
+        let texts: Vec<Vec<u8>> = batch
+            .par_iter()
+            .map(|&sw| {
+                let mut out = Vec::with_capacity(rows.len() * 64);
+                let Some(si) = f.switch_index(sw) else {
+                    return out;
+                };
+                out.extend_from_slice(
+                    format!(
+                        "Unicast lids [0-{max_lid}] of switch Lid {} guid 0x{:016x} ('{}'):\n",
+                        f.switch_lid(sw),
+                        f.guid(sw),
+                        f.desc(sw)
+                    )
+                    .as_bytes(),
+                );
+                let nports = f.num_ports(sw);
+                for (port, (prefix, label)) in lfts.row(si).iter().zip(&rows) {
+                    let port = *port;
+                    if port == NO_PATH || port > nports {
+                        continue;
+                    }
+                    out.extend_from_slice(prefix);
+                    out.extend_from_slice(&[
+                        b'0' + port / 100,
+                        b'0' + port / 10 % 10,
+                        b'0' + port % 10,
+                    ]);
+                    out.extend_from_slice(label);
+                }
+                out.extend_from_slice(format!("{max_lid} lids dumped\n").as_bytes());
+                out
+            })
+            .collect();
+        for t in texts {
+            w.write_all(&t)?;
         }
-        let _ = writeln!(out, "{max_lid} lids dumped");
     }
-    out
+    Ok(())
 }
 
 /// Reads an LFT dump against the fabric. As OpenSM's file loader does, a row
 /// whose comment names a known `portguid` is remapped to that port's LID in
 /// the fabric, so dumps taken under another LID assignment still apply.
 /// Switches missing from the file keep empty tables.
-pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Lfts, Error> {
+pub fn parse(f: &Fabric, mut input: impl BufRead, file: &Path) -> Result<Lfts, Error> {
     let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
     let guid_index = f.port_guid_index();
     let mut lfts = Lfts::for_fabric(f);
     let mut current: Option<(u32, u8)> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let ln = i + 1;
-        let line = raw.trim();
+    let mut buf = String::new();
+    let mut ln = 0usize;
+    loop {
+        buf.clear();
+        if input.read_line(&mut buf).map_err(|e| Error::io(file, e))? == 0 {
+            break;
+        }
+        ln += 1;
+        let line = buf.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -71,31 +119,51 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Lfts, Error> {
                 .map(|p| &line[p + 8..])
                 .and_then(|r| r.split_whitespace().next())
                 .and_then(parse_hex_u64)
-                .ok_or_else(|| err(ln, "cannot parse switch GUID in 'Unicast lids' header".into()))?;
+                .ok_or_else(|| {
+                    err(
+                        ln,
+                        "cannot parse switch GUID in 'Unicast lids' header".into(),
+                    )
+                })?;
             let node = f
                 .find_node_by_guid(g)
                 .ok_or_else(|| err(ln, format!("switch GUID 0x{g:016x} is not in the topology")))?;
-            let si = f
-                .switch_index(node)
-                .ok_or_else(|| err(ln, format!("GUID 0x{g:016x} is not a switch in the topology")))?;
+            let si = f.switch_index(node).ok_or_else(|| {
+                err(
+                    ln,
+                    format!("GUID 0x{g:016x} is not a switch in the topology"),
+                )
+            })?;
             current = Some((si, f.num_ports(node)));
             continue;
         }
         if line.starts_with("Multicast mlids") {
-            return Err(err(ln, "this is a multicast dump, not a unicast LFT dump".into()));
+            return Err(err(
+                ln,
+                "this is a multicast dump, not a unicast LFT dump".into(),
+            ));
         }
         if line.ends_with("lids dumped") {
             continue;
         }
         if let Some(rest) = line.strip_prefix("0x") {
-            let (si, nports) = current.ok_or_else(|| err(ln, "LFT row before any switch header".into()))?;
+            let (si, nports) =
+                current.ok_or_else(|| err(ln, "LFT row before any switch header".into()))?;
             let mut words = rest.split_whitespace();
             let lid_s = words.next().unwrap_or("");
-            let mut lid = u16::from_str_radix(lid_s, 16).map_err(|_| err(ln, format!("bad LID '0x{lid_s}'")))?;
-            let port_s = words.next().ok_or_else(|| err(ln, "missing out port".into()))?;
-            let port: u8 = port_s.parse().map_err(|_| err(ln, format!("bad out port '{port_s}'")))?;
+            let mut lid = u16::from_str_radix(lid_s, 16)
+                .map_err(|_| err(ln, format!("bad LID '0x{lid_s}'")))?;
+            let port_s = words
+                .next()
+                .ok_or_else(|| err(ln, "missing out port".into()))?;
+            let port: u8 = port_s
+                .parse()
+                .map_err(|_| err(ln, format!("bad out port '{port_s}'")))?;
             if port > nports {
-                return Err(err(ln, format!("out port {port} exceeds the switch's {nports} ports")));
+                return Err(err(
+                    ln,
+                    format!("out port {port} exceeds the switch's {nports} ports"),
+                ));
             }
             if let Some(p) = line.find("portguid 0x") {
                 let g = line[p + 11..]
@@ -107,7 +175,13 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Lfts, Error> {
                 }
             }
             if lid as usize >= lfts.width() {
-                return Err(err(ln, format!("LID {lid} is above the topology's highest LID {}", f.max_lid())));
+                return Err(err(
+                    ln,
+                    format!(
+                        "LID {lid} is above the topology's highest LID {}",
+                        f.max_lid()
+                    ),
+                ));
             }
             lfts.set(si, lid, port);
             continue;
@@ -118,5 +192,5 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Lfts, Error> {
 }
 
 pub fn read(f: &Fabric, path: &Path) -> Result<Lfts, Error> {
-    parse(f, &read_file(path)?, path)
+    parse(f, open_file(path)?, path)
 }

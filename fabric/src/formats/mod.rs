@@ -20,6 +20,26 @@ pub(crate) fn read_file(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
 }
 
+/// Buffered reader for files too large to hold as text (LFT and path-SL
+/// dumps of big subnets run to gigabytes).
+pub(crate) fn open_file(path: &Path) -> Result<std::io::BufReader<std::fs::File>, Error> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok(std::io::BufReader::with_capacity(1 << 20, f))
+}
+
+/// Creates `path` and streams `write` into it through a large buffer.
+pub fn write_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    use std::io::Write as _;
+    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    write(&mut w)
+        .and_then(|_| w.flush())
+        .map_err(|e| Error::io(path, e))
+}
+
 /// Switch node ids sorted by GUID: the order OpenSM's dumps use.
 pub(crate) fn switches_by_guid(f: &Fabric) -> Vec<NodeId> {
     let mut v = f.switches().to_vec();
@@ -29,7 +49,10 @@ pub(crate) fn switches_by_guid(f: &Fabric) -> Vec<NodeId> {
 
 pub(crate) fn parse_hex_u64(s: &str) -> Option<u64> {
     let s = s.trim();
-    let s = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    let s = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
     u64::from_str_radix(s, 16).ok()
 }
 

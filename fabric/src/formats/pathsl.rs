@@ -9,42 +9,62 @@
 //! destination LID `0..=max_lid`: a hex digit is the SL, `-` means no path.
 //! A missing file means SL 0 for every pair.
 
-use super::read_file;
+use super::open_file;
 use crate::error::{Error, ParseError};
 use crate::model::Fabric;
 use crate::tables::{PathSl, SL_NONE};
 use std::collections::HashMap;
+use std::io::{BufRead, Write};
 use std::path::Path;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 pub fn write(f: &Fabric, p: &PathSl) -> String {
-    let w = p.width();
-    let mut out = String::with_capacity(64 + p.sources().count() * (w + 8));
-    out.push_str("# ibfabric path SLs: <source LID> <one char per destination LID 0..max: SL hex digit, '-' = no path>\n");
-    out.push_str(&format!("# max_lid {}\n", f.max_lid()));
-    let mut line = Vec::with_capacity(w);
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail; the text is ASCII.
+    let _ = write_to(f, p, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub fn write_to(f: &Fabric, p: &PathSl, w: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "# ibfabric path SLs: <source LID> <one char per destination LID 0..max: SL hex digit, '-' = no path>"
+    )?;
+    writeln!(w, "# max_lid {}", f.max_lid())?;
+    let mut line = Vec::with_capacity(p.width() + 8);
     for src in p.sources() {
         let Some(row) = p.row_of(src) else { continue };
         line.clear();
-        line.extend(row.iter().map(|&sl| if sl == SL_NONE || sl > 15 { b'-' } else { HEX[sl as usize] }));
-        out.push_str(&format!("0x{src:04x} "));
-        // Every byte is ASCII by construction.
-        out.push_str(std::str::from_utf8(&line).unwrap_or_default());
-        out.push('\n');
+        line.extend_from_slice(format!("0x{src:04x} ").as_bytes());
+        line.extend(row.iter().map(|&sl| {
+            if sl == SL_NONE || sl > 15 {
+                b'-'
+            } else {
+                HEX[sl as usize]
+            }
+        }));
+        line.push(b'\n');
+        w.write_all(&line)?;
     }
-    out
+    Ok(())
 }
 
-pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<PathSl, Error> {
+pub fn parse(f: &Fabric, mut input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
     let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
     let mut p = PathSl::new(f.max_lid());
     let w = p.width();
     let mut dedupe: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut row = Vec::with_capacity(w);
-    for (i, raw) in text.lines().enumerate() {
-        let ln = i + 1;
-        let line = raw.trim();
+    let mut buf = String::new();
+    let mut ln = 0usize;
+    loop {
+        buf.clear();
+        if input.read_line(&mut buf).map_err(|e| Error::io(file, e))? == 0 {
+            break;
+        }
+        ln += 1;
+        let line = buf.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -56,13 +76,20 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<PathSl, Error> {
             .and_then(|h| u16::from_str_radix(h, 16).ok())
             .ok_or_else(|| err(ln, format!("bad source LID '{lid_s}' (expected 0x<hex>)")))?;
         if lid > f.max_lid() || f.lid_owner(lid).is_none() {
-            return Err(err(ln, format!("source LID 0x{lid:04x} is not assigned in the topology")));
+            return Err(err(
+                ln,
+                format!("source LID 0x{lid:04x} is not assigned in the topology"),
+            ));
         }
         let sls = sls.trim();
         if sls.len() != w {
             return Err(err(
                 ln,
-                format!("SL string has {} characters, expected {w} (one per LID 0..={})", sls.len(), f.max_lid()),
+                format!(
+                    "SL string has {} characters, expected {w} (one per LID 0..={})",
+                    sls.len(),
+                    f.max_lid()
+                ),
             ));
         }
         row.clear();
@@ -72,7 +99,12 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<PathSl, Error> {
                 b'0'..=b'9' => c - b'0',
                 b'a'..=b'f' => c - b'a' + 10,
                 b'A'..=b'F' => c - b'A' + 10,
-                _ => return Err(err(ln, format!("bad SL character '{}' for destination LID {k}", c as char))),
+                _ => {
+                    return Err(err(
+                        ln,
+                        format!("bad SL character '{}' for destination LID {k}", c as char),
+                    ))
+                }
             });
         }
         let idx = match dedupe.get(&row) {
@@ -93,5 +125,5 @@ pub fn read_optional(f: &Fabric, path: &Path) -> Result<Option<PathSl>, Error> {
     if !path.exists() {
         return Ok(None);
     }
-    parse(f, &read_file(path)?, path).map(Some)
+    parse(f, open_file(path)?, path).map(Some)
 }

@@ -28,18 +28,30 @@ fn row(out: &mut String, inp: u8, outp: u8, vls: &[u8; NUM_SLS]) {
 }
 
 pub fn write(f: &Fabric, t: &Sl2Vl) -> String {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = write_to(f, t, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub fn write_to(f: &Fabric, t: &Sl2Vl, w: &mut impl std::io::Write) -> std::io::Result<()> {
     // (port guid, slot) for every addressable port, in OpenSM's order.
     let mut ports: Vec<(u64, Slot)> = Vec::new();
     for n in 0..f.num_nodes() as u32 {
         if f.kind(n) == NodeKind::Switch {
             ports.push((f.guid(n), f.slot(n, 0)));
         } else {
-            ports.extend(f.port_slots(n).filter(|&s| f.remote(s) != NONE).map(|s| (f.port_guid(s), s)));
+            ports.extend(
+                f.port_slots(n)
+                    .filter(|&s| f.remote(s) != NONE)
+                    .map(|s| (f.port_guid(s), s)),
+            );
         }
     }
     ports.sort_unstable();
     let mut out = String::new();
     for (guid, slot) in ports {
+        out.clear();
         let n = f.node_of(slot);
         let _ = writeln!(
             out,
@@ -61,8 +73,9 @@ pub fn write(f: &Fabric, t: &Sl2Vl) -> String {
         } else {
             row(&mut out, 0, 0, &t.port_row(slot));
         }
+        w.write_all(out.as_bytes())?;
     }
-    out
+    Ok(())
 }
 
 pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
@@ -84,9 +97,9 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
                     .next()
                     .and_then(parse_hex_u64)
                     .ok_or_else(|| err(ln, "cannot parse port GUID".into()))?;
-                let slot = *guid_index
-                    .get(&g)
-                    .ok_or_else(|| err(ln, format!("port GUID 0x{g:016x} is not in the topology")))?;
+                let slot = *guid_index.get(&g).ok_or_else(|| {
+                    err(ln, format!("port GUID 0x{g:016x} is not in the topology"))
+                })?;
                 current = Some(slot);
                 continue;
             }
@@ -97,8 +110,11 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
             .ok_or_else(|| err(ln, format!("expected 'in out : 16 VLs', got '{line}'")))?;
         let mut pw = ports.split_whitespace();
         let mut num = |what: &str| -> Result<u8, Error> {
-            let w = pw.next().ok_or_else(|| err(ln, format!("missing {what} port")))?;
-            w.parse().map_err(|_| err(ln, format!("bad {what} port '{w}'")))
+            let w = pw
+                .next()
+                .ok_or_else(|| err(ln, format!("missing {what} port")))?;
+            w.parse()
+                .map_err(|_| err(ln, format!("bad {what} port '{w}'")))
         };
         let inp = num("in")?;
         let outp = num("out")?;
@@ -124,7 +140,10 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
         } else {
             let np = f.num_ports(n);
             if inp > np || outp > np {
-                return Err(err(ln, format!("port pair {inp}/{outp} exceeds the switch's {np} ports")));
+                return Err(err(
+                    ln,
+                    format!("port pair {inp}/{outp} exceeds the switch's {np} ports"),
+                ));
             }
             let si = f
                 .switch_index(n)

@@ -24,7 +24,10 @@ pub(super) fn generate(p: u32, hosts: Option<u32>) -> Result<Fabric> {
     nonzero("Dragonfly hosts per router", hosts)?;
     let (a, h) = (2 * p as u64, p as u64);
     check_radix(
-        &format!("a Dragonfly router ({hosts} hosts + {} local + {h} global links)", a - 1),
+        &format!(
+            "a Dragonfly router ({hosts} hosts + {} local + {h} global links)",
+            a - 1
+        ),
         hosts as u64 + a - 1 + h,
     )?;
     // p <= 84 now, so none of this overflows.
@@ -80,7 +83,13 @@ mod tests {
 
     #[test]
     fn sizes() {
-        for (p, switches, cas) in [(1, 6, 6), (2, 36, 72), (3, 114, 342), (6, 876, 5256), (8, 2064, 16512)] {
+        for (p, switches, cas) in [
+            (1, 6, 6),
+            (2, 36, 72),
+            (3, 114, 342),
+            (6, 876, 5256),
+            (8, 2064, 16512),
+        ] {
             let f = df(p, None).expect("valid dragonfly");
             let s = check(&f);
             assert_eq!((s.switches, s.cas), (switches, cas), "p={p}");
@@ -121,7 +130,10 @@ mod tests {
                 }
             }
             assert_eq!(pairs.len(), g * (g - 1), "every ordered group pair once");
-            assert!(local.iter().all(|&l| l == a * (a - 1)), "groups fully connected");
+            assert!(
+                local.iter().all(|&l| l == a * (a - 1)),
+                "groups fully connected"
+            );
         }
     }
 
@@ -133,7 +145,10 @@ mod tests {
         let peer = |p: u8| f.desc(f.node_of(f.remote(f.slot(r, p)))).to_string();
         let peers: Vec<String> = (1..=7).map(peer).collect();
         // Global link 0 goes to group 1, arriving on link index 7 (router 3, k=1).
-        assert_eq!(peers, ["g0r0h0", "g0r0h1", "g0r1", "g0r2", "g0r3", "g1r3", "g2r3"]);
+        assert_eq!(
+            peers,
+            ["g0r0h0", "g0r0h1", "g0r1", "g0r2", "g0r3", "g1r3", "g2r3"]
+        );
         assert_eq!(f.port_of(f.remote(f.slot(r, 6))), 2 + 3 + 2);
     }
 

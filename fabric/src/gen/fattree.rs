@@ -29,7 +29,10 @@ pub(super) fn generate(leaves: u32, spines: u32, hosts: u32, links: u32) -> Resu
         Some(leaves as u64 * hosts as u64),
     )?;
 
-    let mut plan = Plan::with_capacity((leaves + spines) as usize, (leaves * spines * links) as usize);
+    let mut plan = Plan::with_capacity(
+        (leaves + spines) as usize,
+        (leaves * spines * links) as usize,
+    );
     for l in 0..leaves {
         plan.switch(format!("s0_{l}"), hosts, spines * links);
     }
@@ -86,7 +89,10 @@ mod tests {
         // Leaf 0, ports 4 and 5 both go to spine 0, ports 6 and 7 to spine 1.
         let leaf = f.switches()[0];
         let peer = |p: u8| f.desc(f.node_of(f.remote(f.slot(leaf, p)))).to_string();
-        assert_eq!([peer(4), peer(5), peer(6), peer(7)], ["s1_0", "s1_0", "s1_1", "s1_1"]);
+        assert_eq!(
+            [peer(4), peer(5), peer(6), peer(7)],
+            ["s1_0", "s1_0", "s1_1", "s1_1"]
+        );
         // Single leaf, single spine: diameter 1.
         let s = check(&ft(1, 1, 2, 1).expect("valid"));
         assert_eq!(s.diameter, Some(1));
@@ -97,7 +103,10 @@ mod tests {
         assert_gen_err(ft(0, 1, 1, 1), "leaf count must be at least 1");
         assert_gen_err(ft(1, 0, 1, 1), "spine count must be at least 1");
         assert_gen_err(ft(1, 1, 0, 1), "hosts per leaf must be at least 1");
-        assert_gen_err(ft(1, 1, 1, 0), "links per leaf/spine pair must be at least 1");
+        assert_gen_err(
+            ft(1, 1, 1, 0),
+            "links per leaf/spine pair must be at least 1",
+        );
         assert_gen_err(ft(4, 200, 60, 1), "260 ports");
         assert_gen_err(ft(128, 2, 2, 2), "256 ports");
     }

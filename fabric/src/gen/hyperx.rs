@@ -56,12 +56,16 @@ pub(super) fn generate(dims: &[u32], hosts: u32) -> Result<Fabric> {
     };
     // Network port index, on a switch with coordinate `own` along `d`, of
     // the peer with coordinate `other` along `d`.
-    let port = |d: usize, own: u32, other: u32| offsets[d] + if other < own { other } else { other - 1 };
+    let port =
+        |d: usize, own: u32, other: u32| offsets[d] + if other < own { other } else { other - 1 };
 
     let mut plan = Plan::with_capacity(n as usize, (n as usize * deg as usize) / 2);
     for i in 0..n {
         let c = coords(i);
-        let desc = format!("s{}", c.iter().map(u32::to_string).collect::<Vec<_>>().join("_"));
+        let desc = format!(
+            "s{}",
+            c.iter().map(u32::to_string).collect::<Vec<_>>().join("_")
+        );
         plan.switch(desc, hosts, deg);
     }
     for i in 0..n {
@@ -90,7 +94,16 @@ mod tests {
 
     #[test]
     fn counts_degrees_and_diameter() {
-        let cases: &[&[u32]] = &[&[4], &[4, 4], &[4, 4, 4], &[3, 5, 2], &[2, 2, 2, 2], &[6, 1, 3], &[1], &[8, 8]];
+        let cases: &[&[u32]] = &[
+            &[4],
+            &[4, 4],
+            &[4, 4, 4],
+            &[3, 5, 2],
+            &[2, 2, 2, 2],
+            &[6, 1, 3],
+            &[1],
+            &[8, 8],
+        ];
         for &dims in cases {
             for hosts in [1, 4] {
                 let f = hx(dims, hosts).expect("valid HyperX");
@@ -113,7 +126,9 @@ mod tests {
         // s1_0: host, then x peers s0_0, s2_0, then y peer s1_1.
         let sw = f.switches()[1];
         assert_eq!(f.desc(sw), "s1_0");
-        let peers: Vec<&str> = (1..=4).map(|p| f.desc(f.node_of(f.remote(f.slot(sw, p))))).collect();
+        let peers: Vec<&str> = (1..=4)
+            .map(|p| f.desc(f.node_of(f.remote(f.slot(sw, p)))))
+            .collect();
         assert_eq!(peers, ["h1_0_0", "s0_0", "s2_0", "s1_1"]);
     }
 

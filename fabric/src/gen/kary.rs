@@ -22,7 +22,10 @@ pub(super) fn generate(k: u32, n: u32) -> Result<Fabric> {
     nonzero("k-ary n-tree arity k", k)?;
     nonzero("k-ary n-tree level count n", n)?;
     let radix = if n > 1 { 2 * k as u64 } else { k as u64 };
-    check_radix(&format!("a k-ary n-tree switch (2k = {})", 2 * k as u64), radix)?;
+    check_radix(
+        &format!("a k-ary n-tree switch (2k = {})", 2 * k as u64),
+        radix,
+    )?;
     let per_level = (k as u64).checked_pow(n - 1);
     let switches = per_level.and_then(|p| p.checked_mul(n as u64));
     let hosts = (k as u64).checked_pow(n);
@@ -30,7 +33,8 @@ pub(super) fn generate(k: u32, n: u32) -> Result<Fabric> {
     // Both fit in 49151 now.
     let per_level = per_level.unwrap_or(0) as u32;
 
-    let mut plan = Plan::with_capacity((per_level * n) as usize, (per_level * k * (n - 1)) as usize);
+    let mut plan =
+        Plan::with_capacity((per_level * n) as usize, (per_level * k * (n - 1)) as usize);
     for l in 0..n {
         let hosts = if l == 0 { k } else { 0 };
         let down = if l > 0 { k } else { 0 };
@@ -68,7 +72,16 @@ mod tests {
 
     #[test]
     fn counts_degrees_and_diameter() {
-        for (k, n) in [(2, 1), (2, 2), (2, 3), (3, 3), (4, 3), (2, 5), (1, 3), (18, 2)] {
+        for (k, n) in [
+            (2, 1),
+            (2, 2),
+            (2, 3),
+            (3, 3),
+            (4, 3),
+            (2, 5),
+            (1, 3),
+            (18, 2),
+        ] {
             let f = tree(k, n).expect("valid tree");
             let s = check(&f);
             let per_level = (k as usize).pow(n - 1);
@@ -98,7 +111,11 @@ mod tests {
         let s = check(&f);
         assert_eq!((s.switches, s.cas), (12, 8));
         // Leaf s0_0 (w=00) goes up to s1_0 and s1_1 (w differs in digit 0).
-        let by_desc = |d: &str| (0..f.num_nodes() as u32).find(|&n| f.desc(n) == d).expect("node");
+        let by_desc = |d: &str| {
+            (0..f.num_nodes() as u32)
+                .find(|&n| f.desc(n) == d)
+                .expect("node")
+        };
         let leaf = by_desc("s0_0");
         let ups: Vec<&str> = [3u8, 4]
             .iter()

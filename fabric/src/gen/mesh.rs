@@ -41,7 +41,10 @@ pub(super) fn generate(dims: &[u32], torus: bool, hosts: u32) -> Result<Fabric> 
     }
     nonzero(&format!("{kind} hosts per switch"), hosts)?;
     let net = dims.iter().filter(|&&s| s >= 2).count() as u64 * 2;
-    check_radix(&format!("a {kind} switch ({hosts} hosts + up to {net} links)"), hosts as u64 + net)?;
+    check_radix(
+        &format!("a {kind} switch ({hosts} hosts + up to {net} links)"),
+        hosts as u64 + net,
+    )?;
     let n = product(dims);
     check_lids(n, n.and_then(|n| n.checked_mul(hosts as u64)))?;
     let n = n.unwrap_or(0) as u32;
@@ -140,7 +143,16 @@ mod tests {
 
     #[test]
     fn counts_degrees_and_diameter() {
-        let cases: &[&[u32]] = &[&[4, 4, 4], &[5, 3], &[2, 2, 2], &[1, 6], &[7], &[2, 5, 1], &[3, 3, 3], &[1]];
+        let cases: &[&[u32]] = &[
+            &[4, 4, 4],
+            &[5, 3],
+            &[2, 2, 2],
+            &[1, 6],
+            &[7],
+            &[2, 5, 1],
+            &[3, 3, 3],
+            &[1],
+        ];
         for &dims in cases {
             for torus in [false, true] {
                 for hosts in [1, 3] {
@@ -150,8 +162,15 @@ mod tests {
                     assert_eq!(s.switches, n, "{dims:?}");
                     assert_eq!(s.cas, n * hosts as usize);
                     assert!(s.hosts.iter().all(|&h| h == hosts as usize));
-                    assert_eq!(s.net_links, expected_links(dims, torus), "{dims:?} torus={torus}");
-                    let want_diam: u32 = dims.iter().map(|&s| if torus { s / 2 } else { s - 1 }).sum();
+                    assert_eq!(
+                        s.net_links,
+                        expected_links(dims, torus),
+                        "{dims:?} torus={torus}"
+                    );
+                    let want_diam: u32 = dims
+                        .iter()
+                        .map(|&s| if torus { s / 2 } else { s - 1 })
+                        .sum();
                     assert_eq!(s.diameter, Some(want_diam), "{dims:?} torus={torus}");
                     for (i, &deg) in s.net_degree.iter().enumerate() {
                         let mut rest = i;
@@ -184,7 +203,10 @@ mod tests {
         let sw = f.switches()[0];
         let peer = |p: u8| f.desc(f.node_of(f.remote(f.slot(sw, p)))).to_string();
         let peers: Vec<String> = (1..=7).map(peer).collect();
-        assert_eq!(peers, ["h0_0_0_0", "s3_0_0", "s1_0_0", "s0_3_0", "s0_1_0", "s0_0_3", "s0_0_1"]);
+        assert_eq!(
+            peers,
+            ["h0_0_0_0", "s3_0_0", "s1_0_0", "s0_3_0", "s0_1_0", "s0_0_3", "s0_0_1"]
+        );
     }
 
     #[test]
@@ -200,10 +222,19 @@ mod tests {
     fn bad_parameters() {
         assert_gen_err(mesh(&[], true, 1), "1 to 3 dimensions, got 0");
         assert_gen_err(mesh(&[2, 2, 2, 2], false, 1), "1 to 3 dimensions, got 4");
-        assert_gen_err(mesh(&[4, 0], true, 1), "size of dimension 1 must be at least 1");
-        assert_gen_err(mesh(&[4, 4], true, 0), "hosts per switch must be at least 1");
+        assert_gen_err(
+            mesh(&[4, 0], true, 1),
+            "size of dimension 1 must be at least 1",
+        );
+        assert_gen_err(
+            mesh(&[4, 4], true, 0),
+            "hosts per switch must be at least 1",
+        );
         assert_gen_err(mesh(&[4, 4, 4], true, 250), "256 ports");
         assert_gen_err(mesh(&[64, 64, 64], true, 1), "524288 addressable ports");
-        assert_gen_err(mesh(&[u32::MAX, u32::MAX, u32::MAX], true, 1), "addressable ports");
+        assert_gen_err(
+            mesh(&[u32::MAX, u32::MAX, u32::MAX], true, 1),
+            "addressable ports",
+        );
     }
 }

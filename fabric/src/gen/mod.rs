@@ -65,7 +65,11 @@ pub enum Topology {
     /// 1-, 2- or 3-dimensional mesh, or torus with wrap-around links. A
     /// dimension of size 2 gets a single link even in a torus; size-1
     /// dimensions contribute no links.
-    Mesh { dims: Vec<u32>, torus: bool, hosts: u32 },
+    Mesh {
+        dims: Vec<u32>,
+        torus: bool,
+        hosts: u32,
+    },
     /// Balanced Dragonfly: `hosts` HCAs per router (default `p`), `a = 2p`
     /// routers per group, `h = p` global links per router, `g = a*h + 1`
     /// groups; groups are fully connected inside, and every pair of groups
@@ -137,7 +141,10 @@ impl Topology {
             }
             Topology::SlimFly { q, hosts } => {
                 let default = slimfly::default_hosts(*q);
-                format!("slimfly-q{q}{}", host_suffix(hosts.unwrap_or(default), default))
+                format!(
+                    "slimfly-q{q}{}",
+                    host_suffix(hosts.unwrap_or(default), default)
+                )
             }
             Topology::HyperX { dims, hosts } => {
                 format!("hyperx-{}{}", dims_str(dims), host_suffix(*hosts, 1))
@@ -147,13 +154,19 @@ impl Topology {
                 degree,
                 hosts,
                 seed,
-            } => format!("random-{switches}-d{degree}-s{seed}{}", host_suffix(*hosts, 1)),
+            } => format!(
+                "random-{switches}-d{degree}-s{seed}{}",
+                host_suffix(*hosts, 1)
+            ),
         }
     }
 }
 
 fn dims_str(dims: &[u32]) -> String {
-    dims.iter().map(u32::to_string).collect::<Vec<_>>().join("x")
+    dims.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join("x")
 }
 
 /// Builds the fabric of a topology; see the module docs for the node, GUID,
@@ -226,7 +239,8 @@ fn check_lids(switches: Option<u64>, hcas: Option<u64>) -> Result<()> {
 
 /// Checked product of lattice dimensions.
 fn product(dims: &[u32]) -> Option<u64> {
-    dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+    dims.iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
 }
 
 /// One switch of a [`Plan`].
@@ -286,14 +300,18 @@ impl Plan {
             let u = u as u32;
             for (i, &v) in nbrs.iter().enumerate() {
                 if v == u {
-                    return Err(gen_err(format!("internal error: switch {u} linked to itself")));
+                    return Err(gen_err(format!(
+                        "internal error: switch {u} linked to itself"
+                    )));
                 }
                 if u < v {
                     let j = adj
                         .get(v as usize)
                         .and_then(|l| l.iter().position(|&x| x == u))
                         .ok_or_else(|| {
-                            gen_err(format!("internal error: adjacency of switches {u} and {v} is one-sided"))
+                            gen_err(format!(
+                                "internal error: adjacency of switches {u} and {v} is one-sided"
+                            ))
                         })?;
                     self.link(u, i as u32, v, j as u32);
                 }
@@ -307,7 +325,10 @@ impl Plan {
     fn assemble(self, host_desc: impl Fn(&str, u32) -> String) -> Result<Fabric> {
         let mut hcas = 0u64;
         for s in &self.switches {
-            check_radix(&format!("switch '{}'", s.desc), s.hosts as u64 + s.net_ports as u64)?;
+            check_radix(
+                &format!("switch '{}'", s.desc),
+                s.hosts as u64 + s.net_ports as u64,
+            )?;
             hcas += s.hosts as u64;
         }
         check_lids(Some(self.switches.len() as u64), Some(hcas))?;
@@ -322,10 +343,9 @@ impl Plan {
         let mut used = vec![false; total];
         for l in &self.links {
             for (sw, p) in [(l.a, l.pa), (l.b, l.pb)] {
-                let spec = self
-                    .switches
-                    .get(sw as usize)
-                    .ok_or_else(|| gen_err(format!("internal error: link to unknown switch {sw}")))?;
+                let spec = self.switches.get(sw as usize).ok_or_else(|| {
+                    gen_err(format!("internal error: link to unknown switch {sw}"))
+                })?;
                 if p >= spec.net_ports {
                     return Err(gen_err(format!(
                         "internal error: switch '{}' has no network port index {p}",
@@ -356,13 +376,23 @@ impl Plan {
         let mut ids: Vec<NodeId> = Vec::with_capacity(self.switches.len());
         for (i, s) in self.switches.iter().enumerate() {
             let ports = (s.hosts + s.net_ports) as u8;
-            ids.push(b.add_node(NodeKind::Switch, SWITCH_GUID_BASE + i as u64 + 1, s.desc.as_str(), ports));
+            ids.push(b.add_node(
+                NodeKind::Switch,
+                SWITCH_GUID_BASE + i as u64 + 1,
+                s.desc.as_str(),
+                ports,
+            ));
         }
         let mut ca = 0u64;
         for (s, &sw) in self.switches.iter().zip(&ids) {
             for j in 0..s.hosts {
                 ca += 1;
-                let h = b.add_node(NodeKind::Ca, CA_GUID_BASE + ca * 16, host_desc(&s.desc, j), 1);
+                let h = b.add_node(
+                    NodeKind::Ca,
+                    CA_GUID_BASE + ca * 16,
+                    host_desc(&s.desc, j),
+                    1,
+                );
                 b.connect(sw, (j + 1) as u8, h, 1).map_err(inv)?;
             }
         }
@@ -428,7 +458,10 @@ pub(crate) mod testutil {
         let mut seen_ca = false;
         for n in 0..f.num_nodes() as u32 {
             let d = f.desc(n);
-            assert!(!d.is_empty() && d.len() <= 32, "bad description length: {d:?}");
+            assert!(
+                !d.is_empty() && d.len() <= 32,
+                "bad description length: {d:?}"
+            );
             assert!(
                 !d.contains(|c: char| c == '#' || c == '@' || c == '"' || c.is_whitespace()),
                 "bad description {d:?}"
@@ -541,11 +574,35 @@ mod tests {
             .name(),
             "mesh-8x8-h2"
         );
-        assert_eq!(Topology::Dragonfly { p: 6, hosts: None }.name(), "dragonfly-p6");
-        assert_eq!(Topology::Dragonfly { p: 6, hosts: Some(6) }.name(), "dragonfly-p6");
-        assert_eq!(Topology::Dragonfly { p: 6, hosts: Some(4) }.name(), "dragonfly-p6-h4");
+        assert_eq!(
+            Topology::Dragonfly { p: 6, hosts: None }.name(),
+            "dragonfly-p6"
+        );
+        assert_eq!(
+            Topology::Dragonfly {
+                p: 6,
+                hosts: Some(6)
+            }
+            .name(),
+            "dragonfly-p6"
+        );
+        assert_eq!(
+            Topology::Dragonfly {
+                p: 6,
+                hosts: Some(4)
+            }
+            .name(),
+            "dragonfly-p6-h4"
+        );
         assert_eq!(Topology::SlimFly { q: 5, hosts: None }.name(), "slimfly-q5");
-        assert_eq!(Topology::SlimFly { q: 5, hosts: Some(4) }.name(), "slimfly-q5");
+        assert_eq!(
+            Topology::SlimFly {
+                q: 5,
+                hosts: Some(4)
+            }
+            .name(),
+            "slimfly-q5"
+        );
         assert_eq!(
             Topology::HyperX {
                 dims: vec![4, 4],

@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::HashSet;
 
 /// Attempts (each on its own RNG stream) before giving up.
-pub const MAX_ATTEMPTS: u64 = 100;
+const MAX_ATTEMPTS: u64 = 100;
 /// Pairing rounds within one attempt before it counts as stuck.
 const MAX_ROUNDS: usize = 10_000;
 
@@ -125,7 +125,10 @@ fn key(u: u32, v: u32) -> u64 {
 fn pairing(n: usize, d: usize, rng: &mut ChaCha8Rng) -> Option<Vec<Vec<u32>>> {
     let mut adj: Vec<Vec<u32>> = vec![Vec::with_capacity(d); n];
     let mut edges: HashSet<u64> = HashSet::with_capacity(n * d / 2);
-    let mut stubs: Vec<u32> = (0..n as u32).flat_map(|v| std::iter::repeat(v).take(d)).collect();
+    let mut stubs: Vec<u32> = Vec::with_capacity(n * d);
+    for v in 0..n as u32 {
+        stubs.resize(stubs.len() + d, v);
+    }
     let mut left = vec![0u32; n];
     for _ in 0..MAX_ROUNDS {
         if stubs.is_empty() {
@@ -153,7 +156,7 @@ fn pairing(n: usize, d: usize, rng: &mut ChaCha8Rng) -> Option<Vec<Vec<u32>>> {
         }
         stubs.clear();
         for &v in &rest {
-            stubs.extend(std::iter::repeat(v).take(left[v as usize] as usize));
+            stubs.resize(stubs.len() + left[v as usize] as usize, v);
             left[v as usize] = 0;
         }
     }
@@ -168,7 +171,11 @@ fn complement(g: &[Vec<u32>]) -> Vec<Vec<u32>> {
         for &v in l {
             mark[v as usize] = true;
         }
-        adj.push((0..n as u32).filter(|&v| v as usize != u && !mark[v as usize]).collect());
+        adj.push(
+            (0..n as u32)
+                .filter(|&v| v as usize != u && !mark[v as usize])
+                .collect(),
+        );
         for &v in l {
             mark[v as usize] = false;
         }
@@ -260,7 +267,11 @@ mod tests {
         let peers: Vec<Vec<&str>> = f
             .switches()
             .iter()
-            .map(|&sw| (2..=4).map(|p| f.desc(f.node_of(f.remote(f.slot(sw, p))))).collect())
+            .map(|&sw| {
+                (2..=4)
+                    .map(|p| f.desc(f.node_of(f.remote(f.slot(sw, p)))))
+                    .collect()
+            })
             .collect();
         assert_eq!(peers, PINNED);
     }

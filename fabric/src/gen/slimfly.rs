@@ -33,7 +33,7 @@ fn degree(q: u32) -> u64 {
     if q % 4 == 1 {
         (3 * q - 1) / 2
     } else {
-        (3 * q + 1) / 2
+        (3 * q).div_ceil(2)
     }
 }
 
@@ -47,9 +47,9 @@ fn factorize(mut n: u64) -> Vec<(u64, u32)> {
     let mut out = Vec::new();
     let mut p = 2u64;
     while p * p <= n {
-        if n % p == 0 {
+        if n.is_multiple_of(p) {
             let mut e = 0;
-            while n % p == 0 {
+            while n.is_multiple_of(p) {
                 n /= p;
                 e += 1;
             }
@@ -79,7 +79,11 @@ fn pow_mod(mut b: u64, mut e: u64, m: u64) -> u64 {
 /// Smallest primitive root modulo the prime `q`.
 fn primitive_root(q: u64) -> Option<u64> {
     let factors = factorize(q - 1);
-    (2..q).find(|&g| factors.iter().all(|&(p, _)| pow_mod(g, (q - 1) / p, q) != 1))
+    (2..q).find(|&g| {
+        factors
+            .iter()
+            .all(|&(p, _)| pow_mod(g, (q - 1) / p, q) != 1)
+    })
 }
 
 /// Validates `q` and returns `delta`.
@@ -124,7 +128,10 @@ pub(super) fn generate(q: u32, hosts: Option<u32>) -> Result<Fabric> {
         (0..q as u64 - 1).step_by(2).collect()
     } else {
         let (w2, top) = (2 * w as u64, q as u64 - 2);
-        (0..w2 - 1).step_by(2).chain((w2 - 1..=top).step_by(2)).collect()
+        (0..w2 - 1)
+            .step_by(2)
+            .chain((w2 - 1..=top).step_by(2))
+            .collect()
     };
     let mut x: Vec<u64> = exps.iter().map(|&e| pow_mod(xi, e, qq)).collect();
     let mut x2: Vec<u64> = x.iter().map(|&v| v * xi % qq).collect();
@@ -154,12 +161,20 @@ pub(super) fn generate(q: u32, hosts: Option<u32>) -> Result<Fabric> {
     let mut plan = Plan::with_capacity(n as usize, (n * deg / 2) as usize);
     for xx in 0..q {
         for y in 0..q {
-            plan.switch(format!("s0_{xx}_{y}"), hosts, adj[id0(xx as u64, y as u64) as usize].len() as u32);
+            plan.switch(
+                format!("s0_{xx}_{y}"),
+                hosts,
+                adj[id0(xx as u64, y as u64) as usize].len() as u32,
+            );
         }
     }
     for m in 0..q {
         for c in 0..q {
-            plan.switch(format!("s1_{m}_{c}"), hosts, adj[id1(m as u64, c as u64) as usize].len() as u32);
+            plan.switch(
+                format!("s1_{m}_{c}"),
+                hosts,
+                adj[id1(m as u64, c as u64) as usize].len() as u32,
+            );
         }
     }
     plan.links_from_adjacency(&adj)?;
@@ -193,7 +208,15 @@ mod tests {
     #[test]
     fn mms_properties() {
         // (q, degree, default hosts)
-        for (q, deg, hosts) in [(3, 5, 3), (5, 7, 4), (7, 11, 6), (11, 17, 9), (13, 19, 10), (17, 25, 13), (19, 29, 15)] {
+        for (q, deg, hosts) in [
+            (3, 5, 3),
+            (5, 7, 4),
+            (7, 11, 6),
+            (11, 17, 9),
+            (13, 19, 10),
+            (17, 25, 13),
+            (19, 29, 15),
+        ] {
             let f = sf(q, None).unwrap_or_else(|e| panic!("q={q}: {e}"));
             let s = check(&f);
             let n = 2 * (q * q) as usize;

@@ -34,7 +34,9 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
                 port: 0,
                 end_port: false,
             };
-            let Some(s) = f.lid_owner(lid) else { return none };
+            let Some(s) = f.lid_owner(lid) else {
+                return none;
+            };
             let n = f.node_of(s);
             if let Some(si) = f.switch_index(n) {
                 return LidTarget {
@@ -83,54 +85,55 @@ pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &Engin
     let mut lfts = Lfts::for_fabric(f);
     let done = AtomicU64::new(0);
     lfts.par_rows_mut().enumerate().for_each_init(
-            || (Vec::<u8>::new(), Vec::<u32>::new(), Vec::<u32>::new()),
-            |(cand, cand_off, load), (si, row)| {
-                let si = si as u32;
-                let sw = f.switches()[si as usize];
-                let nbrs = g.neighbours(si);
-                let my = &hops[si as usize * n..(si as usize + 1) * n];
-                // Candidate ports per destination switch, computed once and
-                // shared by every LID on that switch.
-                cand.clear();
-                cand_off.clear();
-                cand_off.push(0);
-                for j in 0..n {
-                    let h = my[j];
-                    if h != UNREACHABLE && h > 0 {
-                        for &(nb, slot) in nbrs {
-                            if hops[nb as usize * n + j] == h - 1 {
-                                cand.push(f.port_of(slot));
-                            }
+        || (Vec::<u8>::new(), Vec::<u32>::new(), Vec::<u32>::new()),
+        |(cand, cand_off, load), (si, row)| {
+            let si = si as u32;
+            let sw = f.switches()[si as usize];
+            let nbrs = g.neighbours(si);
+            let my = &hops[si as usize * n..(si as usize + 1) * n];
+            // Candidate ports per destination switch, computed once and
+            // shared by every LID on that switch.
+            cand.clear();
+            cand_off.clear();
+            cand_off.push(0);
+            for j in 0..n {
+                let h = my[j];
+                if h != UNREACHABLE && h > 0 {
+                    for &(nb, slot) in nbrs {
+                        if hops[nb as usize * n + j] == h - 1 {
+                            cand.push(f.port_of(slot));
                         }
                     }
-                    cand_off.push(cand.len() as u32);
                 }
-                load.clear();
-                load.resize(f.num_ports(sw) as usize + 1, 0);
-                for (lid, t) in targets.iter().enumerate() {
-                    if t.switch == NONE {
-                        continue;
+                cand_off.push(cand.len() as u32);
+            }
+            load.clear();
+            load.resize(f.num_ports(sw) as usize + 1, 0);
+            for (lid, t) in targets.iter().enumerate() {
+                if t.switch == NONE {
+                    continue;
+                }
+                let port = if t.switch == si {
+                    t.port
+                } else {
+                    let c = &cand[cand_off[t.switch as usize] as usize
+                        ..cand_off[t.switch as usize + 1] as usize];
+                    // Ports are listed in ascending order, so ties go to the lowest port.
+                    match c.iter().copied().min_by_key(|&p| load[p as usize]) {
+                        Some(p) => p,
+                        None => NO_PATH,
                     }
-                    let port = if t.switch == si {
-                        t.port
-                    } else {
-                        let c = &cand[cand_off[t.switch as usize] as usize..cand_off[t.switch as usize + 1] as usize];
-                        // Ports are listed in ascending order, so ties go to the lowest port.
-                        match c.iter().copied().min_by_key(|&p| load[p as usize]) {
-                            Some(p) => p,
-                            None => NO_PATH,
-                        }
-                    };
-                    row[lid] = port;
-                    if t.end_port && port != NO_PATH {
-                        load[port as usize] += 1;
-                    }
+                };
+                row[lid] = port;
+                if t.end_port && port != NO_PATH {
+                    load[port as usize] += 1;
                 }
-                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if d % 64 == 0 || d == n as u64 {
-                    opts.report(d, n as u64);
-                }
-            },
-        );
+            }
+            let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if d.is_multiple_of(64) || d == n as u64 {
+                opts.report(d, n as u64);
+            }
+        },
+    );
     lfts
 }
