@@ -209,6 +209,7 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         direct,
     };
     let dests: Vec<Slot> = f.endports().to_vec();
+    let cols = transpose(f, &routing.lfts, &dests);
     let sls = if routing.path_sl.is_some() {
         NUM_SLS
     } else {
@@ -232,7 +233,14 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
                 max_hops: 0,
             },
             |mut st, (di, &d)| {
-                route_to(&ctx, &mut st, di as u32 + 1, d);
+                let nsw = f.switches().len();
+                route_to(
+                    &ctx,
+                    &mut st,
+                    di as u32 + 1,
+                    d,
+                    &cols[di * nsw..(di + 1) * nsw],
+                );
                 st
             },
         )
@@ -290,7 +298,7 @@ fn record(st: &mut Scratch, slid: u16, dlid: u16, count: u64, fault: PairFault) 
 /// are taken switch by switch so the first LFT lookup is shared; when the
 /// tables carry no SLs and no VLs every host of a switch takes the same
 /// route, and one walk stands for all of them.
-fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot) {
+fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8]) {
     let f = ctx.f;
     let dlid = f.lid_of_slot(d);
     let sl2vl = ctx.r.sl2vl.as_ref();
@@ -306,7 +314,7 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot) {
         if others == 0 {
             continue;
         }
-        let out = ctx.r.lfts.get(si, dlid);
+        let out = col[si as usize];
         let first = if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
             Err(PairFault::NoRoute {
                 switch: f.desc(sw).to_string(),
@@ -348,7 +356,7 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot) {
                 Some(t) => t.switch_vl(si, f.port_of(f.remote(h)), out, sl),
                 None => 0,
             };
-            let res = walk(ctx, st, tag, d, o, vo, sl);
+            let res = walk(ctx, st, tag, d, col, o, vo, sl);
             let count = if uniform { others } else { 1 };
             match res {
                 Ok(hops) => st.max_hops = st.max_hops.max(hops),
@@ -377,10 +385,42 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot) {
 
 const NO_SUCC: u16 = u16::MAX;
 
+/// LFT columns of the destinations, one contiguous run of switch entries
+/// per destination: the walks toward one destination then read a few KB
+/// instead of one cache line per switch row.
+fn transpose(f: &Fabric, lfts: &crate::tables::Lfts, dests: &[Slot]) -> Vec<u8> {
+    let nsw = f.switches().len();
+    let mut cols = vec![NO_PATH; dests.len() * nsw];
+    cols.par_chunks_mut((64 * nsw).max(1))
+        .enumerate()
+        .for_each(|(bi, block)| {
+            let lids: Vec<u16> = dests[bi * 64..(bi * 64 + 64).min(dests.len())]
+                .iter()
+                .map(|&d| f.lid_of_slot(d))
+                .collect();
+            for si in 0..nsw {
+                let row = lfts.row(si as u32);
+                for (k, &lid) in lids.iter().enumerate() {
+                    block[k * nsw + si] = row.get(lid as usize).copied().unwrap_or(NO_PATH);
+                }
+            }
+        });
+    cols
+}
+
 /// Follows the route from channel `o` (entered on VL `vo`) with SL `sl`.
-fn walk(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, o: Slot, vo: u8, sl: u8) -> Walk {
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    ctx: &Ctx,
+    st: &mut Scratch,
+    tag: u32,
+    d: Slot,
+    col: &[u8],
+    o: Slot,
+    vo: u8,
+    sl: u8,
+) -> Walk {
     let f = ctx.f;
-    let dlid = f.lid_of_slot(d);
     let sls = st.sls;
     let mut c = o;
     let mut vc = vo;
@@ -430,7 +470,7 @@ fn walk(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, o: Slot, vo: u8, sl: u8)
             prev_key = None;
         }
         let inp = f.port_of(r);
-        let out = ctx.r.lfts.get(swi, dlid);
+        let out = col[swi as usize];
         if out == NO_PATH || out == 0 || out > f.num_ports(node) {
             break Err(PairFault::NoRoute {
                 switch: f.desc(node).to_string(),
