@@ -86,6 +86,12 @@ struct RouteArgs {
     /// Data VLs the hardware offers.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=15))]
     max_vls: u8,
+    /// Service levels the engine may hand out.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=16))]
+    max_sls: u8,
+    /// Base routing for dfdn and dfd2: minhop or sssp.
+    #[arg(long, default_value = "minhop")]
+    base: routing::Base,
     /// Refuse to write tables that are not deadlock free, whatever the engine.
     #[arg(long)]
     require_deadlock_free: bool,
@@ -367,6 +373,8 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
     };
     let opts = EngineOptions {
         max_vls: a.max_vls,
+        max_sls: a.max_sls,
+        base: a.base,
         progress: Some(&cb),
     };
     let t = Instant::now();

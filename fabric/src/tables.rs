@@ -50,6 +50,30 @@ impl Lfts {
     pub fn row_mut(&mut self, sw: u32) -> &mut [u8] {
         &mut self.data[sw as usize * self.width..(sw as usize + 1) * self.width]
     }
+    /// LFT columns of the destination ports `dests`: for each destination,
+    /// a contiguous run of one entry per switch index. Walks toward one
+    /// destination then read a few KB instead of one cache line per switch.
+    pub fn columns(&self, f: &Fabric, dests: &[Slot]) -> Vec<u8> {
+        use rayon::prelude::*;
+        let nsw = self.num_switches();
+        let mut cols = vec![NO_PATH; dests.len() * nsw];
+        // Blocks of 64 destinations: each row is read once per block.
+        cols.par_chunks_mut((64 * nsw).max(1))
+            .enumerate()
+            .for_each(|(bi, block)| {
+                let lids: Vec<usize> = dests[bi * 64..(bi * 64 + 64).min(dests.len())]
+                    .iter()
+                    .map(|&d| f.lid_of_slot(d) as usize)
+                    .collect();
+                for si in 0..nsw {
+                    let row = self.row(si as u32);
+                    for (k, &lid) in lids.iter().enumerate() {
+                        block[k * nsw + si] = row.get(lid).copied().unwrap_or(NO_PATH);
+                    }
+                }
+            });
+        cols
+    }
     /// Mutable rows for parallel fill (one per switch index).
     pub fn par_rows_mut(&mut self) -> rayon::slice::ChunksMut<'_, u8> {
         use rayon::slice::ParallelSliceMut;
@@ -91,7 +115,9 @@ impl Sl2Vl {
     #[inline]
     fn idx(&self, sw: u32, inp: u8, out: u8, sl: u8) -> usize {
         let d = self.sw_dim[sw as usize] as usize;
-        self.sw_off[sw as usize] + ((inp as usize * d + out as usize) * NUM_SLS) + sl as usize
+        // Rows sharing an out port sit together: a destination uses one out
+        // port per switch, so its routes touch one block per switch.
+        self.sw_off[sw as usize] + ((out as usize * d + inp as usize) * NUM_SLS) + sl as usize
     }
     /// VL a packet with `sl` gets on `out` of switch index `sw` after entering on `inp`.
     #[inline]
@@ -107,6 +133,15 @@ impl Sl2Vl {
         let mut r = [0; NUM_SLS];
         r.copy_from_slice(&self.sw[i..i + NUM_SLS]);
         r
+    }
+    /// Offset of the 16-entry row (sw, inp, out) in [`Sl2Vl::raw_mut`].
+    #[inline]
+    pub fn row_offset(&self, sw: u32, inp: u8, out: u8) -> usize {
+        self.idx(sw, inp, out, 0)
+    }
+    /// All switch rows, for engines that fill tables entry by entry.
+    pub fn raw_mut(&mut self) -> &mut [u8] {
+        &mut self.sw
     }
     /// Injection VL of a CA/router port for `sl`.
     #[inline]
@@ -166,6 +201,10 @@ impl PathSl {
         self.rows.extend_from_slice(row);
         i
     }
+    pub fn row_mut(&mut self, row: u32) -> &mut [u8] {
+        let s = row as usize * self.width;
+        &mut self.rows[s..s + self.width]
+    }
     pub fn assign(&mut self, src_lid: u16, row: u32) {
         self.row_of[src_lid as usize] = row;
     }
@@ -185,6 +224,34 @@ impl PathSl {
             Some(r) => r.get(dst as usize).copied().unwrap_or(SL_NONE),
             None => 0,
         }
+    }
+    pub fn num_rows(&self) -> usize {
+        self.rows.len().checked_div(self.width).unwrap_or(0)
+    }
+    /// Row index of a source LID, `None` when it has no row (SL 0).
+    pub fn row_index(&self, src_lid: u16) -> Option<u32> {
+        self.row_of
+            .get(src_lid as usize)
+            .copied()
+            .filter(|&r| r != u32::MAX)
+    }
+    /// Destination-major copy: for each LID of `dlids`, one SL per row.
+    pub fn columns(&self, dlids: &[u16]) -> Vec<u8> {
+        use rayon::prelude::*;
+        let nr = self.num_rows();
+        let mut cols = vec![SL_NONE; dlids.len() * nr];
+        cols.par_chunks_mut((64 * nr).max(1))
+            .enumerate()
+            .for_each(|(bi, block)| {
+                let lids = &dlids[bi * 64..(bi * 64 + 64).min(dlids.len())];
+                for r in 0..nr {
+                    let row = &self.rows[r * self.width..(r + 1) * self.width];
+                    for (k, &lid) in lids.iter().enumerate() {
+                        block[k * nr + r] = row.get(lid as usize).copied().unwrap_or(SL_NONE);
+                    }
+                }
+            });
+        cols
     }
     pub fn sources(&self) -> impl Iterator<Item = u16> + '_ {
         self.row_of

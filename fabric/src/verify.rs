@@ -134,6 +134,12 @@ struct Ctx<'a> {
     /// End ports per switch index (CSR): the sources a switch injects.
     host_off: Vec<u32>,
     hosts: Vec<Slot>,
+    /// Per entry of `hosts`: its LID, the switch port it is linked to, and
+    /// its path-SL row (`u32::MAX`: none, SL 0).
+    host_info: Vec<(u16, u8, u32)>,
+    /// Path-SL columns: per destination, one SL per path-SL row.
+    sl_cols: Vec<u8>,
+    sl_rows: usize,
     /// End ports whose link leads to another end port directly.
     direct: Vec<Slot>,
 }
@@ -205,11 +211,36 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         vls,
         edges,
         host_off,
+        host_info: hosts
+            .iter()
+            .map(|&h| {
+                let lid = f.lid_of_slot(h);
+                let row = routing
+                    .path_sl
+                    .as_ref()
+                    .and_then(|p| p.row_index(lid))
+                    .unwrap_or(u32::MAX);
+                (lid, f.port_of(f.remote(h)), row)
+            })
+            .collect(),
+        sl_cols: routing
+            .path_sl
+            .as_ref()
+            .map(|p| {
+                p.columns(
+                    &f.endports()
+                        .iter()
+                        .map(|&d| f.lid_of_slot(d))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .unwrap_or_default(),
+        sl_rows: routing.path_sl.as_ref().map_or(0, |p| p.num_rows()),
         hosts,
         direct,
     };
     let dests: Vec<Slot> = f.endports().to_vec();
-    let cols = transpose(f, &routing.lfts, &dests);
+    let cols = routing.lfts.columns(f, &dests);
     let sls = if routing.path_sl.is_some() {
         NUM_SLS
     } else {
@@ -234,12 +265,15 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
             },
             |mut st, (di, &d)| {
                 let nsw = f.switches().len();
+                let nr = ctx.sl_rows;
+                let sl_col = ctx.sl_cols.get(di * nr..(di + 1) * nr).unwrap_or(&[]);
                 route_to(
                     &ctx,
                     &mut st,
                     di as u32 + 1,
                     d,
                     &cols[di * nsw..(di + 1) * nsw],
+                    sl_col,
                 );
                 st
             },
@@ -298,11 +332,12 @@ fn record(st: &mut Scratch, slid: u16, dlid: u16, count: u64, fault: PairFault) 
 /// are taken switch by switch so the first LFT lookup is shared; when the
 /// tables carry no SLs and no VLs every host of a switch takes the same
 /// route, and one walk stands for all of them.
-fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8]) {
+fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8], sl_col: &[u8]) {
     let f = ctx.f;
     let dlid = f.lid_of_slot(d);
     let sl2vl = ctx.r.sl2vl.as_ref();
     let uniform = sl2vl.is_none() && ctx.r.path_sl.is_none();
+    let mut memo: Vec<(u8, u8, Walk)> = Vec::new();
     for si in 0..f.switches().len() as u32 {
         let hosts =
             &ctx.hosts[ctx.host_off[si as usize] as usize..ctx.host_off[si as usize + 1] as usize];
@@ -338,14 +373,17 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8]) {
                 continue;
             }
         };
-        for &h in hosts {
+        memo.clear();
+        let base = ctx.host_off[si as usize] as usize;
+        for (k, &h) in hosts.iter().enumerate() {
             if h == d {
                 continue;
             }
-            let slid = f.lid_of_slot(h);
-            let sl = match &ctx.r.path_sl {
-                Some(p) => p.get(slid, dlid),
-                None => 0,
+            let (slid, in_port, row) = ctx.host_info[base + k];
+            let sl = if row == u32::MAX {
+                0
+            } else {
+                sl_col.get(row as usize).copied().unwrap_or(SL_NONE)
             };
             if sl == SL_NONE || sl as usize >= NUM_SLS {
                 record(st, slid, dlid, 1, PairFault::NoSl);
@@ -353,10 +391,18 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8]) {
             }
             st.sl_mask |= 1 << sl;
             let vo = match sl2vl {
-                Some(t) => t.switch_vl(si, f.port_of(f.remote(h)), out, sl),
+                Some(t) => t.switch_vl(si, in_port, out, sl),
                 None => 0,
             };
-            let res = walk(ctx, st, tag, d, col, o, vo, sl);
+            // Hosts of one switch that share (SL, first VL) share the walk.
+            let res = match memo.iter().find(|m| m.0 == sl && m.1 == vo) {
+                Some(m) => m.2.clone(),
+                None => {
+                    let r = walk(ctx, st, tag, d, col, o, vo, sl);
+                    memo.push((sl, vo, r.clone()));
+                    r
+                }
+            };
             let count = if uniform { others } else { 1 };
             match res {
                 Ok(hops) => st.max_hops = st.max_hops.max(hops),
@@ -384,29 +430,6 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8]) {
 }
 
 const NO_SUCC: u16 = u16::MAX;
-
-/// LFT columns of the destinations, one contiguous run of switch entries
-/// per destination: the walks toward one destination then read a few KB
-/// instead of one cache line per switch row.
-fn transpose(f: &Fabric, lfts: &crate::tables::Lfts, dests: &[Slot]) -> Vec<u8> {
-    let nsw = f.switches().len();
-    let mut cols = vec![NO_PATH; dests.len() * nsw];
-    cols.par_chunks_mut((64 * nsw).max(1))
-        .enumerate()
-        .for_each(|(bi, block)| {
-            let lids: Vec<u16> = dests[bi * 64..(bi * 64 + 64).min(dests.len())]
-                .iter()
-                .map(|&d| f.lid_of_slot(d))
-                .collect();
-            for si in 0..nsw {
-                let row = lfts.row(si as u32);
-                for (k, &lid) in lids.iter().enumerate() {
-                    block[k * nsw + si] = row.get(lid as usize).copied().unwrap_or(NO_PATH);
-                }
-            }
-        });
-    cols
-}
 
 /// Follows the route from channel `o` (entered on VL `vo`) with SL `sl`.
 #[allow(clippy::too_many_arguments)]

@@ -505,3 +505,91 @@ fn cycle_reached_only_on_a_second_vl_is_found() {
         .expect("VL 1 layer of a 7-ring with 3-hop routes is cyclic");
     assert!(cyc.iter().all(|vc| vc.vl == 1), "{cyc:?}");
 }
+
+fn route_with(name: &str, f: &Fabric, max_vls: u8) -> fabric::Result<Routing> {
+    let opts = EngineOptions {
+        max_vls,
+        ..EngineOptions::default()
+    };
+    routing::by_name(name).unwrap().route(f, &opts)
+}
+
+#[test]
+fn dfd2_on_slim_fly_uses_two_vls_and_one_sl() {
+    let f = load("sf_q5.net");
+    let r = route_with("dfd2", &f, 8).unwrap();
+    assert!(r.path_sl.is_none(), "DF-D2 needs no path SLs");
+    let rep = verify::verify(&f, &r);
+    assert!(rep.ok(), "{:?}", rep.describe_cycle(&f));
+    assert_eq!(rep.vls_used, 2);
+    assert_eq!(rep.sls_used, 1);
+    // MinHop alone on the same Slim Fly is not deadlock free.
+    assert!(!verify::verify(&f, &minhop(&f)).deadlock_free());
+}
+
+#[test]
+fn dfd2_refuses_larger_diameters_and_too_few_vls() {
+    let e = route_with("dfd2", &load("df_p2.net"), 8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("diameter 3") && e.contains("dfdn"), "{e}");
+    let e = route_with("dfd2", &load("sf_q5.net"), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not enough VLs"), "{e}");
+}
+
+#[test]
+fn dfdn_needs_diameter_vls_on_real_topologies() {
+    for (name, vls) in [
+        ("df_p2.net", 3),
+        ("sf_q5.net", 2),
+        ("torus3x3.net", 2),
+        ("kary2_3.net", 4),
+    ] {
+        let f = load(name);
+        let r = route_with("dfdn", &f, 8).unwrap();
+        let rep = verify::verify(&f, &r);
+        assert!(
+            rep.ok(),
+            "{name}: {:?} {:?}",
+            rep.broken_examples,
+            rep.describe_cycle(&f)
+        );
+        assert_eq!(rep.vls_used, vls, "{name}");
+        assert!(rep.sls_used >= 1 && rep.sls_used <= 16);
+        // The tables survive the dump formats and verify again from text.
+        let lfts = lft::parse(&f, lft::write(&f, &r.lfts).as_bytes(), Path::new("l")).unwrap();
+        let t = sl2vl::parse(
+            &f,
+            &sl2vl::write(&f, r.sl2vl.as_ref().unwrap()),
+            Path::new("s"),
+        )
+        .unwrap();
+        let p = pathsl::parse(
+            &f,
+            pathsl::write(&f, r.path_sl.as_ref().unwrap()).as_bytes(),
+            Path::new("p"),
+        )
+        .unwrap();
+        let back = Routing {
+            lfts,
+            sl2vl: Some(t),
+            path_sl: Some(p),
+        };
+        let rep2 = verify::verify(&f, &back);
+        assert!(rep2.ok());
+        assert_eq!(rep2.vls_used, vls);
+    }
+}
+
+#[test]
+fn dfdn_reports_missing_vls_with_numbers() {
+    let e = route_with("dfdn", &load("df_p2.net"), 2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not enough VLs") && e.contains("--max-vls 2"),
+        "{e}"
+    );
+}

@@ -1,16 +1,41 @@
 //! Routing engines: one trait, one file per engine, one registry.
 
+pub mod dfd2;
+pub mod dfdn;
 pub mod minhop;
 
 use crate::error::{Error, Result};
 use crate::model::Fabric;
 use crate::tables::Routing;
 
+/// The minimal routing that DF-D2 and DF-DN make deadlock free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Base {
+    #[default]
+    MinHop,
+    Sssp,
+}
+
+impl std::str::FromStr for Base {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "minhop" => Ok(Base::MinHop),
+            "sssp" => Ok(Base::Sssp),
+            _ => Err(format!("unknown base routing '{s}' (known: minhop, sssp)")),
+        }
+    }
+}
+
 /// Knobs shared by all engines.
 #[derive(Clone, Copy)]
 pub struct EngineOptions<'a> {
     /// Data VLs the hardware offers (IB: 1, 2, 4, 8 or 15).
     pub max_vls: u8,
+    /// Service levels the engine may hand out (IB: 16).
+    pub max_sls: u8,
+    /// Base routing for engines that build on one.
+    pub base: Base,
     /// Called with (work done, total work) on long runs.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
@@ -19,12 +44,29 @@ impl Default for EngineOptions<'_> {
     fn default() -> Self {
         Self {
             max_vls: 8,
+            max_sls: 16,
+            base: Base::MinHop,
             progress: None,
         }
     }
 }
 
 impl EngineOptions<'_> {
+    /// LFTs of the selected base routing.
+    pub(crate) fn base_lfts(&self, f: &Fabric) -> Result<crate::tables::Lfts> {
+        match self.base {
+            Base::MinHop => {
+                let g = crate::graph::SwitchGraph::new(f);
+                let hops = g.hop_matrix();
+                Ok(minhop::minhop_lfts(f, &g, &hops, self))
+            }
+            Base::Sssp => Err(Error::Routing {
+                engine: "sssp".into(),
+                reason: "the SSSP base routing is not built yet".into(),
+            }),
+        }
+    }
+
     pub(crate) fn report(&self, done: u64, total: u64) {
         if let Some(p) = self.progress {
             p(done, total);
@@ -45,7 +87,11 @@ pub trait RoutingEngine: Send + Sync {
 
 /// Every engine the product ships, in the order listings show them.
 pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
-    vec![Box::new(minhop::MinHop)]
+    vec![
+        Box::new(minhop::MinHop),
+        Box::new(dfd2::DfD2),
+        Box::new(dfdn::DfDn),
+    ]
 }
 
 pub fn names() -> Vec<&'static str> {
