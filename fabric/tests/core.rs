@@ -593,3 +593,60 @@ fn dfdn_reports_missing_vls_with_numbers() {
         "{e}"
     );
 }
+
+#[test]
+fn sssp_routes_minimally_and_balances_links_better_than_minhop() {
+    for name in ["df_p2.net", "sf_q5.net", "torus3x3.net", "kary2_3.net"] {
+        let f = load(name);
+        let r = route_with("sssp", &f, 8).unwrap();
+        let rep = verify::verify(&f, &r);
+        assert!(rep.all_pairs_routed(), "{name}");
+        let diameter = fabric::graph::SwitchGraph::new(&f).diameter().unwrap();
+        assert_eq!(rep.max_hops, diameter, "{name}: SSSP keeps routes minimal");
+    }
+    // Global balance: the most loaded switch-to-switch channel carries no
+    // more routes under SSSP than under MinHop on the Dragonfly.
+    let f = load("df_p2.net");
+    let max_load = |r: &Routing| {
+        let mut load = vec![0u32; f.num_slots()];
+        for &s in f.endports() {
+            for &d in f.endports() {
+                if s == d {
+                    continue;
+                }
+                let dl = f.lid_of_slot(d);
+                let mut at = f.remote(s);
+                while f.node_of(at) != f.node_of(d) {
+                    let sw = f.node_of(at);
+                    let p = r.lfts.get(f.switch_index(sw).unwrap(), dl);
+                    let o = f.slot(sw, p);
+                    load[o as usize] += 1;
+                    at = f.remote(o);
+                }
+            }
+        }
+        f.switches()
+            .iter()
+            .flat_map(|&sw| f.port_slots(sw))
+            .filter(|&s| f.remote(s) != NONE && f.kind(f.node_of(f.remote(s))) == NodeKind::Switch)
+            .map(|s| load[s as usize])
+            .max()
+            .unwrap()
+    };
+    let sssp = max_load(&route_with("sssp", &f, 8).unwrap());
+    let mh = max_load(&minhop(&f));
+    assert!(sssp <= mh, "SSSP max channel load {sssp} > MinHop {mh}");
+}
+
+#[test]
+fn dfdn_on_sssp_is_deadlock_free_with_diameter_vls() {
+    let f = load("df_p2.net");
+    let opts = EngineOptions {
+        base: routing::Base::Sssp,
+        ..EngineOptions::default()
+    };
+    let r = routing::by_name("dfdn").unwrap().route(&f, &opts).unwrap();
+    let rep = verify::verify(&f, &r);
+    assert!(rep.ok());
+    assert_eq!(rep.vls_used, 3);
+}

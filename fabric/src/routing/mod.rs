@@ -3,6 +3,7 @@
 pub mod dfd2;
 pub mod dfdn;
 pub mod minhop;
+pub mod sssp;
 
 use crate::error::{Error, Result};
 use crate::model::Fabric;
@@ -60,10 +61,7 @@ impl EngineOptions<'_> {
                 let hops = g.hop_matrix();
                 Ok(minhop::minhop_lfts(f, &g, &hops, self))
             }
-            Base::Sssp => Err(Error::Routing {
-                engine: "sssp".into(),
-                reason: "the SSSP base routing is not built yet".into(),
-            }),
+            Base::Sssp => Ok(sssp::sssp_lfts(f, self)),
         }
     }
 
@@ -89,6 +87,7 @@ pub trait RoutingEngine: Send + Sync {
 pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
     vec![
         Box::new(minhop::MinHop),
+        Box::new(sssp::Sssp),
         Box::new(dfd2::DfD2),
         Box::new(dfdn::DfDn),
     ]

@@ -1,0 +1,178 @@
+//! SSSP (Hoefler, Schneider, Lumsdaine, HOTI'09; the base of DF-SSSP):
+//! destination by destination, a shortest-path tree toward the destination
+//! over channel weights that grow with every route laid over them, so later
+//! destinations avoid the links earlier ones loaded. Not deadlock free by
+//! itself.
+//!
+//! Weights are compared as (hops, load): routes stay minimal, which keeps the
+//! VL bound of DF-DN (VLs = longest route), and load decides among the
+//! minimal ones. Because hop counts are fixed, the tree is built layer by
+//! layer in BFS order without a heap: O(links) per destination.
+
+use super::{EngineOptions, RoutingEngine};
+use crate::error::Result;
+use crate::graph::{SwitchGraph, UNREACHABLE};
+use crate::model::{Fabric, NONE};
+use crate::routing::minhop::lid_targets;
+use crate::tables::{Lfts, Routing, NO_PATH};
+
+pub struct Sssp;
+
+impl RoutingEngine for Sssp {
+    fn name(&self) -> &'static str {
+        "sssp"
+    }
+    fn description(&self) -> &'static str {
+        "SSSP: minimal routes balanced globally by link load (Hoefler et al.); not deadlock free by itself"
+    }
+    fn claims_deadlock_free(&self) -> bool {
+        false
+    }
+    fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
+        Ok(Routing::lfts_only(sssp_lfts(f, opts)))
+    }
+}
+
+/// Balanced minimal LFTs; shared with engines that build on SSSP.
+pub(crate) fn sssp_lfts(f: &Fabric, opts: &EngineOptions) -> Lfts {
+    let g = SwitchGraph::new(f);
+    let n = g.len();
+    let hops = g.hop_matrix();
+    let targets = lid_targets(f);
+    let mut lfts = Lfts::for_fabric(f);
+    let mut weight = vec![0u64; g.adj.len()];
+    let mut hosts = vec![0u64; n];
+    for t in &targets {
+        if t.end_port && t.switch != NONE {
+            hosts[t.switch as usize] += 1;
+        }
+    }
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    let mut cost = vec![0u64; n];
+    let mut parent = vec![u32::MAX; n];
+    let mut flow = vec![0u64; n];
+    let mut order_of: u32 = u32::MAX;
+    let mut cand: Vec<u32> = Vec::new();
+    let mut cand_off: Vec<u32> = Vec::new();
+    // End ports first (they carry the traffic whose load balancing matters),
+    // then switch LIDs, which only management traffic uses.
+    let lids: Vec<u16> = (0..targets.len() as u16)
+        .filter(|&l| targets[l as usize].end_port)
+        .chain((0..targets.len() as u16).filter(|&l| !targets[l as usize].end_port))
+        .collect();
+    let total = lids.len() as u64;
+    // LFT entries go to a destination-major buffer first and reach the
+    // switch rows 64 LIDs at a time: one cache miss per row and block
+    // instead of one per entry.
+    const BLOCK: usize = 64;
+    let mut cols = vec![NO_PATH; BLOCK * n];
+    let mut pending: Vec<u16> = Vec::with_capacity(BLOCK);
+    let flush = |lfts: &mut Lfts, cols: &mut [u8], pending: &mut Vec<u16>| {
+        for v in 0..n {
+            let row = lfts.row_mut(v as u32);
+            for (k, &lid) in pending.iter().enumerate() {
+                row[lid as usize] = cols[k * n + v];
+            }
+        }
+        cols.fill(NO_PATH);
+        pending.clear();
+    };
+    for (k, &lid) in lids.iter().enumerate() {
+        let t = targets[lid as usize];
+        if t.switch == NONE {
+            continue;
+        }
+        let j = t.switch as usize;
+        let hrow = &hops[j * n..(j + 1) * n];
+        if order_of != t.switch {
+            // Switches by hop distance to the destination switch (counting sort).
+            order.clear();
+            let maxh = hrow
+                .iter()
+                .copied()
+                .filter(|&h| h != UNREACHABLE)
+                .max()
+                .unwrap_or(0) as usize;
+            let mut bucket = vec![0u32; maxh + 2];
+            for &h in hrow {
+                if h != UNREACHABLE {
+                    bucket[h as usize + 1] += 1;
+                }
+            }
+            for i in 1..bucket.len() {
+                bucket[i] += bucket[i - 1];
+            }
+            order.resize(bucket[maxh + 1] as usize, 0);
+            for (v, &h) in hrow.iter().enumerate() {
+                if h != UNREACHABLE {
+                    order[bucket[h as usize] as usize] = v as u32;
+                    bucket[h as usize] += 1;
+                }
+            }
+            // Per switch in that order, the channels one hop closer to the
+            // destination switch: shared by every LID on that switch.
+            cand.clear();
+            cand_off.clear();
+            cand_off.push(0);
+            for &v in &order {
+                let hv = hrow[v as usize];
+                let start = g.off[v as usize] as usize;
+                for (i, &(u, _)) in g.neighbours(v).iter().enumerate() {
+                    if hrow[u as usize] != UNREACHABLE && hrow[u as usize] + 1 == hv {
+                        cand.push((start + i) as u32);
+                    }
+                }
+                cand_off.push(cand.len() as u32);
+            }
+            order_of = t.switch;
+        }
+        if pending.len() == BLOCK {
+            flush(&mut lfts, &mut cols, &mut pending);
+        }
+        let col = &mut cols[pending.len() * n..(pending.len() + 1) * n];
+        pending.push(lid);
+        cost[j] = 0;
+        parent[j] = u32::MAX;
+        col[j] = t.port;
+        for (pos, &v) in order.iter().enumerate().skip(1) {
+            let v = v as usize;
+            let mut best = (u64::MAX, u32::MAX);
+            for &e in &cand[cand_off[pos] as usize..cand_off[pos + 1] as usize] {
+                let u = g.adj[e as usize].0 as usize;
+                let c = cost[u] + weight[e as usize];
+                if c < best.0 {
+                    best = (c, e);
+                }
+            }
+            cost[v] = best.0;
+            parent[v] = best.1;
+            let port = if best.1 == u32::MAX {
+                NO_PATH
+            } else {
+                f.port_of(g.adj[best.1 as usize].1)
+            };
+            col[v] = port;
+        }
+        if t.end_port {
+            // Every host routes to this destination: add the number of
+            // routes crossing each channel to its weight, leaves first.
+            for &v in order.iter().rev() {
+                let v = v as usize;
+                flow[v] += hosts[v];
+                let e = parent[v];
+                if e != u32::MAX {
+                    weight[e as usize] += flow[v];
+                    let u = g.adj[e as usize].0 as usize;
+                    flow[u] += flow[v];
+                }
+                flow[v] = 0;
+            }
+        }
+        if k % 256 == 0 {
+            opts.report(k as u64, total);
+        }
+    }
+    flush(&mut lfts, &mut cols, &mut pending);
+    opts.report(total, total);
+    lfts
+}
