@@ -81,6 +81,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     sources.sort_unstable();
     let dests: Vec<Slot> = f.endports().to_vec();
     let topo = Topo::new(f);
+    let mut cube = vec![0u8; topo.cube_rows * 16];
 
     let mut done = 0u64;
     let total = dests.len() as u64;
@@ -99,7 +100,6 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
                 walk_routes(
                     f,
                     &topo,
-                    &sl2vl,
                     &cols[k * nsw..(k + 1) * nsw],
                     d,
                     &sources,
@@ -112,7 +112,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
         // Sequential: choose SLs in a fixed order. SLs go to a
         // destination-major buffer first; the path-SL rows are source-major,
         // and writing them column by column would miss the cache every time.
-        let raw = sl2vl.raw_mut();
+        let raw = &mut cube[..];
         let nsrc = sources.len();
         picked.clear();
         picked.resize(batch.len() * nsrc, 0);
@@ -122,19 +122,22 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
                 let n = routes[pos] as usize;
                 let entries = &routes[pos + 1..pos + 1 + n];
                 pos += 1 + n;
-                let mut mask: u32 = (1u32 << max_sls) - 1;
-                for &e in entries {
-                    let off = (e >> 8) as usize;
-                    mask &= ok_mask(&raw[off..off + 16], (e & 0xff) as u8);
-                }
-                if mask == 0 {
+                // Lowest SL whose entries are unset or already right: most
+                // routes settle on one of the first few SLs, so trying SLs in
+                // order beats computing the whole 16-SL mask.
+                let fits = |sl: usize| {
+                    entries.iter().all(|&e| {
+                        let v = raw[(e >> 8) as usize + sl];
+                        v == 0 || v == (e & 0xff) as u8
+                    })
+                };
+                let Some(sl) = (0..max_sls as usize).find(|&sl| fits(sl)) else {
                     return Err(fail(format!(
                         "not enough SLs: the route from switch '{}' to LID {} finds none of the {max_sls} SLs free (--max-sls {max_sls})",
                         f.desc(f.switches()[src as usize]),
                         f.lid_of_slot(d)
                     )));
-                }
-                let sl = mask.trailing_zeros() as usize;
+                };
                 for &e in entries {
                     let need = (e & 0xff) as u8;
                     raw[(e >> 8) as usize + sl] = need;
@@ -153,6 +156,26 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
         t_pick += t0.elapsed().as_secs_f64();
         done += batch.len() as u64;
         opts.report(done, total);
+    }
+    // Unconstrained entries stay VL 0: they are never used by a route, or
+    // they are the first hop (from an end port) or the last (to one).
+    for (si, &sw) in f.switches().iter().enumerate() {
+        let si = si as u32;
+        let ports: Vec<u8> = f
+            .port_slots(sw)
+            .filter(|&s| topo.s2s_idx[s as usize] != u16::MAX)
+            .map(|s| f.port_of(s))
+            .collect();
+        for &i in &ports {
+            for &o in &ports {
+                let off = topo.row(si, i, o) * 16;
+                let mut row = [0u8; 16];
+                row.copy_from_slice(&cube[off..off + 16]);
+                if row != [0; 16] {
+                    sl2vl.set_switch_row(si, i, o, row);
+                }
+            }
+        }
     }
     tracing::debug!(
         vls = used_vls.max(1),
@@ -173,11 +196,21 @@ struct Peer {
     port: u8,
 }
 
+/// Switch data for the walks, plus the layout of the working cube: only
+/// (in, out) pairs between switch-to-switch ports can be constrained, so the
+/// cube holds just those rows (half the size of the full SL-to-VL tables for
+/// a Dragonfly router, which keeps it in the last-level cache).
 struct Topo {
     peer: Vec<Peer>,
     /// Per switch index: slot of port 0 and port count.
     base: Vec<Slot>,
     nports: Vec<u8>,
+    /// Per switch index: first cube row and number of switch-to-switch ports.
+    cube_base: Vec<usize>,
+    cube_dim: Vec<u16>,
+    /// Per slot: index among its switch's switch-to-switch ports.
+    s2s_idx: Vec<u16>,
+    cube_rows: usize,
 }
 
 impl Topo {
@@ -204,29 +237,45 @@ impl Topo {
                 }
             })
             .collect();
+        let mut s2s_idx = vec![u16::MAX; f.num_slots()];
+        let mut cube_base = Vec::with_capacity(f.switches().len());
+        let mut cube_dim = Vec::with_capacity(f.switches().len());
+        let mut rows = 0usize;
+        for &n in f.switches() {
+            let mut k = 0u16;
+            for s in f.port_slots(n) {
+                let r = f.remote(s);
+                if r != NONE && f.kind(f.node_of(r)) == NodeKind::Switch {
+                    s2s_idx[s as usize] = k;
+                    k += 1;
+                }
+            }
+            cube_base.push(rows);
+            cube_dim.push(k);
+            rows += k as usize * k as usize;
+        }
         Self {
             peer,
             base: f.switches().iter().map(|&n| f.slot(n, 0)).collect(),
             nports: f.switches().iter().map(|&n| f.num_ports(n)).collect(),
+            cube_base,
+            cube_dim,
+            s2s_idx,
+            cube_rows: rows,
         }
     }
-}
 
-/// SLs (bit per SL) whose entry in a 16-entry row is unset (0) or `need`.
-/// Branch-free byte compare on a u128, exact per byte (no borrow between bytes).
-#[inline]
-fn ok_mask(row: &[u8], need: u8) -> u32 {
-    const L7F: u128 = u128::from_le_bytes([0x7f; 16]);
-    const L80: u128 = u128::from_le_bytes([0x80; 16]);
-    const L01: u128 = u128::from_le_bytes([0x01; 16]);
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&row[..16]);
-    let x = u128::from_le_bytes(b);
-    let zero = |v: u128| !(((v & L7F) + L7F) | v) & L80;
-    let hits = zero(x) | zero(x ^ (L01 * need as u128));
-    // Gather the 16 byte-high bits into 16 mask bits.
-    let gather = |h: u64| (((h >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56) as u32;
-    gather(hits as u64) | (gather((hits >> 64) as u64) << 8)
+    /// Cube row of (switch index, in port, out port), both switch-to-switch;
+    /// rows sharing an out port are adjacent (one destination uses one out
+    /// port per switch).
+    #[inline]
+    fn row(&self, si: u32, in_port: u8, out_port: u8) -> usize {
+        let b = self.base[si as usize];
+        let i = self.s2s_idx[(b + in_port as u32) as usize] as usize;
+        let o = self.s2s_idx[(b + out_port as u32) as usize] as usize;
+        let d = self.cube_dim[si as usize] as usize;
+        self.cube_base[si as usize] + o * d + i
+    }
 }
 
 /// Walks the route from every source switch to end port `d` using its LFT
@@ -235,7 +284,6 @@ fn ok_mask(row: &[u8], need: u8) -> u32 {
 fn walk_routes(
     f: &Fabric,
     topo: &Topo,
-    t: &Sl2Vl,
     col: &[u8],
     d: Slot,
     sources: &[u32],
@@ -274,7 +322,7 @@ fn walk_routes(
                 )));
             }
             if hops > 0 {
-                out.push(((t.row_offset(si, in_port, port) as u64) << 8) | hops as u64);
+                out.push(((topo.row(si, in_port, port) as u64 * 16) << 8) | hops as u64);
             }
             hops += 1;
             si = p.sw;
@@ -283,28 +331,4 @@ fn walk_routes(
         out[head_at] = (out.len() - head_at - 1) as u64;
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ok_mask;
-
-    #[test]
-    fn ok_mask_matches_a_plain_loop() {
-        let rows: [[u8; 16]; 4] = [
-            [0; 16],
-            [1, 2, 0, 3, 1, 1, 0, 2, 15, 14, 0, 1, 2, 3, 4, 5],
-            [255, 128, 127, 1, 0, 129, 2, 2, 2, 2, 0, 0, 1, 1, 255, 0],
-            [7; 16],
-        ];
-        for row in rows {
-            for need in 0..=15u8 {
-                let want: u32 = (0..16)
-                    .filter(|&i| row[i] == 0 || row[i] == need)
-                    .map(|i| 1 << i)
-                    .sum();
-                assert_eq!(ok_mask(&row, need), want, "{row:?} need {need}");
-            }
-        }
-    }
 }
