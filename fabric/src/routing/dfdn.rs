@@ -81,82 +81,51 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     sources.sort_unstable();
     let dests: Vec<Slot> = f.endports().to_vec();
     let topo = Topo::new(f);
-    let mut cube = vec![0u8; topo.cube_rows * 16];
 
-    let mut done = 0u64;
     let total = dests.len() as u64;
-    let mut used_vls = 0u8;
-    let (mut t_walk, mut t_pick) = (0f64, 0f64);
-    let mut picked: Vec<u8> = Vec::new();
-    for batch in dests.chunks(BATCH) {
-        let t0 = std::time::Instant::now();
-        // Parallel: walk every route of the batch and list, per route, the
-        // SL-to-VL rows it crosses and the VL it needs in each.
+    let mut picker = Picker {
+        cube: vec![0u8; topo.cube_rows * 16],
+        picked: Vec::new(),
+        used_vls: 0,
+        max_sls,
+    };
+    let walk = |batch: &[Slot]| -> Result<Vec<Vec<u64>>> {
         let cols = lfts.columns(f, batch);
-        let walked: Vec<Vec<u64>> = batch
+        batch
             .par_iter()
             .enumerate()
-            .map(|(k, &d)| {
+            .map_init(Vec::new, |steps, (k, &d)| {
                 walk_routes(
                     f,
                     &topo,
+                    steps,
                     &cols[k * nsw..(k + 1) * nsw],
                     d,
                     &sources,
                     max_vls,
                 )
             })
-            .collect::<Result<_>>()?;
-        t_walk += t0.elapsed().as_secs_f64();
-        let t0 = std::time::Instant::now();
-        // Sequential: choose SLs in a fixed order. SLs go to a
-        // destination-major buffer first; the path-SL rows are source-major,
-        // and writing them column by column would miss the cache every time.
-        let raw = &mut cube[..];
-        let nsrc = sources.len();
-        picked.clear();
-        picked.resize(batch.len() * nsrc, 0);
-        for (k, (&d, routes)) in batch.iter().zip(&walked).enumerate() {
-            let mut pos = 0usize;
-            for (j, &src) in sources.iter().enumerate() {
-                let n = routes[pos] as usize;
-                let entries = &routes[pos + 1..pos + 1 + n];
-                pos += 1 + n;
-                // Lowest SL whose entries are unset or already right: most
-                // routes settle on one of the first few SLs, so trying SLs in
-                // order beats computing the whole 16-SL mask.
-                let fits = |sl: usize| {
-                    entries.iter().all(|&e| {
-                        let v = raw[(e >> 8) as usize + sl];
-                        v == 0 || v == (e & 0xff) as u8
-                    })
-                };
-                let Some(sl) = (0..max_sls as usize).find(|&sl| fits(sl)) else {
-                    return Err(fail(format!(
-                        "not enough SLs: the route from switch '{}' to LID {} finds none of the {max_sls} SLs free (--max-sls {max_sls})",
-                        f.desc(f.switches()[src as usize]),
-                        f.lid_of_slot(d)
-                    )));
-                };
-                for &e in entries {
-                    let need = (e & 0xff) as u8;
-                    raw[(e >> 8) as usize + sl] = need;
-                    used_vls = used_vls.max(need + 1);
-                }
-                picked[k * nsrc + j] = sl as u8;
-            }
-        }
-        let dlids: Vec<usize> = batch.iter().map(|&d| f.lid_of_slot(d) as usize).collect();
-        for (j, &src) in sources.iter().enumerate() {
-            let row = path_sl.row_mut(row_of_switch[src as usize]);
-            for (k, &dl) in dlids.iter().enumerate() {
-                row[dl] = picked[k * nsrc + j];
-            }
-        }
-        t_pick += t0.elapsed().as_secs_f64();
-        done += batch.len() as u64;
-        opts.report(done, total);
+            .collect()
+    };
+    // Pipeline: while one batch's SLs are picked (sequential, fixed order),
+    // the next batch's routes are walked on the other core.
+    let batches: Vec<&[Slot]> = dests.chunks(BATCH).collect();
+    let mut next = match batches.first() {
+        Some(b) => walk(b)?,
+        None => Vec::new(),
+    };
+    for (i, batch) in batches.iter().enumerate() {
+        let walked = std::mem::take(&mut next);
+        let (picked, walked_next) = rayon::join(
+            || picker.pick(f, batch, &walked, &sources, &row_of_switch, &mut path_sl),
+            || batches.get(i + 1).map(|b| walk(b)).transpose(),
+        );
+        picked?;
+        next = walked_next?.unwrap_or_default();
+        opts.report(((i + 1) * BATCH).min(dests.len()) as u64, total);
     }
+    let cube = picker.cube;
+    let used_vls = picker.used_vls;
     // Unconstrained entries stay VL 0: they are never used by a route, or
     // they are the first hop (from an end port) or the last (to one).
     for (si, &sw) in f.switches().iter().enumerate() {
@@ -180,8 +149,6 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     tracing::debug!(
         vls = used_vls.max(1),
         sls = path_sl.distinct_sls(),
-        t_walk,
-        t_pick,
         "dfdn assigned"
     );
     Ok((sl2vl, path_sl))
@@ -193,7 +160,6 @@ struct Peer {
     remote: Slot,
     /// Switch index at the far end, `NONE` for an end port or no link.
     sw: u32,
-    port: u8,
 }
 
 /// Switch data for the walks, plus the layout of the working cube: only
@@ -222,7 +188,6 @@ impl Topo {
                     return Peer {
                         remote: NONE,
                         sw: NONE,
-                        port: 0,
                     };
                 }
                 let n = f.node_of(r);
@@ -233,7 +198,6 @@ impl Topo {
                     } else {
                         NONE
                     },
-                    port: f.port_of(r),
                 }
             })
             .collect();
@@ -278,18 +242,137 @@ impl Topo {
     }
 }
 
+/// The sequential half of DF-DN: SL choice over the working cube.
+struct Picker {
+    /// Rows of (switch, out, in) over 16 SLs: 0 = unset, else the VL.
+    cube: Vec<u8>,
+    /// SLs of one batch, destination-major.
+    picked: Vec<u8>,
+    used_vls: u8,
+    max_sls: u8,
+}
+
+impl Picker {
+    /// Chooses an SL per route of `batch` (walked: one route list per
+    /// destination) and records it in the path-SL rows.
+    fn pick(
+        &mut self,
+        f: &Fabric,
+        batch: &[Slot],
+        walked: &[Vec<u64>],
+        sources: &[u32],
+        row_of_switch: &[u32],
+        path_sl: &mut PathSl,
+    ) -> Result<()> {
+        let raw = &mut self.cube[..];
+        let max_sls = self.max_sls;
+        let nsrc = sources.len();
+        self.picked.clear();
+        self.picked.resize(batch.len() * nsrc, 0);
+        for (k, (&d, routes)) in batch.iter().zip(walked).enumerate() {
+            let mut pos = 0usize;
+            for (j, &src) in sources.iter().enumerate() {
+                let n = routes[pos] as usize;
+                let entries = &routes[pos + 1..pos + 1 + n];
+                pos += 1 + n;
+                // Lowest SL whose entries are unset or already right: most
+                // routes settle on one of the first few SLs, so trying SLs in
+                // order beats computing the whole 16-SL mask.
+                let fits = |sl: usize| {
+                    entries.iter().all(|&e| {
+                        let v = raw[(e >> 8) as usize + sl];
+                        v == 0 || v == (e & 0xff) as u8
+                    })
+                };
+                let Some(sl) = (0..max_sls as usize).find(|&sl| fits(sl)) else {
+                    return Err(fail(format!(
+                        "not enough SLs: the route from switch '{}' to LID {} finds none of the {max_sls} SLs free (--max-sls {max_sls})",
+                        f.desc(f.switches()[src as usize]),
+                        f.lid_of_slot(d)
+                    )));
+                };
+                for &e in entries {
+                    let need = (e & 0xff) as u8;
+                    raw[(e >> 8) as usize + sl] = need;
+                    self.used_vls = self.used_vls.max(need + 1);
+                }
+                self.picked[k * nsrc + j] = sl as u8;
+            }
+        }
+        // Path-SL rows are source-major; the batch's LIDs are adjacent, so
+        // each row takes one short contiguous write.
+        for (j, &src) in sources.iter().enumerate() {
+            let row = path_sl.row_mut(row_of_switch[src as usize]);
+            for (k, &d) in batch.iter().enumerate() {
+                row[f.lid_of_slot(d) as usize] = self.picked[k * nsrc + j];
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One switch's step toward the current destination.
+#[derive(Clone, Copy, Default)]
+struct Step {
+    /// Next switch index; `DELIVER` when this switch hands the packet to
+    /// the destination; `BROKEN` when the LFT entry leads nowhere useful.
+    next: u32,
+    /// Cube row of (this switch, out port, in port 0th): add the in-port index.
+    row_base: u32,
+    /// Index of the in port at the next switch among its switch ports.
+    next_in: u16,
+}
+
+const DELIVER: u32 = u32::MAX;
+const BROKEN: u32 = u32::MAX - 1;
+
 /// Walks the route from every source switch to end port `d` using its LFT
 /// column `col`. Output, per source switch in `sources` order: the count `k`
 /// of constrained rows, then `k` entries `(row offset << 8) | VL needed`.
+///
+/// One pass over the switches first resolves each switch's next hop toward
+/// `d`; the walks then read only that small array.
 fn walk_routes(
     f: &Fabric,
     topo: &Topo,
+    steps: &mut Vec<Step>,
     col: &[u8],
     d: Slot,
     sources: &[u32],
     max_vls: u8,
 ) -> Result<Vec<u64>> {
     let dlid = f.lid_of_slot(d);
+    let nsw = col.len();
+    steps.clear();
+    steps.extend((0..nsw).map(|si| {
+        let port = col[si];
+        if port == NO_PATH || port == 0 || port > topo.nports[si] {
+            return Step {
+                next: BROKEN,
+                ..Step::default()
+            };
+        }
+        let out_slot = topo.base[si] + port as u32;
+        let p = topo.peer[out_slot as usize];
+        if p.remote == d {
+            return Step {
+                next: DELIVER,
+                ..Step::default()
+            };
+        }
+        if p.sw == NONE {
+            return Step {
+                next: BROKEN,
+                ..Step::default()
+            };
+        }
+        let o = topo.s2s_idx[out_slot as usize] as usize;
+        Step {
+            next: p.sw,
+            row_base: (topo.cube_base[si] + o * topo.cube_dim[si] as usize) as u32,
+            next_in: topo.s2s_idx[p.remote as usize],
+        }
+    }));
     let mut out = Vec::with_capacity(sources.len() * 3);
     for &src in sources {
         let head_at = out.len();
@@ -297,24 +380,18 @@ fn walk_routes(
         let mut si = src;
         // Switch-to-switch hops taken so far; the next one travels on VL `hops`.
         let mut hops: u8 = 0;
-        let mut in_port: u8 = 0;
+        let mut in_idx: u16 = 0;
         loop {
-            let port = col[si as usize];
-            if port == NO_PATH || port == 0 || port > topo.nports[si as usize] {
-                return Err(fail(format!(
-                    "the base routing has no route from switch '{}' to LID {dlid}",
-                    f.desc(f.switches()[si as usize])
-                )));
-            }
-            let p = topo.peer[(topo.base[si as usize] + port as u32) as usize];
-            if p.remote == d {
-                break;
-            }
-            if p.sw == NONE {
-                return Err(fail(format!(
-                    "the base routing sends LID {dlid} from switch '{}' out of port {port}, which does not lead to it",
-                    f.desc(f.switches()[si as usize])
-                )));
+            let st = steps[si as usize];
+            match st.next {
+                DELIVER => break,
+                BROKEN => {
+                    return Err(fail(format!(
+                        "the base routing has no usable route from switch '{}' to LID {dlid}",
+                        f.desc(f.switches()[si as usize])
+                    )))
+                }
+                _ => {}
             }
             if hops >= max_vls {
                 return Err(fail(format!(
@@ -322,11 +399,11 @@ fn walk_routes(
                 )));
             }
             if hops > 0 {
-                out.push(((topo.row(si, in_port, port) as u64 * 16) << 8) | hops as u64);
+                out.push((((st.row_base as u64 + in_idx as u64) * 16) << 8) | hops as u64);
             }
             hops += 1;
-            si = p.sw;
-            in_port = p.port;
+            in_idx = st.next_in;
+            si = st.next;
         }
         out[head_at] = (out.len() - head_at - 1) as u64;
     }
