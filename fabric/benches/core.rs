@@ -77,7 +77,7 @@ fn main() {
     let mut fabrics = Vec::new();
     for topo in &topos {
         let (t_gen, f) = median(runs, || {
-            generate(&topo).expect("generator parameters are valid")
+            generate(topo).expect("generator parameters are valid")
         });
         let (t_write, text) = median(runs, || ibnetdiscover::write(&f));
         let (t_parse, g) = median(runs, || {
