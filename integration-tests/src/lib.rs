@@ -1,1 +1,84 @@
-//! Integration tests that drive real processes live in tests/.
+//! Harness for tests that drive real processes: the `ibfabric` binary, the
+//! ibsim fabric simulator and OpenSM (through the umad2sim preload).
+
+pub mod sim;
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `ibfabric` binary: `$IBFABRIC_BIN`, else the workspace's debug or
+/// release build (scripts/test.sh builds it before the tests run).
+pub fn ibfabric_bin() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("IBFABRIC_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for profile in ["debug", "release"] {
+        let p = root.join("target").join(profile).join("ibfabric");
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    bail!("no ibfabric binary: run `cargo build --bin ibfabric` (scripts/test.sh does) or set IBFABRIC_BIN")
+}
+
+/// Runs `ibfabric ARGS`, failing with its stderr when it exits non-zero.
+pub fn ibfabric(args: &[&str]) -> Result<String> {
+    let bin = ibfabric_bin()?;
+    let out = Command::new(&bin)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    if !out.status.success() {
+        bail!(
+            "ibfabric {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Routing entries of an LFT listing, keyed by (switch GUID, destination
+/// port GUID): reads both OpenSM's `opensm-lfts.dump` (`0x0001 005 # ...`)
+/// and infiniband-diags' `dump_lfts` output (`0x0001 005 : (...)`).
+pub fn parse_lft_listing(text: &str) -> Result<std::collections::BTreeMap<(u64, u64), u8>> {
+    let mut map = std::collections::BTreeMap::new();
+    let mut sw: Option<u64> = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with("Unicast lids") {
+            let g = line
+                .split(" guid 0x")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_hexdigit()).next())
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .with_context(|| format!("line {}: no switch GUID in '{line}'", i + 1))?;
+            sw = Some(g);
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("0x") else {
+            continue;
+        };
+        let Some(sw) = sw else {
+            bail!("line {}: LFT row before a switch header", i + 1)
+        };
+        let port: u8 = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .with_context(|| format!("line {}: no port in '{line}'", i + 1))?;
+        // Rows without a port GUID (LMC paths, unknown LIDs) cannot be keyed.
+        let Some(g) = line
+            .split("portguid 0x")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_hexdigit()).next())
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+        else {
+            continue;
+        };
+        map.insert((sw, g), port);
+    }
+    Ok(map)
+}
