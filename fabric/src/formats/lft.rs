@@ -8,7 +8,7 @@
 //! ```
 //! Switches appear in GUID order; LIDs without a route are omitted.
 
-use super::{open_file, parse_hex_u64, switches_by_guid};
+use super::{open_file, parse_hex_u64, switches_by_guid, Lines};
 use crate::error::{Error, ParseError};
 use crate::model::Fabric;
 use crate::tables::{Lfts, NO_PATH};
@@ -96,23 +96,13 @@ pub fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::Result<
 /// whose comment names a known `portguid` is remapped to that port's LID in
 /// the fabric, so dumps taken under another LID assignment still apply.
 /// Switches missing from the file keep empty tables.
-pub fn parse(f: &Fabric, mut input: impl BufRead, file: &Path) -> Result<Lfts, Error> {
+pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error> {
     let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
     let guid_index = f.port_guid_index();
     let mut lfts = Lfts::for_fabric(f);
     let mut current: Option<(u32, u8)> = None;
-    let mut buf = String::new();
-    let mut ln = 0usize;
-    loop {
-        buf.clear();
-        if input.read_line(&mut buf).map_err(|e| Error::io(file, e))? == 0 {
-            break;
-        }
-        ln += 1;
-        let line = buf.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
+    let mut lines = Lines::new(input, file);
+    while let Some((ln, line)) = lines.next_line()? {
         if line.starts_with("Unicast lids") {
             let g = line
                 .find(" guid 0x")

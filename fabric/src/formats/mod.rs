@@ -27,6 +27,48 @@ pub(crate) fn open_file(path: &Path) -> Result<std::io::BufReader<std::fs::File>
     Ok(std::io::BufReader::with_capacity(1 << 20, f))
 }
 
+/// Reads a text format line by line, skipping blank lines and `#`
+/// comments, and counting lines for error messages.
+pub(crate) struct Lines<R> {
+    input: R,
+    file: std::path::PathBuf,
+    buf: String,
+    line: usize,
+}
+
+impl<R: std::io::BufRead> Lines<R> {
+    pub(crate) fn new(input: R, file: &Path) -> Self {
+        Self {
+            input,
+            file: file.to_path_buf(),
+            buf: String::new(),
+            line: 0,
+        }
+    }
+
+    /// The next meaningful line, trimmed, with its 1-based number.
+    pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &str)>, Error> {
+        loop {
+            self.buf.clear();
+            if self
+                .input
+                .read_line(&mut self.buf)
+                .map_err(|e| Error::io(&self.file, e))?
+                == 0
+            {
+                return Ok(None);
+            }
+            self.line += 1;
+            let t = self.buf.trim();
+            if !t.is_empty() && !t.starts_with('#') {
+                // Re-borrow after the checks so the returned slice lives in `buf`.
+                let t = self.buf.trim();
+                return Ok(Some((self.line, t)));
+            }
+        }
+    }
+}
+
 /// Creates `path` and streams `write` into it through a large buffer.
 pub fn write_with(
     path: &Path,

@@ -9,7 +9,7 @@
 //! destination LID `0..=max_lid`: a hex digit is the SL, `-` means no path.
 //! A missing file means SL 0 for every pair.
 
-use super::open_file;
+use super::{open_file, Lines};
 use crate::error::{Error, ParseError};
 use crate::model::Fabric;
 use crate::tables::{PathSl, SL_NONE};
@@ -50,24 +50,14 @@ pub fn write_to(f: &Fabric, p: &PathSl, w: &mut impl Write) -> std::io::Result<(
     Ok(())
 }
 
-pub fn parse(f: &Fabric, mut input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
+pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
     let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
     let mut p = PathSl::new(f.max_lid());
     let w = p.width();
     let mut dedupe: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut row = Vec::with_capacity(w);
-    let mut buf = String::new();
-    let mut ln = 0usize;
-    loop {
-        buf.clear();
-        if input.read_line(&mut buf).map_err(|e| Error::io(file, e))? == 0 {
-            break;
-        }
-        ln += 1;
-        let line = buf.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
+    let mut lines = Lines::new(input, file);
+    while let Some((ln, line)) = lines.next_line()? {
         let (lid_s, sls) = line
             .split_once(char::is_whitespace)
             .ok_or_else(|| err(ln, "expected '0x<source lid> <SL string>'".into()))?;
