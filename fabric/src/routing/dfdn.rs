@@ -54,6 +54,7 @@ const BATCH: usize = 128;
 
 /// Computes SL-to-VL tables and path SLs that make `lfts` deadlock free.
 pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2Vl, PathSl)> {
+    let t_start = std::time::Instant::now();
     let nsw = f.switches().len();
     let max_vls = opts.max_vls.clamp(1, 15);
     let max_sls = opts.max_sls.clamp(1, 16);
@@ -82,6 +83,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     let dests: Vec<Slot> = f.endports().to_vec();
     let topo = Topo::new(f);
 
+    let t_setup = t_start.elapsed().as_secs_f64();
     let total = dests.len() as u64;
     let mut picker = Picker {
         cube: vec![0u8; topo.cube_rows * 16],
@@ -124,6 +126,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
         next = walked_next?.unwrap_or_default();
         opts.report(((i + 1) * BATCH).min(dests.len()) as u64, total);
     }
+    let t_pipeline = t_start.elapsed().as_secs_f64() - t_setup;
     let cube = picker.cube;
     let used_vls = picker.used_vls;
     // Unconstrained entries stay VL 0: they are never used by a route, or
@@ -149,17 +152,24 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     tracing::debug!(
         vls = used_vls.max(1),
         sls = path_sl.distinct_sls(),
+        t_setup,
+        t_pipeline,
+        t_total = t_start.elapsed().as_secs_f64(),
         "dfdn assigned"
     );
     Ok((sl2vl, path_sl))
 }
 
-/// The far end of a channel, packed so one lookup serves a hop.
+/// What one channel leads to, precomputed so a walk step is one lookup.
 #[derive(Clone, Copy)]
-struct Peer {
+struct Hop {
     remote: Slot,
     /// Switch index at the far end, `NONE` for an end port or no link.
-    sw: u32,
+    next: u32,
+    /// For switch-to-switch channels: cube row of (tail switch, this out
+    /// port, in port index 0), and the in-port index at the far switch.
+    row_base: u32,
+    next_in: u16,
 }
 
 /// Switch data for the walks, plus the layout of the working cube: only
@@ -167,7 +177,7 @@ struct Peer {
 /// cube holds just those rows (half the size of the full SL-to-VL tables for
 /// a Dragonfly router, which keeps it in the last-level cache).
 struct Topo {
-    peer: Vec<Peer>,
+    hop: Vec<Hop>,
     /// Per switch index: slot of port 0 and port count.
     base: Vec<Slot>,
     nports: Vec<u8>,
@@ -181,26 +191,6 @@ struct Topo {
 
 impl Topo {
     fn new(f: &Fabric) -> Self {
-        let peer = (0..f.num_slots() as Slot)
-            .map(|s| {
-                let r = f.remote(s);
-                if r == NONE {
-                    return Peer {
-                        remote: NONE,
-                        sw: NONE,
-                    };
-                }
-                let n = f.node_of(r);
-                Peer {
-                    remote: r,
-                    sw: if f.kind(n) == NodeKind::Switch {
-                        f.switch_index(n).unwrap_or(NONE)
-                    } else {
-                        NONE
-                    },
-                }
-            })
-            .collect();
         let mut s2s_idx = vec![u16::MAX; f.num_slots()];
         let mut cube_base = Vec::with_capacity(f.switches().len());
         let mut cube_dim = Vec::with_capacity(f.switches().len());
@@ -218,8 +208,31 @@ impl Topo {
             cube_dim.push(k);
             rows += k as usize * k as usize;
         }
+        let hop = (0..f.num_slots() as Slot)
+            .map(|s| {
+                let r = f.remote(s);
+                let far = if r == NONE {
+                    None
+                } else {
+                    f.switch_index(f.node_of(r))
+                };
+                let mut h = Hop {
+                    remote: r,
+                    next: far.unwrap_or(NONE),
+                    row_base: 0,
+                    next_in: 0,
+                };
+                if let (Some(tail), Some(_)) = (f.switch_index(f.node_of(s)), far) {
+                    let o = s2s_idx[s as usize] as usize;
+                    h.row_base =
+                        (cube_base[tail as usize] + o * cube_dim[tail as usize] as usize) as u32;
+                    h.next_in = s2s_idx[r as usize];
+                }
+                h
+            })
+            .collect();
         Self {
-            peer,
+            hop,
             base: f.switches().iter().map(|&n| f.slot(n, 0)).collect(),
             nports: f.switches().iter().map(|&n| f.num_ports(n)).collect(),
             cube_base,
@@ -352,25 +365,23 @@ fn walk_routes(
                 ..Step::default()
             };
         }
-        let out_slot = topo.base[si] + port as u32;
-        let p = topo.peer[out_slot as usize];
-        if p.remote == d {
+        let h = topo.hop[(topo.base[si] + port as u32) as usize];
+        if h.remote == d {
             return Step {
                 next: DELIVER,
                 ..Step::default()
             };
         }
-        if p.sw == NONE {
+        if h.next == NONE {
             return Step {
                 next: BROKEN,
                 ..Step::default()
             };
         }
-        let o = topo.s2s_idx[out_slot as usize] as usize;
         Step {
-            next: p.sw,
-            row_base: (topo.cube_base[si] + o * topo.cube_dim[si] as usize) as u32,
-            next_in: topo.s2s_idx[p.remote as usize],
+            next: h.next,
+            row_base: h.row_base,
+            next_in: h.next_in,
         }
     }));
     let mut out = Vec::with_capacity(sources.len() * 3);
