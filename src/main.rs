@@ -409,6 +409,7 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
         v["switches"] = serde_json::json!(f.switches().len());
         v["hcas"] = serde_json::json!(f.num_cas());
         v["routers"] = serde_json::json!(f.num_routers());
+        v["vls_needed"] = serde_json::json!(routing.vls_needed.map_or(report.vls_used, u32::from));
         v["seconds"] = serde_json::json!(route_secs);
         v["verify_seconds"] = serde_json::json!(verify_secs);
         v["files"] = serde_json::json!(files
@@ -424,6 +425,9 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
         println!("routing time    {route_secs:.3} s");
         println!("verify time     {verify_secs:.3} s");
         print_report(&report, &f);
+        if let Some(n) = routing.vls_needed {
+            println!("VLs needed      {n} (routes then spread over the VLs allowed)");
+        }
         for p in &files {
             println!("wrote           {}", p.display());
         }
@@ -480,6 +484,7 @@ fn cmd_verify(a: VerifyArgs) -> Result<i32> {
             Some(p) => pathsl::read_optional(&f, &p)?,
             None => None,
         },
+        vls_needed: None,
     };
     let t = Instant::now();
     let r = verify::verify(&f, &routing);

@@ -277,6 +277,9 @@ pub struct Routing {
     pub sl2vl: Option<Sl2Vl>,
     /// `None`: every pair uses SL 0 (no `path-sl.txt` is written).
     pub path_sl: Option<PathSl>,
+    /// VLs deadlock freedom needs, when the engine then spreads routes over
+    /// more (DF-SSSP balances its layers over every VL it may use).
+    pub vls_needed: Option<u8>,
 }
 
 impl Routing {
@@ -285,6 +288,7 @@ impl Routing {
             lfts,
             sl2vl: None,
             path_sl: None,
+            vls_needed: None,
         }
     }
 }

@@ -576,6 +576,7 @@ fn dfdn_needs_diameter_vls_on_real_topologies() {
             lfts,
             sl2vl: Some(t),
             path_sl: Some(p),
+            vls_needed: None,
         };
         let rep2 = verify::verify(&f, &back);
         assert!(rep2.ok());

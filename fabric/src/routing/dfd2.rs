@@ -67,6 +67,7 @@ impl RoutingEngine for DfD2 {
             lfts,
             sl2vl: Some(t),
             path_sl: None,
+            vls_needed: None,
         })
     }
 }

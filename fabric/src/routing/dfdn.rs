@@ -12,10 +12,11 @@
 //! time; the SL choice then runs in a fixed order so the result does not
 //! depend on thread timing.
 
+use super::paths::{fill_steps, Step, Topo, BROKEN, DELIVER};
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Lfts, PathSl, Routing, Sl2Vl, NO_PATH, SL_NONE};
+use crate::model::{Fabric, Slot};
+use crate::tables::{Lfts, PathSl, Routing, Sl2Vl};
 use rayon::prelude::*;
 
 pub struct DfDn;
@@ -44,6 +45,7 @@ impl RoutingEngine for DfDn {
             lfts,
             sl2vl: Some(sl2vl),
             path_sl: Some(path_sl),
+            vls_needed: None,
         })
     }
 }
@@ -61,25 +63,8 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     let mut sl2vl = Sl2Vl::new(f);
     let mut path_sl = PathSl::new(f.max_lid());
 
-    // Source switches (those with end ports) and their path-SL rows.
-    let mut row_of_switch = vec![u32::MAX; nsw];
-    let mut sources: Vec<u32> = Vec::new();
-    let blank = vec![SL_NONE; path_sl.width()];
-    for &e in f.endports() {
-        let r = f.remote(e);
-        let Some(si) = f.switch_index(f.node_of(r)) else {
-            return Err(fail(format!(
-                "end port of '{}' is not linked to a switch",
-                f.desc(f.node_of(e))
-            )));
-        };
-        if row_of_switch[si as usize] == u32::MAX {
-            row_of_switch[si as usize] = path_sl.push_row(&blank);
-            sources.push(si);
-        }
-        path_sl.assign(f.lid_of_slot(e), row_of_switch[si as usize]);
-    }
-    sources.sort_unstable();
+    let src = super::paths::sources(f, "dfdn", &mut path_sl)?;
+    let (sources, row_of_switch) = (src.switches, src.row_of_switch);
     let dests: Vec<Slot> = f.endports().to_vec();
     let topo = Topo::new(f);
 
@@ -160,101 +145,6 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     Ok((sl2vl, path_sl))
 }
 
-/// What one channel leads to, precomputed so a walk step is one lookup.
-#[derive(Clone, Copy)]
-struct Hop {
-    remote: Slot,
-    /// Switch index at the far end, `NONE` for an end port or no link.
-    next: u32,
-    /// For switch-to-switch channels: cube row of (tail switch, this out
-    /// port, in port index 0), and the in-port index at the far switch.
-    row_base: u32,
-    next_in: u16,
-}
-
-/// Switch data for the walks, plus the layout of the working cube: only
-/// (in, out) pairs between switch-to-switch ports can be constrained, so the
-/// cube holds just those rows (half the size of the full SL-to-VL tables for
-/// a Dragonfly router, which keeps it in the last-level cache).
-struct Topo {
-    hop: Vec<Hop>,
-    /// Per switch index: slot of port 0 and port count.
-    base: Vec<Slot>,
-    nports: Vec<u8>,
-    /// Per switch index: first cube row and number of switch-to-switch ports.
-    cube_base: Vec<usize>,
-    cube_dim: Vec<u16>,
-    /// Per slot: index among its switch's switch-to-switch ports.
-    s2s_idx: Vec<u16>,
-    cube_rows: usize,
-}
-
-impl Topo {
-    fn new(f: &Fabric) -> Self {
-        let mut s2s_idx = vec![u16::MAX; f.num_slots()];
-        let mut cube_base = Vec::with_capacity(f.switches().len());
-        let mut cube_dim = Vec::with_capacity(f.switches().len());
-        let mut rows = 0usize;
-        for &n in f.switches() {
-            let mut k = 0u16;
-            for s in f.port_slots(n) {
-                let r = f.remote(s);
-                if r != NONE && f.kind(f.node_of(r)) == NodeKind::Switch {
-                    s2s_idx[s as usize] = k;
-                    k += 1;
-                }
-            }
-            cube_base.push(rows);
-            cube_dim.push(k);
-            rows += k as usize * k as usize;
-        }
-        let hop = (0..f.num_slots() as Slot)
-            .map(|s| {
-                let r = f.remote(s);
-                let far = if r == NONE {
-                    None
-                } else {
-                    f.switch_index(f.node_of(r))
-                };
-                let mut h = Hop {
-                    remote: r,
-                    next: far.unwrap_or(NONE),
-                    row_base: 0,
-                    next_in: 0,
-                };
-                if let (Some(tail), Some(_)) = (f.switch_index(f.node_of(s)), far) {
-                    let o = s2s_idx[s as usize] as usize;
-                    h.row_base =
-                        (cube_base[tail as usize] + o * cube_dim[tail as usize] as usize) as u32;
-                    h.next_in = s2s_idx[r as usize];
-                }
-                h
-            })
-            .collect();
-        Self {
-            hop,
-            base: f.switches().iter().map(|&n| f.slot(n, 0)).collect(),
-            nports: f.switches().iter().map(|&n| f.num_ports(n)).collect(),
-            cube_base,
-            cube_dim,
-            s2s_idx,
-            cube_rows: rows,
-        }
-    }
-
-    /// Cube row of (switch index, in port, out port), both switch-to-switch;
-    /// rows sharing an out port are adjacent (one destination uses one out
-    /// port per switch).
-    #[inline]
-    fn row(&self, si: u32, in_port: u8, out_port: u8) -> usize {
-        let b = self.base[si as usize];
-        let i = self.s2s_idx[(b + in_port as u32) as usize] as usize;
-        let o = self.s2s_idx[(b + out_port as u32) as usize] as usize;
-        let d = self.cube_dim[si as usize] as usize;
-        self.cube_base[si as usize] + o * d + i
-    }
-}
-
 /// The sequential half of DF-DN: SL choice over the working cube.
 struct Picker {
     /// Rows of (switch, out, in) over 16 SLs: 0 = unset, else the VL.
@@ -324,21 +214,6 @@ impl Picker {
     }
 }
 
-/// One switch's step toward the current destination.
-#[derive(Clone, Copy, Default)]
-struct Step {
-    /// Next switch index; `DELIVER` when this switch hands the packet to
-    /// the destination; `BROKEN` when the LFT entry leads nowhere useful.
-    next: u32,
-    /// Cube row of (this switch, out port, in port 0th): add the in-port index.
-    row_base: u32,
-    /// Index of the in port at the next switch among its switch ports.
-    next_in: u16,
-}
-
-const DELIVER: u32 = u32::MAX;
-const BROKEN: u32 = u32::MAX - 1;
-
 /// Walks the route from every source switch to end port `d` using its LFT
 /// column `col`. Output, per source switch in `sources` order: the count `k`
 /// of constrained rows, then `k` entries `(row offset << 8) | VL needed`.
@@ -355,35 +230,7 @@ fn walk_routes(
     max_vls: u8,
 ) -> Result<Vec<u64>> {
     let dlid = f.lid_of_slot(d);
-    let nsw = col.len();
-    steps.clear();
-    steps.extend((0..nsw).map(|si| {
-        let port = col[si];
-        if port == NO_PATH || port == 0 || port > topo.nports[si] {
-            return Step {
-                next: BROKEN,
-                ..Step::default()
-            };
-        }
-        let h = topo.hop[(topo.base[si] + port as u32) as usize];
-        if h.remote == d {
-            return Step {
-                next: DELIVER,
-                ..Step::default()
-            };
-        }
-        if h.next == NONE {
-            return Step {
-                next: BROKEN,
-                ..Step::default()
-            };
-        }
-        Step {
-            next: h.next,
-            row_base: h.row_base,
-            next_in: h.next_in,
-        }
-    }));
+    fill_steps(topo, col, d, steps);
     let mut out = Vec::with_capacity(sources.len() * 3);
     for &src in sources {
         let head_at = out.len();

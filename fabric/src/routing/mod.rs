@@ -2,7 +2,10 @@
 
 pub mod dfd2;
 pub mod dfdn;
+pub mod dfsssp;
+pub mod lash;
 pub mod minhop;
+pub(crate) mod paths;
 pub mod sssp;
 
 use crate::error::{Error, Result};
@@ -90,6 +93,8 @@ pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
         Box::new(sssp::Sssp),
         Box::new(dfd2::DfD2),
         Box::new(dfdn::DfDn),
+        Box::new(dfsssp::DfSssp),
+        Box::new(lash::Lash),
     ]
 }
 

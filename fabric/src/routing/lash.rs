@@ -1,0 +1,245 @@
+//! LASH (Skeie, Lysne, Theiss, "Layered shortest path (LASH) routing in
+//! irregular system area networks", IPDPS'02): minimal routes, each put in
+//! the lowest virtual layer (one SL and VL per layer) whose channel
+//! dependency graph stays acyclic with it.
+//!
+//! OpenSM's lash re-searches the whole dependency graph for every route,
+//! which does not finish on a Dragonfly p=6 in ten minutes. Here each layer
+//! keeps a topological order of its channels (Pearce and Kelly's dynamic
+//! topological sort, JEA 2006): a route whose turns are already in the
+//! layer costs a lookup per turn, and a new turn only searches the channels
+//! between its two ends in that order.
+//!
+//! The base routing is MinHop (or SSSP with `--base sssp`); routes are
+//! taken destination by destination, source switch by source switch.
+
+use super::paths::{identity_sl2vl, sources, write_layers, RouteSet, Topo};
+use super::{EngineOptions, RoutingEngine};
+use crate::error::{Error, Result};
+use crate::model::Fabric;
+use crate::tables::{PathSl, Routing};
+
+pub struct Lash;
+
+impl RoutingEngine for Lash {
+    fn name(&self) -> &'static str {
+        "lash"
+    }
+    fn description(&self) -> &'static str {
+        "LASH: minimal routes (--base minhop|sssp), each in the lowest VL layer it keeps acyclic"
+    }
+    fn claims_deadlock_free(&self) -> bool {
+        true
+    }
+    fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
+        let lfts = opts.base_lfts(f)?;
+        let topo = Topo::new(f);
+        let mut path_sl = PathSl::new(f.max_lid());
+        let src = sources(f, "lash", &mut path_sl)?;
+        let routes = RouteSet::walk(f, &topo, &lfts, &src, "lash")?;
+        let budget = opts.max_vls.min(opts.max_sls).clamp(1, 15);
+        let (layer, used) = assign_layers(&topo, &routes, budget, opts)?;
+        write_layers(f, &src, &layer, &mut path_sl);
+        Ok(Routing {
+            lfts,
+            sl2vl: Some(identity_sl2vl(f, used)),
+            path_sl: Some(path_sl),
+            vls_needed: None,
+        })
+    }
+}
+
+/// One virtual layer: which turns it holds and a topological order of its
+/// channels consistent with them.
+struct Layer {
+    /// Routes through each turn row.
+    count: Vec<u32>,
+    /// Turns known to close a cycle here. Committed dependencies are never
+    /// removed, so once a turn closes a cycle on them it always will: most
+    /// routes that do not fit a layer are turned away by this lookup
+    /// instead of a search.
+    blocked: Vec<bool>,
+    /// Position of each channel in the order.
+    ord: Vec<u32>,
+}
+
+/// Scratch for the searches, shared by all layers.
+struct Search {
+    mark: Vec<u32>,
+    stamp: u32,
+    stack: Vec<u32>,
+    fwd: Vec<u32>,
+    bwd: Vec<u32>,
+    slots: Vec<u32>,
+    from: Vec<u32>,
+    to: Vec<u32>,
+}
+
+fn assign_layers(
+    topo: &Topo,
+    routes: &RouteSet,
+    budget: u8,
+    opts: &EngineOptions,
+) -> Result<(Vec<u8>, u8)> {
+    let nch = topo.num_channels();
+    let rows = topo.cube_rows;
+    let mut from = vec![0u32; rows];
+    let mut to = vec![0u32; rows];
+    for c in 0..nch as u32 {
+        for (row, nxt) in topo.turns_from(c) {
+            from[row as usize] = c;
+            to[row as usize] = nxt;
+        }
+    }
+    let mut s = Search {
+        mark: vec![0; nch],
+        stamp: 0,
+        stack: Vec::new(),
+        fwd: Vec::new(),
+        bwd: Vec::new(),
+        slots: Vec::new(),
+        from,
+        to,
+    };
+    let mut layers: Vec<Layer> = Vec::new();
+    let mut layer = vec![0u8; routes.len()];
+    let mut added: Vec<u32> = Vec::new();
+    let n = routes.len();
+    let tick = (n / 100).max(1);
+    for (p, lp) in layer.iter_mut().enumerate() {
+        let turns = routes.route(p);
+        let mut l = 0usize;
+        loop {
+            if l == layers.len() {
+                if l == budget as usize {
+                    return Err(Error::Routing {
+                        engine: "lash".into(),
+                        reason: format!(
+                            "not enough VLs: the routes need more than {budget} layer(s) to be deadlock free (--max-vls/--max-sls allow {budget})"
+                        ),
+                    });
+                }
+                layers.push(Layer {
+                    count: vec![0; rows],
+                    blocked: vec![false; rows],
+                    ord: (0..nch as u32).collect(),
+                });
+            }
+            if try_add(topo, &mut layers[l], &mut s, turns, &mut added) {
+                break;
+            }
+            l += 1;
+        }
+        *lp = l as u8;
+        if p % tick == 0 {
+            opts.report(p as u64, n as u64);
+        }
+    }
+    Ok((layer, layers.len().max(1) as u8))
+}
+
+/// Adds a route's turns to `ly` if that keeps it acyclic; otherwise leaves
+/// the layer as it was and returns false.
+fn try_add(
+    topo: &Topo,
+    ly: &mut Layer,
+    s: &mut Search,
+    turns: &[u32],
+    added: &mut Vec<u32>,
+) -> bool {
+    added.clear();
+    if turns.iter().any(|&t| ly.blocked[t as usize]) {
+        return false;
+    }
+    for &t in turns {
+        if ly.count[t as usize] > 0 {
+            continue;
+        }
+        let (u, v) = (s.from[t as usize], s.to[t as usize]);
+        if ly.ord[u as usize] < ly.ord[v as usize] || insert(topo, ly, s, u, v) {
+            // Present from now on, so later turns of this route see it.
+            ly.count[t as usize] = 1;
+            added.push(t);
+        } else {
+            if added.is_empty() {
+                // The cycle runs over committed dependencies only.
+                ly.blocked[t as usize] = true;
+            }
+            // Dropping dependencies keeps the order valid: no repair needed.
+            for &a in added.iter() {
+                ly.count[a as usize] = 0;
+            }
+            return false;
+        }
+    }
+    for &t in turns {
+        if !added.contains(&t) {
+            ly.count[t as usize] += 1;
+        }
+    }
+    true
+}
+
+/// Pearce-Kelly insertion of dependency u -> v with ord[u] > ord[v]: false
+/// when v already reaches u (the dependency would close a cycle); else the
+/// channels between the two are reordered so that the order stays valid.
+fn insert(topo: &Topo, ly: &mut Layer, s: &mut Search, u: u32, v: u32) -> bool {
+    let (lb, ub) = (ly.ord[v as usize], ly.ord[u as usize]);
+    s.stamp = s.stamp.wrapping_add(1);
+    if s.stamp == 0 {
+        s.mark.iter_mut().for_each(|m| *m = 0);
+        s.stamp = 1;
+    }
+    let stamp = s.stamp;
+    // Forward from v over channels ordered before u.
+    s.fwd.clear();
+    s.stack.clear();
+    s.stack.push(v);
+    s.mark[v as usize] = stamp;
+    while let Some(w) = s.stack.pop() {
+        s.fwd.push(w);
+        for (row, x) in topo.turns_from(w) {
+            if ly.count[row as usize] == 0 {
+                continue;
+            }
+            if x == u {
+                return false;
+            }
+            let ox = ly.ord[x as usize];
+            if ox < ub && s.mark[x as usize] != stamp {
+                s.mark[x as usize] = stamp;
+                s.stack.push(x);
+            }
+        }
+    }
+    // Backward from u over channels ordered after v.
+    s.bwd.clear();
+    s.stack.push(u);
+    s.mark[u as usize] = stamp;
+    while let Some(w) = s.stack.pop() {
+        s.bwd.push(w);
+        for (row, x) in topo.turns_into(w) {
+            if ly.count[row as usize] == 0 {
+                continue;
+            }
+            let ox = ly.ord[x as usize];
+            if ox > lb && s.mark[x as usize] != stamp {
+                s.mark[x as usize] = stamp;
+                s.stack.push(x);
+            }
+        }
+    }
+    // Everything reaching u goes first, then everything v reaches, each in
+    // its old relative order, on the positions the two sets held.
+    let ord = &mut ly.ord;
+    s.bwd.sort_unstable_by_key(|&c| ord[c as usize]);
+    s.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
+    s.slots.clear();
+    s.slots
+        .extend(s.bwd.iter().chain(s.fwd.iter()).map(|&c| ord[c as usize]));
+    s.slots.sort_unstable();
+    for (&c, &pos) in s.bwd.iter().chain(s.fwd.iter()).zip(s.slots.iter()) {
+        ord[c as usize] = pos;
+    }
+    true
+}
