@@ -67,6 +67,12 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     let (sources, row_of_switch) = (src.switches, src.row_of_switch);
     let dests: Vec<Slot> = f.endports().to_vec();
     let topo = Topo::new(f);
+    if topo.cube_rows >= 1 << 28 {
+        return Err(fail(format!(
+            "{} switch turns are more than DF-DN's route encoding holds (2^28)",
+            topo.cube_rows
+        )));
+    }
 
     let t_setup = t_start.elapsed().as_secs_f64();
     let total = dests.len() as u64;
@@ -76,7 +82,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
         used_vls: 0,
         max_sls,
     };
-    let walk = |batch: &[Slot]| -> Result<Vec<Vec<u64>>> {
+    let walk = |batch: &[Slot]| -> Result<Vec<Vec<u32>>> {
         let cols = lfts.columns(f, batch);
         batch
             .par_iter()
@@ -162,7 +168,7 @@ impl Picker {
         &mut self,
         f: &Fabric,
         batch: &[Slot],
-        walked: &[Vec<u64>],
+        walked: &[Vec<u32>],
         sources: &[u32],
         row_of_switch: &[u32],
         path_sl: &mut PathSl,
@@ -183,8 +189,8 @@ impl Picker {
                 // order beats computing the whole 16-SL mask.
                 let fits = |sl: usize| {
                     entries.iter().all(|&e| {
-                        let v = raw[(e >> 8) as usize + sl];
-                        v == 0 || v == (e & 0xff) as u8
+                        let v = raw[(e >> 4) as usize * 16 + sl];
+                        v == 0 || v == (e & 0xf) as u8
                     })
                 };
                 let Some(sl) = (0..max_sls as usize).find(|&sl| fits(sl)) else {
@@ -195,8 +201,8 @@ impl Picker {
                     )));
                 };
                 for &e in entries {
-                    let need = (e & 0xff) as u8;
-                    raw[(e >> 8) as usize + sl] = need;
+                    let need = (e & 0xf) as u8;
+                    raw[(e >> 4) as usize * 16 + sl] = need;
                     self.used_vls = self.used_vls.max(need + 1);
                 }
                 self.picked[k * nsrc + j] = sl as u8;
@@ -216,7 +222,8 @@ impl Picker {
 
 /// Walks the route from every source switch to end port `d` using its LFT
 /// column `col`. Output, per source switch in `sources` order: the count `k`
-/// of constrained rows, then `k` entries `(row offset << 8) | VL needed`.
+/// of constrained rows, then `k` entries `(turn row << 4) | VL needed`
+/// (VLs stay below 16; the layout keeps a batch small enough for the cache).
 ///
 /// One pass over the switches first resolves each switch's next hop toward
 /// `d`; the walks then read only that small array.
@@ -228,13 +235,13 @@ fn walk_routes(
     d: Slot,
     sources: &[u32],
     max_vls: u8,
-) -> Result<Vec<u64>> {
+) -> Result<Vec<u32>> {
     let dlid = f.lid_of_slot(d);
     fill_steps(topo, col, d, steps);
     let mut out = Vec::with_capacity(sources.len() * 3);
     for &src in sources {
         let head_at = out.len();
-        out.push(0u64);
+        out.push(0u32);
         let mut si = src;
         // Switch-to-switch hops taken so far; the next one travels on VL `hops`.
         let mut hops: u8 = 0;
@@ -257,13 +264,13 @@ fn walk_routes(
                 )));
             }
             if hops > 0 {
-                out.push((((st.row_base as u64 + in_idx as u64) * 16) << 8) | hops as u64);
+                out.push(((st.row_base + in_idx as u32) << 4) | hops as u32);
             }
             hops += 1;
             in_idx = st.next_in;
             si = st.next;
         }
-        out[head_at] = (out.len() - head_at - 1) as u64;
+        out[head_at] = (out.len() - head_at - 1) as u32;
     }
     Ok(out)
 }
