@@ -74,6 +74,10 @@ pub enum Error {
     UnknownEngine(String, String),
     #[error("{0}")]
     Invalid(String),
+    #[error("multi-subnet fabric: {0}")]
+    Multi(String),
+    #[error("inter-subnet routing '{algorithm}': {reason}")]
+    InterSubnet { algorithm: String, reason: String },
 }
 
 impl Error {

@@ -1,5 +1,37 @@
-//! gRPC/protobuf contracts between agent, controller and router firmware.
-//!
-//! The contracts are defined by the control-plane work; this crate holds no
-//! messages yet and exports nothing, so no caller can mistake it for a
-//! working transport.
+//! gRPC/protobuf contracts between agent, controller and router firmware
+//! (`proto/ibfabric/v1/ibfabric.proto` documents every message).
+
+#![allow(clippy::all, missing_docs)]
+
+pub mod convert;
+
+/// Version 1 of the contracts; a breaking change gets a new package.
+pub mod v1 {
+    tonic::include_proto!("ibfabric.v1");
+}
+
+impl v1::Gid {
+    pub fn new(prefix: u64, guid: u64) -> Self {
+        Self { prefix, guid }
+    }
+}
+
+impl std::fmt::Display for v1::Gid {
+    /// The usual GID notation: eight groups of 16 bits.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.prefix;
+        let g = self.guid;
+        write!(
+            f,
+            "{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}",
+            p >> 48,
+            (p >> 32) & 0xffff,
+            (p >> 16) & 0xffff,
+            p & 0xffff,
+            g >> 48,
+            (g >> 32) & 0xffff,
+            (g >> 16) & 0xffff,
+            g & 0xffff
+        )
+    }
+}

@@ -32,18 +32,6 @@ struct PendingLink {
     remote_guid: Option<u64>,
 }
 
-fn parse_hex(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let s = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    if s.is_empty() {
-        return None;
-    }
-    u64::from_str_radix(s, 16).ok()
-}
-
 /// Splits `"quoted" rest` into (quoted, rest).
 fn take_quoted(s: &str) -> Option<(&str, &str)> {
     let s = s.trim_start();
@@ -100,7 +88,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                 match key {
                     "switchguid" | "caguid" | "rtguid" => {
                         let v = value.split('(').next().unwrap_or("");
-                        let g = parse_hex(v)
+                        let g = super::parse_hex_u64(v)
                             .ok_or_else(|| err(ln, format!("bad GUID '{value}' in {key}")))?;
                         pending_guid = Some(g);
                     }
@@ -136,7 +124,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             }
             let (local_guid, mut rest) = take_paren(rest);
             if let Some(g) = local_guid {
-                let g = parse_hex(g).ok_or_else(|| err(ln, format!("bad port GUID '({g})'")))?;
+                let g = super::parse_hex_u64(g)
+                    .ok_or_else(|| err(ln, format!("bad port GUID '({g})'")))?;
                 b.set_port_guid(node, port, g)
                     .map_err(|e| err(ln, e.to_string()))?;
             }
@@ -157,7 +146,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             let (rguid, _) = take_paren(rest);
             let remote_guid = match rguid {
                 Some(g) => Some(
-                    parse_hex(g).ok_or_else(|| err(ln, format!("bad remote port GUID '({g})'")))?,
+                    super::parse_hex_u64(g)
+                        .ok_or_else(|| err(ln, format!("bad remote port GUID '({g})'")))?,
                 ),
                 None => None,
             };

@@ -89,7 +89,8 @@ pub(crate) fn switches_by_guid(f: &Fabric) -> Vec<NodeId> {
     v
 }
 
-pub(crate) fn parse_hex_u64(s: &str) -> Option<u64> {
+/// A GUID or prefix in hex, with or without `0x`.
+pub fn parse_hex_u64(s: &str) -> Option<u64> {
     let s = s.trim();
     let s = s
         .strip_prefix("0x")

@@ -1,0 +1,553 @@
+//! Inter-subnet routing: which local router port a host uses for a remote
+//! destination (the mapping file of the ISSR paper), and how each router
+//! relays (egress tables). Pure: it works on what the controller learns
+//! from the agents' reports ([`GlobalView`]), not on live fabrics.
+//!
+//! Algorithms sit behind [`InterSubnetRouting`]; the OpenSM prefix-route
+//! baseline is [`PrefixBaseline`].
+
+use crate::error::{Error, Result};
+use crate::model::NodeKind;
+use crate::multi::MultiFabric;
+use std::collections::{BTreeMap, HashMap};
+
+/// A port GID: subnet prefix and port GUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Gid {
+    pub prefix: u64,
+    pub guid: u64,
+}
+
+impl std::fmt::Display for Gid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#018x}:{:#018x}", self.prefix, self.guid)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndPortView {
+    pub guid: u64,
+    pub lid: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterPortView {
+    pub router_guid: u64,
+    pub port: u8,
+    pub port_guid: u64,
+    pub lid: u16,
+    /// Destination LIDs whose primary fat-tree route comes down through
+    /// the switch behind this port (ISFR); empty when unknown.
+    pub primary_lids: Vec<u16>,
+}
+
+/// One subnet as its agent reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetView {
+    pub name: String,
+    pub prefix: u64,
+    /// CA ports (the destinations of inter-subnet traffic).
+    pub end_ports: Vec<EndPortView>,
+    pub router_ports: Vec<RouterPortView>,
+}
+
+/// Everything the controller knows: the subnets, in ascending prefix order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GlobalView {
+    pub subnets: Vec<SubnetView>,
+}
+
+impl GlobalView {
+    /// Sorts subnets by prefix and their ports by GUID / (router, port), so
+    /// the same reports in any arrival order give the same routes.
+    pub fn normalized(mut self) -> Self {
+        self.subnets.sort_by_key(|s| s.prefix);
+        for s in &mut self.subnets {
+            s.end_ports.sort_by_key(|e| e.guid);
+            s.router_ports.sort_by_key(|r| (r.router_guid, r.port));
+        }
+        self
+    }
+
+    /// The view of a generated or parsed multi-subnet fabric, as its agents
+    /// would report it.
+    pub fn from_multi(m: &MultiFabric) -> Self {
+        let subnets = m
+            .subnets
+            .iter()
+            .enumerate()
+            .map(|(si, s)| {
+                let f = &s.fabric;
+                let end_ports = f
+                    .endports()
+                    .iter()
+                    .filter(|&&e| f.kind(f.node_of(e)) == NodeKind::Ca)
+                    .map(|&e| EndPortView {
+                        guid: f.port_guid(e),
+                        lid: f.lid_of_slot(e),
+                    })
+                    .collect();
+                let router_ports = m
+                    .routers
+                    .iter()
+                    .flat_map(|r| {
+                        r.ports
+                            .iter()
+                            .filter(move |p| p.subnet == si)
+                            .map(move |p| RouterPortView {
+                                router_guid: r.guid,
+                                port: p.port,
+                                port_guid: p.port_guid,
+                                lid: p.lid,
+                                primary_lids: Vec::new(),
+                            })
+                    })
+                    .collect();
+                SubnetView {
+                    name: s.name.clone(),
+                    prefix: s.prefix,
+                    end_ports,
+                    router_ports,
+                }
+            })
+            .collect();
+        GlobalView { subnets }.normalized()
+    }
+
+    /// Routers seen in any subnet, with their ports per subnet index.
+    pub fn routers(&self) -> BTreeMap<u64, Vec<(usize, &RouterPortView)>> {
+        let mut m: BTreeMap<u64, Vec<(usize, &RouterPortView)>> = BTreeMap::new();
+        for (si, s) in self.subnets.iter().enumerate() {
+            for p in &s.router_ports {
+                m.entry(p.router_guid).or_default().push((si, p));
+            }
+        }
+        for v in m.values_mut() {
+            v.sort_by_key(|(_, p)| p.port);
+        }
+        m
+    }
+}
+
+/// The router-port choice per remote destination for one subnet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    pub dest: Gid,
+    pub router_port_guid: u64,
+    pub router_port_lid: u16,
+}
+
+/// The mapping file of one subnet (ISSR paper, Code 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub prefix: u64,
+    pub entries: Vec<MapEntry>,
+    /// Router port GUIDs for destinations without an entry ('*' lines).
+    pub defaults: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Match {
+    Gid(Gid),
+    Prefix(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// ISSR: a deterministic hash of (source LID, next LID) over the ports.
+    Hash,
+    /// ISFR and the prefix baseline: the first (only) port.
+    First,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub matches: Match,
+    pub next_lid: u16,
+    pub ports: Vec<u8>,
+    pub choice: Choice,
+}
+
+impl Rule {
+    /// The relay decision for a packet from `slid` (ISSR paper, Algorithm 1,
+    /// with a fixed mixing hash in place of `srand`/`rand`: the same pair
+    /// always takes the same port, so packets stay in order).
+    pub fn egress_port(&self, slid: u16) -> Option<u8> {
+        if self.ports.is_empty() {
+            return None;
+        }
+        Some(match self.choice {
+            Choice::First => self.ports[0],
+            Choice::Hash => {
+                let h = mix((slid as u64) << 16 | self.next_lid as u64);
+                self.ports[(h % self.ports.len() as u64) as usize]
+            }
+        })
+    }
+}
+
+/// SplitMix64 finalizer: cheap, and spreads consecutive LIDs evenly.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Rules for packets entering on `ingress_ports` (empty = any port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub ingress_ports: Vec<u8>,
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterTable {
+    pub router_guid: u64,
+    pub contexts: Vec<Context>,
+}
+
+impl RouterTable {
+    /// The rule for a destination: a full-GID rule first, then a prefix
+    /// rule, in the first context that accepts the ingress port.
+    pub fn lookup(&self, ingress_port: u8, dest: Gid) -> Option<&Rule> {
+        let ctx = self
+            .contexts
+            .iter()
+            .find(|c| c.ingress_ports.is_empty() || c.ingress_ports.contains(&ingress_port))?;
+        ctx.rules
+            .iter()
+            .find(|r| r.matches == Match::Gid(dest))
+            .or_else(|| {
+                ctx.rules
+                    .iter()
+                    .find(|r| r.matches == Match::Prefix(dest.prefix))
+            })
+    }
+}
+
+/// What an inter-subnet algorithm produces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterSubnetRoutes {
+    pub algorithm: String,
+    /// One per subnet, in the view's order.
+    pub mappings: Vec<Mapping>,
+    /// One per router, ascending GUID.
+    pub routers: Vec<RouterTable>,
+}
+
+pub trait InterSubnetRouting: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes>;
+}
+
+/// Every inter-subnet algorithm the product ships.
+pub fn registry() -> Vec<Box<dyn InterSubnetRouting>> {
+    vec![Box::new(PrefixBaseline)]
+}
+
+pub fn by_name(name: &str) -> Result<Box<dyn InterSubnetRouting>> {
+    let all = registry();
+    let known: Vec<&str> = all.iter().map(|a| a.name()).collect();
+    let known = known.join(", ");
+    registry()
+        .into_iter()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| Error::InterSubnet {
+            algorithm: name.to_string(),
+            reason: format!("unknown algorithm (known: {known})"),
+        })
+}
+
+/// OpenSM's prefix routes: each remote subnet maps to one local router
+/// port (the lowest-numbered port of the lowest-GUID router that reaches it
+/// directly); destinations of subnets no router reaches directly fall to
+/// the default route, the first router port. Routers deliver into the
+/// subnets they join through their first port there. No transit.
+pub struct PrefixBaseline;
+
+impl InterSubnetRouting for PrefixBaseline {
+    fn name(&self) -> &'static str {
+        "prefix"
+    }
+    fn description(&self) -> &'static str {
+        "OpenSM baseline: one router port per remote subnet prefix"
+    }
+    fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes> {
+        let routers = view.routers();
+        let mut mappings = Vec::with_capacity(view.subnets.len());
+        for (si, s) in view.subnets.iter().enumerate() {
+            let mut entries = Vec::new();
+            for (ti, t) in view.subnets.iter().enumerate() {
+                if ti == si {
+                    continue;
+                }
+                // First router (ascending GUID) with ports in both subnets.
+                let via = routers.values().find_map(|ports| {
+                    let here = ports.iter().find(|(sn, _)| *sn == si)?;
+                    ports.iter().any(|(sn, _)| *sn == ti).then_some(here.1)
+                });
+                let Some(p) = via else { continue };
+                entries.extend(t.end_ports.iter().map(|e| MapEntry {
+                    dest: Gid {
+                        prefix: t.prefix,
+                        guid: e.guid,
+                    },
+                    router_port_guid: p.port_guid,
+                    router_port_lid: p.lid,
+                }));
+            }
+            let defaults = s
+                .router_ports
+                .first()
+                .map(|p| vec![p.port_guid])
+                .unwrap_or_default();
+            mappings.push(Mapping {
+                prefix: s.prefix,
+                entries,
+                defaults,
+            });
+        }
+        let tables = routers
+            .iter()
+            .map(|(&guid, ports)| {
+                let mut rules = Vec::new();
+                let mut seen = Vec::new();
+                for &(ti, p) in ports {
+                    if seen.contains(&ti) {
+                        continue;
+                    }
+                    seen.push(ti);
+                    rules.extend(view.subnets[ti].end_ports.iter().map(|e| Rule {
+                        matches: Match::Gid(Gid {
+                            prefix: view.subnets[ti].prefix,
+                            guid: e.guid,
+                        }),
+                        next_lid: e.lid,
+                        ports: vec![p.port],
+                        choice: Choice::First,
+                    }));
+                }
+                RouterTable {
+                    router_guid: guid,
+                    contexts: vec![Context {
+                        ingress_ports: Vec::new(),
+                        rules,
+                    }],
+                }
+            })
+            .collect();
+        Ok(InterSubnetRoutes {
+            algorithm: self.name().to_string(),
+            mappings,
+            routers: tables,
+        })
+    }
+}
+
+/// One router crossing of an inter-subnet path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crossing {
+    pub router_guid: u64,
+    /// Subnet index and router port where the packet enters the router.
+    pub from_subnet: usize,
+    pub ingress_port: u8,
+    /// Router port it leaves on, the subnet that port is in, and the LID
+    /// the packet is sent to there.
+    pub egress_port: u8,
+    pub to_subnet: usize,
+    pub next_lid: u16,
+}
+
+/// Follows a packet from `src` (an end port GID) to `dst` through the
+/// mappings and router tables. Errors name where the path breaks.
+pub fn trace(
+    view: &GlobalView,
+    routes: &InterSubnetRoutes,
+    src: Gid,
+    dst: Gid,
+) -> Result<Vec<Crossing>> {
+    let fail = |reason: String| Error::InterSubnet {
+        algorithm: routes.algorithm.clone(),
+        reason,
+    };
+    let sub = |prefix: u64| view.subnets.iter().position(|s| s.prefix == prefix);
+    let si = sub(src.prefix).ok_or_else(|| fail(format!("no subnet holds source {src}")))?;
+    let di = sub(dst.prefix).ok_or_else(|| fail(format!("no subnet holds destination {dst}")))?;
+    let lid_of = |sn: usize, guid: u64| {
+        view.subnets[sn]
+            .end_ports
+            .iter()
+            .find(|e| e.guid == guid)
+            .map(|e| e.lid)
+    };
+    let slid =
+        lid_of(si, src.guid).ok_or_else(|| fail(format!("source {src} is not an end port")))?;
+    lid_of(di, dst.guid).ok_or_else(|| fail(format!("destination {dst} is not an end port")))?;
+    if si == di {
+        return Ok(Vec::new());
+    }
+    let m = &routes.mappings[si];
+    let port_guid = m
+        .entries
+        .iter()
+        .find(|e| e.dest == dst)
+        .map(|e| e.router_port_guid)
+        .or_else(|| m.defaults.first().copied())
+        .ok_or_else(|| {
+            fail(format!(
+                "subnet '{}' has no router port for {dst}",
+                view.subnets[si].name
+            ))
+        })?;
+    // Router ports by GUID, over all subnets.
+    let mut by_guid: HashMap<u64, (usize, &RouterPortView)> = HashMap::new();
+    for (sn, s) in view.subnets.iter().enumerate() {
+        for p in &s.router_ports {
+            by_guid.insert(p.port_guid, (sn, p));
+        }
+    }
+    let (mut cur_subnet, mut port) =
+        by_guid
+            .get(&port_guid)
+            .map(|&(sn, p)| (sn, p))
+            .ok_or_else(|| {
+                fail(format!(
+                    "mapping names unknown router port {port_guid:#018x}"
+                ))
+            })?;
+    let mut cur_slid = slid;
+    let mut out = Vec::new();
+    for _ in 0..view.subnets.len() {
+        let table = routes
+            .routers
+            .iter()
+            .find(|t| t.router_guid == port.router_guid)
+            .ok_or_else(|| fail(format!("router {:#018x} has no table", port.router_guid)))?;
+        let rule = table.lookup(port.port, dst).ok_or_else(|| {
+            fail(format!(
+                "router {:#018x} has no rule for {dst}",
+                port.router_guid
+            ))
+        })?;
+        let egress = rule.egress_port(cur_slid).ok_or_else(|| {
+            fail(format!(
+                "router {:#018x}: rule for {dst} has no port",
+                port.router_guid
+            ))
+        })?;
+        let to = view
+            .subnets
+            .iter()
+            .enumerate()
+            .find_map(|(sn, s)| {
+                s.router_ports
+                    .iter()
+                    .find(|p| p.router_guid == port.router_guid && p.port == egress)
+                    .map(|p| (sn, p))
+            })
+            .ok_or_else(|| {
+                fail(format!(
+                    "router {:#018x} has no port {egress} in any subnet",
+                    port.router_guid
+                ))
+            })?;
+        out.push(Crossing {
+            router_guid: port.router_guid,
+            from_subnet: cur_subnet,
+            ingress_port: port.port,
+            egress_port: egress,
+            to_subnet: to.0,
+            next_lid: rule.next_lid,
+        });
+        if to.0 == di {
+            if Some(rule.next_lid) != lid_of(di, dst.guid) {
+                return Err(fail(format!(
+                    "router {:#018x} sends {dst} to LID {} instead of its LID",
+                    port.router_guid, rule.next_lid
+                )));
+            }
+            return Ok(out);
+        }
+        // Transit: the next router port is the one with that LID there.
+        let next = view.subnets[to.0]
+            .router_ports
+            .iter()
+            .find(|p| p.lid == rule.next_lid)
+            .ok_or_else(|| {
+                fail(format!(
+                    "next LID {} in '{}' is no router port",
+                    rule.next_lid, view.subnets[to.0].name
+                ))
+            })?;
+        cur_slid = to.1.lid;
+        cur_subnet = to.0;
+        port = next;
+    }
+    Err(fail(format!(
+        "the path to {dst} crosses more routers than there are subnets (a loop)"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::multi::fat_tree_subnets;
+
+    #[test]
+    fn prefix_baseline_reaches_every_remote_end_port_through_one_port_per_subnet() {
+        let m = fat_tree_subnets(3, 2, 2, 2, 2).expect("generates");
+        let view = GlobalView::from_multi(&m);
+        let r = PrefixBaseline.route(&view).expect("routes");
+        assert_eq!(r.mappings.len(), 3);
+        assert_eq!(r.routers.len(), 2);
+        for (si, s) in view.subnets.iter().enumerate() {
+            // 2 remote subnets x 4 end ports, all through one router port.
+            let map = &r.mappings[si];
+            assert_eq!(map.entries.len(), 8);
+            let ports: std::collections::BTreeSet<u64> =
+                map.entries.iter().map(|e| e.router_port_guid).collect();
+            assert_eq!(ports.len(), 1, "prefix routes use one port for everything");
+            for src in &s.end_ports {
+                for (di, d) in view.subnets.iter().enumerate() {
+                    for dst in &d.end_ports {
+                        let sg = Gid {
+                            prefix: s.prefix,
+                            guid: src.guid,
+                        };
+                        let dg = Gid {
+                            prefix: d.prefix,
+                            guid: dst.guid,
+                        };
+                        let path = trace(&view, &r, sg, dg).expect("reachable");
+                        assert_eq!(path.len(), usize::from(si != di));
+                        if let Some(c) = path.first() {
+                            assert_eq!(c.to_subnet, di);
+                            assert_eq!(c.next_lid, dst.lid);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hash_choice_is_deterministic_and_spreads() {
+        let rule = Rule {
+            matches: Match::Prefix(1),
+            next_lid: 7,
+            ports: vec![1, 2, 3, 4],
+            choice: Choice::Hash,
+        };
+        let mut used = [0u32; 5];
+        for slid in 1..=400u16 {
+            let p = rule.egress_port(slid).expect("port");
+            assert_eq!(Some(p), rule.egress_port(slid));
+            used[p as usize] += 1;
+        }
+        for &n in &used[1..] {
+            assert!((60..=140).contains(&n), "uneven spread {used:?}");
+        }
+    }
+}

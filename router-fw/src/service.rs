@@ -1,0 +1,63 @@
+//! The `RouterFw` gRPC service: decisions, direct installs, state.
+
+use crate::{DecideError, RejectReason, RouterFw};
+use proto::v1;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+pub struct Service(pub Arc<RouterFw>);
+
+#[tonic::async_trait]
+impl v1::router_fw_server::RouterFw for Service {
+    async fn forward(
+        &self,
+        req: Request<v1::ForwardQuery>,
+    ) -> Result<Response<v1::ForwardDecision>, Status> {
+        let q = req.into_inner();
+        let dest = q
+            .destination
+            .as_ref()
+            .map(proto::convert::gid_from_wire)
+            .ok_or_else(|| Status::invalid_argument("destination GID missing"))?;
+        let ingress = proto::convert::port(q.ingress_port, "ingress_port")
+            .map_err(|e| Status::invalid_argument(e.0))?;
+        let slid =
+            proto::convert::lid(q.slid, "slid").map_err(|e| Status::invalid_argument(e.0))?;
+        match self.0.decide(ingress, slid, dest) {
+            Ok(d) => Ok(Response::new(v1::ForwardDecision {
+                egress_port: d.egress_port as u32,
+                next_lid: d.next_lid as u32,
+                table_version: d.table_version,
+                matched: if d.by_gid { "gid" } else { "prefix" }.into(),
+            })),
+            Err(e @ DecideError::NoTable) => Err(Status::failed_precondition(e.to_string())),
+            Err(e @ DecideError::NoRule(..)) => Err(Status::not_found(e.to_string())),
+        }
+    }
+
+    async fn install(
+        &self,
+        req: Request<v1::EgressTables>,
+    ) -> Result<Response<v1::InstallReply>, Status> {
+        match self.0.install(&req.into_inner()) {
+            Ok(version) => Ok(Response::new(v1::InstallReply { version })),
+            Err(e @ RejectReason::NotNewer { .. }) => {
+                Err(Status::failed_precondition(e.to_string()))
+            }
+            Err(e) => Err(Status::invalid_argument(e.to_string())),
+        }
+    }
+
+    async fn state(
+        &self,
+        _req: Request<v1::RouterStateRequest>,
+    ) -> Result<Response<v1::RouterState>, Status> {
+        let snap = self.0.snapshot();
+        Ok(Response::new(v1::RouterState {
+            router_guid: self.0.guid,
+            version: self.0.version(),
+            rules: snap.as_ref().as_ref().map_or(0, |t| t.rules() as u32),
+            rejected: self.0.rejected(),
+        }))
+    }
+}

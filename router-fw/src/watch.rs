@@ -1,0 +1,90 @@
+//! Following the leader controller's egress pushes. Any controller in the
+//! list may answer; followers refuse the watch (UNAVAILABLE), so the loop
+//! moves on to the next address, with capped exponential backoff after a
+//! full round without success.
+
+use crate::{RejectReason, RouterFw};
+use proto::v1;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(3);
+
+/// Runs until `shutdown` turns true.
+pub async fn follow(
+    fw: Arc<RouterFw>,
+    controllers: Vec<String>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    if controllers.is_empty() {
+        tracing::warn!("no controller configured: tables only through RouterFw.Install");
+        return;
+    }
+    let mut backoff = BACKOFF_MIN;
+    let mut i = 0usize;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let addr = controllers[i % controllers.len()].clone();
+        i += 1;
+        let got_any = tokio::select! {
+            r = watch_one(&fw, &addr) => match r {
+                Ok(n) => n > 0,
+                Err(e) => {
+                    tracing::debug!(controller = %addr, "egress watch: {e}");
+                    false
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        if got_any {
+            backoff = BACKOFF_MIN;
+        }
+        if got_any || i % controllers.len() == 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => return,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+}
+
+/// One watch session; returns how many tables arrived before it ended.
+async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, String> {
+    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string())
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let mut stream = client
+        .watch_egress(v1::WatchEgressRequest {
+            router_guid: fw.guid,
+            have_version: fw.version(),
+        })
+        .await
+        .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+        .into_inner();
+    tracing::info!(controller = %addr, "following egress tables");
+    let mut n = 0;
+    loop {
+        match stream.message().await {
+            Ok(Some(t)) => {
+                n += 1;
+                match fw.install(&t) {
+                    Ok(_) | Err(RejectReason::NotNewer { .. }) => {}
+                    Err(e) => tracing::warn!(controller = %addr, "pushed table refused: {e}"),
+                }
+            }
+            Ok(None) => return Ok(n),
+            Err(s) => {
+                if n > 0 {
+                    tracing::info!(controller = %addr, "egress watch ended: {}", s.message());
+                    return Ok(n);
+                }
+                return Err(format!("{}: {}", s.code(), s.message()));
+            }
+        }
+    }
+}
