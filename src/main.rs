@@ -1,10 +1,11 @@
 //! `ibfabric`: the one user-facing binary.
 
 mod gen_cli;
+mod services;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file, write_with};
+use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file};
 use fabric::graph::SwitchGraph;
 use fabric::routing::{self, EngineOptions};
 use fabric::tables::Routing;
@@ -48,6 +49,14 @@ enum Cmd {
     Verify(VerifyArgs),
     /// List the routing engines.
     Engines,
+    /// Run a subnet agent: route and verify the subnet, report to the controller, answer path queries.
+    Agent(services::ConfigArgs),
+    /// Run a controller: collect subnet reports, compute inter-subnet routes, push tables.
+    Controller(services::ConfigArgs),
+    /// Run a router's firmware side: hold egress tables, answer forwarding queries.
+    Router(services::ConfigArgs),
+    /// Generate a multi-subnet fabric and run controller, agents and routers in one process.
+    Demo(services::DemoArgs),
 }
 
 #[derive(Args)]
@@ -141,6 +150,10 @@ fn main() {
         Cmd::Info(a) => cmd_info(a),
         Cmd::Route(a) => cmd_route(a),
         Cmd::Verify(a) => cmd_verify(a),
+        Cmd::Agent(a) => services::cmd_agent(a),
+        Cmd::Controller(a) => services::cmd_controller(a),
+        Cmd::Router(a) => services::cmd_router(a),
+        Cmd::Demo(a) => services::cmd_demo(a),
         Cmd::Engines => {
             for e in routing::registry() {
                 println!(
@@ -401,7 +414,7 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
     };
     let mut files = Vec::new();
     if refuse.is_none() {
-        files = write_routing(&f, &routing, &a.out)?;
+        files = fabric::formats::write_routing(&f, &routing, &a.out)?;
     }
     if a.json {
         let mut v = report_json(&report, &f);
@@ -442,25 +455,6 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
         );
     }
     Ok(0)
-}
-
-fn write_routing(f: &Fabric, r: &Routing, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut out = Vec::new();
-    let p = dir.join("opensm-lfts.dump");
-    write_with(&p, |w| lft::write_to(f, &r.lfts, w))?;
-    out.push(p);
-    if let Some(t) = &r.sl2vl {
-        let p = dir.join("opensm-sl2vl.dump");
-        write_with(&p, |w| sl2vl::write_to(f, t, w))?;
-        out.push(p);
-    }
-    if let Some(t) = &r.path_sl {
-        let p = dir.join("path-sl.txt");
-        write_with(&p, |w| pathsl::write_to(f, t, w))?;
-        out.push(p);
-    }
-    Ok(out)
 }
 
 fn cmd_verify(a: VerifyArgs) -> Result<i32> {

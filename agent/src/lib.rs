@@ -1,2 +1,393 @@
-//! Per-subnet agent service. Not built yet: the `ibfabric` binary has no
-//! `agent` subcommand until this crate holds a real service.
+//! Per-subnet agent (`ibfabric agent --config FILE`).
+//!
+//! Routes and verifies its subnet ([`subnet::route_subnet`]), writes the
+//! OpenSM dumps, registers and reports to the leader controller, follows
+//! the controller's mapping pushes, and answers path queries. The routed
+//! subnet and the mapping are each one `Arc` snapshot swapped whole, so a
+//! query never mixes two versions.
+
+pub mod config;
+pub mod subnet;
+
+use arc_swap::ArcSwapOption;
+use config::AgentConfig;
+use fabric::intersubnet::{Gid, Mapping};
+use proto::v1;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use subnet::RoutedSubnet;
+use tokio::sync::{watch, Notify};
+use tonic::{Request, Response, Status};
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(3);
+
+/// The controller's mapping for this subnet, indexed.
+pub struct MappingState {
+    pub version: u64,
+    pub algorithm: String,
+    pub mapping: Mapping,
+    by_dest: HashMap<Gid, (u64, u16)>,
+}
+
+impl MappingState {
+    fn new(version: u64, algorithm: String, mapping: Mapping) -> Self {
+        let by_dest = mapping
+            .entries
+            .iter()
+            .map(|e| (e.dest, (e.router_port_guid, e.router_port_lid)))
+            .collect();
+        Self {
+            version,
+            algorithm,
+            mapping,
+            by_dest,
+        }
+    }
+}
+
+pub struct Agent {
+    pub cfg: AgentConfig,
+    pub subnet: ArcSwapOption<RoutedSubnet>,
+    pub mapping: ArcSwapOption<MappingState>,
+    generation: AtomicU64,
+    rerouted: Notify,
+    /// Fires with the mapping version after every accepted push.
+    mapping_changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Route(#[from] subnet::RouteError),
+    #[error("routing task failed: {0}")]
+    Task(String),
+    #[error("path query service: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+impl Agent {
+    pub fn new(cfg: AgentConfig) -> Arc<Self> {
+        Arc::new(Self {
+            cfg,
+            subnet: ArcSwapOption::empty(),
+            mapping: ArcSwapOption::empty(),
+            generation: AtomicU64::new(0),
+            rerouted: Notify::new(),
+            mapping_changed: watch::channel(0).0,
+        })
+    }
+
+    pub fn mapping_version(&self) -> u64 {
+        self.mapping.load().as_ref().map_or(0, |m| m.version)
+    }
+
+    pub fn subscribe_mapping(&self) -> watch::Receiver<u64> {
+        self.mapping_changed.subscribe()
+    }
+
+    /// Routes (again) on a blocking thread and swaps the result in. A
+    /// failed reroute keeps the tables in force.
+    pub async fn reroute(self: &Arc<Self>) -> Result<(), AgentError> {
+        let cfg = self.cfg.clone();
+        let routed = tokio::task::spawn_blocking(move || subnet::route_subnet(&cfg))
+            .await
+            .map_err(|e| AgentError::Task(e.to_string()))??;
+        // Generations must grow across agent restarts too, so they follow
+        // the clock (milliseconds), never going backwards.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let prev = self.generation.load(Ordering::SeqCst);
+        self.generation.store(now.max(prev + 1), Ordering::SeqCst);
+        self.subnet.store(Some(Arc::new(routed)));
+        self.rerouted.notify_one();
+        Ok(())
+    }
+
+    fn current_report(&self, session: &str) -> Option<v1::SubnetReport> {
+        let s = self.subnet.load_full()?;
+        let mut r = s.report.clone();
+        r.session = session.to_string();
+        r.generation = self.generation.load(Ordering::SeqCst);
+        Some(r)
+    }
+
+    fn accept_mapping(&self, m: &v1::MappingUpdate, prefix: u64) -> Result<bool, String> {
+        if m.subnet_prefix != prefix {
+            return Err(format!(
+                "mapping for subnet {:#018x}, this agent holds {prefix:#018x}",
+                m.subnet_prefix
+            ));
+        }
+        if m.version <= self.mapping_version() {
+            return Ok(false);
+        }
+        let mapping = proto::convert::mapping_from_wire(m).map_err(|e| e.0)?;
+        self.mapping.store(Some(Arc::new(MappingState::new(
+            m.version,
+            m.algorithm.clone(),
+            mapping,
+        ))));
+        self.mapping_changed.send_replace(m.version);
+        Ok(true)
+    }
+
+    /// Answers a path record query from the tables and mapping in force.
+    pub fn path_query(&self, src: Gid, dst: Gid) -> Result<v1::PathQueryReply, Status> {
+        let s = self
+            .subnet
+            .load_full()
+            .ok_or_else(|| Status::unavailable("subnet not routed yet"))?;
+        if src.prefix != s.prefix {
+            return Err(Status::invalid_argument(format!(
+                "source {src} is not in this subnet ({:#018x})",
+                s.prefix
+            )));
+        }
+        let slid = s.lid_of(src.guid).ok_or_else(|| {
+            Status::not_found(format!("no end port with GUID {:#018x} here", src.guid))
+        })?;
+        if dst.prefix == s.prefix {
+            let dlid = s.lid_of(dst.guid).ok_or_else(|| {
+                Status::not_found(format!("no end port with GUID {:#018x} here", dst.guid))
+            })?;
+            return Ok(v1::PathQueryReply {
+                slid: slid as u32,
+                dlid: dlid as u32,
+                sl: s.sl(slid, dlid) as u32,
+                remote: false,
+                router_port_guid: 0,
+                mapping_version: self.mapping_version(),
+            });
+        }
+        let m = self
+            .mapping
+            .load_full()
+            .ok_or_else(|| Status::unavailable("no router-port mapping from the controller yet"))?;
+        let (port_guid, lid) = match m.by_dest.get(&dst) {
+            Some(&(g, l)) => (g, l),
+            None => {
+                let g = m.mapping.defaults.first().copied().ok_or_else(|| {
+                    Status::not_found(format!(
+                        "no route to {dst}: no mapping entry and no default route"
+                    ))
+                })?;
+                let l = s.router_port_lid(g).ok_or_else(|| {
+                    Status::internal(format!(
+                        "default router port {g:#018x} is not in this subnet"
+                    ))
+                })?;
+                (g, l)
+            }
+        };
+        Ok(v1::PathQueryReply {
+            slid: slid as u32,
+            dlid: lid as u32,
+            sl: s.sl(slid, lid) as u32,
+            remote: true,
+            router_port_guid: port_guid,
+            mapping_version: m.version,
+        })
+    }
+}
+
+struct QueryService(Arc<Agent>);
+
+#[tonic::async_trait]
+impl v1::agent_server::Agent for QueryService {
+    async fn path_query(
+        &self,
+        req: Request<v1::PathQueryRequest>,
+    ) -> Result<Response<v1::PathQueryReply>, Status> {
+        let q = req.into_inner();
+        let (Some(src), Some(dst)) = (q.source.as_ref(), q.destination.as_ref()) else {
+            return Err(Status::invalid_argument(
+                "source and destination GIDs are required",
+            ));
+        };
+        self.0
+            .path_query(
+                proto::convert::gid_from_wire(src),
+                proto::convert::gid_from_wire(dst),
+            )
+            .map(Response::new)
+    }
+}
+
+/// Runs the agent until `shutdown` turns true: first route (an error here
+/// is returned: the agent does not start on tables it cannot verify), then
+/// the query service, the topology watch and the controller session.
+pub async fn run(
+    agent: Arc<Agent>,
+    listener: Option<tokio::net::TcpListener>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    agent.reroute().await?;
+    let mut tasks = Vec::new();
+    if agent.cfg.watch_topology {
+        tasks.push(tokio::spawn(watch_topology(
+            agent.clone(),
+            shutdown.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(controller_session(
+        agent.clone(),
+        shutdown.clone(),
+    )));
+    let r = match listener {
+        Some(l) => {
+            let mut sd = shutdown.clone();
+            tonic::transport::Server::builder()
+                .add_service(v1::agent_server::AgentServer::new(QueryService(
+                    agent.clone(),
+                )))
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(l),
+                    async move {
+                        let _ = sd.wait_for(|s| *s).await;
+                    },
+                )
+                .await
+                .map_err(AgentError::from)
+        }
+        None => {
+            let mut sd = shutdown.clone();
+            let _ = sd.wait_for(|s| *s).await;
+            Ok(())
+        }
+    };
+    for t in tasks {
+        t.abort();
+    }
+    r
+}
+
+/// Re-routes when the topology file changes (polled: works on every file
+/// system, and a subnet file changes at human pace).
+async fn watch_topology(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
+    let path = agent.cfg.topology.clone();
+    let stamp = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let mut last = stamp(&path);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = stamp(&path);
+        if now.is_some() && now != last {
+            last = now;
+            tracing::info!(topology = %path.display(), "topology changed; rerouting");
+            if let Err(e) = agent.reroute().await {
+                tracing::error!("reroute failed, keeping the tables in force: {e}");
+            }
+        }
+    }
+}
+
+/// Register, report, follow the mapping; on any break, the next controller
+/// after a backoff. Followers refuse registration (UNAVAILABLE), so the
+/// session settles on the leader.
+async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
+    let ctrls = agent.cfg.controllers.clone();
+    if ctrls.is_empty() {
+        tracing::warn!("no controller configured: local routing only");
+        return;
+    }
+    let prefix = match agent.cfg.prefix() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("{e}");
+            return;
+        }
+    };
+    let mut backoff = BACKOFF_MIN;
+    let mut i = 0usize;
+    loop {
+        let addr = ctrls[i % ctrls.len()].clone();
+        i += 1;
+        let outcome = tokio::select! {
+            r = one_session(&agent, &addr, prefix) => r,
+            _ = shutdown.changed() => return,
+        };
+        match outcome {
+            Ok(()) => backoff = BACKOFF_MIN,
+            Err(e) => tracing::debug!(controller = %addr, "controller session: {e}"),
+        }
+        if i.is_multiple_of(ctrls.len()) {
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => return,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+}
+
+/// One session with one controller: Ok when it was established and later
+/// ended, Err when it could not be established.
+async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), String> {
+    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string())
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let reg = client
+        .register(v1::RegisterRequest {
+            agent_id: agent.cfg.agent_id.clone(),
+            subnet_prefix: prefix,
+            query_addr: agent.cfg.listen.map(|a| a.to_string()).unwrap_or_default(),
+        })
+        .await
+        .map_err(|s| format!("register: {}: {}", s.code(), s.message()))?
+        .into_inner();
+    let lease = Duration::from_secs(reg.lease_seconds.max(1) as u64);
+    tracing::info!(controller = %addr, leader = %reg.controller_id, "registered");
+    let report = |c: &mut v1::controller_client::ControllerClient<tonic::transport::Channel>| {
+        let r = agent.current_report(&reg.session);
+        let mut c = c.clone();
+        async move {
+            let Some(r) = r else {
+                return Err("nothing routed to report".to_string());
+            };
+            c.report(r)
+                .await
+                .map(|a| a.into_inner())
+                .map_err(|s| format!("report: {}: {}", s.code(), s.message()))
+        }
+    };
+    report(&mut client).await?;
+    let mut stream = client
+        .watch_mapping(v1::WatchMappingRequest {
+            subnet_prefix: prefix,
+            have_version: agent.mapping_version(),
+        })
+        .await
+        .map_err(|s| format!("watch mapping: {}: {}", s.code(), s.message()))?
+        .into_inner();
+    // Reports double as the liveness heartbeat: well inside the lease.
+    let mut beat = tokio::time::interval(lease / 3);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            m = stream.message() => match m {
+                Ok(Some(m)) => match agent.accept_mapping(&m, prefix) {
+                    Ok(true) => tracing::info!(version = m.version, entries = m.entries.len(), "mapping applied"),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("mapping refused: {e}"),
+                },
+                Ok(None) => return Ok(()),
+                Err(s) => {
+                    tracing::info!(controller = %addr, "mapping watch ended: {}", s.message());
+                    return Ok(());
+                }
+            },
+            _ = agent.rerouted.notified() => {
+                report(&mut client).await?;
+            }
+            _ = beat.tick() => {
+                report(&mut client).await?;
+            }
+        }
+    }
+}

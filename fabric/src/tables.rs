@@ -283,6 +283,25 @@ pub struct Routing {
 }
 
 impl Routing {
+    /// Every table byte in a fixed order (LFT rows, SL-to-VL cubes and
+    /// injection rows, path-SL row map and rows), for digests that tell
+    /// whether two routings are identical.
+    pub fn for_each_table_chunk(&self, mut f: impl FnMut(&[u8])) {
+        f(&self.lfts.data);
+        if let Some(t) = &self.sl2vl {
+            f(&t.sw);
+            for r in &t.port {
+                f(r);
+            }
+        }
+        if let Some(p) = &self.path_sl {
+            for r in &p.row_of {
+                f(&r.to_le_bytes());
+            }
+            f(&p.rows);
+        }
+    }
+
     pub fn lfts_only(lfts: Lfts) -> Self {
         Self {
             lfts,

@@ -43,7 +43,7 @@ pub async fn follow(
         if got_any {
             backoff = BACKOFF_MIN;
         }
-        if got_any || i % controllers.len() == 0 {
+        if got_any || i.is_multiple_of(controllers.len()) {
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = shutdown.changed() => return,

@@ -11,6 +11,32 @@ use crate::error::Error;
 use crate::model::{Fabric, NodeId, NodeKind};
 use std::path::Path;
 
+/// Writes an engine's tables into `dir` under OpenSM's file names:
+/// `opensm-lfts.dump`, plus `opensm-sl2vl.dump` and `path-sl.txt` when the
+/// routing sets them. Returns the files written.
+pub fn write_routing(
+    f: &Fabric,
+    r: &crate::tables::Routing,
+    dir: &Path,
+) -> Result<Vec<std::path::PathBuf>, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out = Vec::new();
+    let p = dir.join("opensm-lfts.dump");
+    write_with(&p, |w| lft::write_to(f, &r.lfts, w))?;
+    out.push(p);
+    if let Some(t) = &r.sl2vl {
+        let p = dir.join("opensm-sl2vl.dump");
+        write_with(&p, |w| sl2vl::write_to(f, t, w))?;
+        out.push(p);
+    }
+    if let Some(t) = &r.path_sl {
+        let p = dir.join("path-sl.txt");
+        write_with(&p, |w| pathsl::write_to(f, t, w))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
 /// Writes `text` to `path`, mapping the error to one that names the file.
 pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::io(path, e))

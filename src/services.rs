@@ -1,0 +1,476 @@
+//! The service subcommands: `agent`, `controller`, `router`, and the
+//! embedded `demo` that runs them all in one process over loopback gRPC.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use controller::config::ControllerConfig;
+use fabric::intersubnet::{self, Gid, GlobalView};
+use proto::v1;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+#[derive(Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file (see the crate docs or README for the keys).
+    #[arg(long, short)]
+    pub config: PathBuf,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Turns Ctrl-C / SIGTERM into the shutdown signal the services watch.
+fn shutdown_on_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            if let Ok(mut term) = signal(SignalKind::terminate()) {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            } else {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+pub fn cmd_agent(a: ConfigArgs) -> Result<i32> {
+    let cfg = agent::config::AgentConfig::load(&a.config)?;
+    runtime()?.block_on(async move {
+        let listener = match cfg.listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding the path query service to {addr}"))?,
+            ),
+            None => None,
+        };
+        let ag = agent::Agent::new(cfg);
+        agent::run(ag, listener, shutdown_on_signal()).await?;
+        Ok(0)
+    })
+}
+
+pub fn cmd_router(a: ConfigArgs) -> Result<i32> {
+    let cfg = router_fw::config::RouterConfig::load(&a.config)?;
+    let guid = cfg
+        .guid()
+        .map_err(|e| anyhow!("{}: {e}", a.config.display()))?;
+    runtime()?.block_on(async move {
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .with_context(|| format!("binding the router service to {}", cfg.listen))?;
+        let fw = Arc::new(router_fw::RouterFw::new(guid, cfg.ports));
+        tracing::info!(router = %format!("{guid:#018x}"), listen = %cfg.listen, "router firmware service up");
+        router_fw::run(fw, listener, cfg.controllers, shutdown_on_signal()).await?;
+        Ok(0)
+    })
+}
+
+pub fn cmd_controller(a: ConfigArgs) -> Result<i32> {
+    let cfg = ControllerConfig::load(&a.config)?;
+    runtime()?.block_on(async move {
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .with_context(|| format!("binding the controller service to {}", cfg.listen))?;
+        let shutdown = shutdown_on_signal();
+        let ctl = start_controller(&cfg, shutdown.clone()).await?;
+        tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
+        controller::service::serve(ctl, listener, shutdown).await?;
+        Ok(0)
+    })
+}
+
+/// Builds a controller from its config: store, leadership, algorithm.
+async fn start_controller(
+    cfg: &ControllerConfig,
+    _shutdown: watch::Receiver<bool>,
+) -> Result<Arc<controller::Controller>> {
+    let algo = intersubnet::by_name(&cfg.algorithm)?;
+    let lease = Duration::from_secs(cfg.lease_seconds);
+    match cfg.store.kind.as_str() {
+        "memory" => {
+            // One process, one controller: it leads from the start.
+            let (_tx, rx) = watch::channel(Some(cfg.id.clone()));
+            let ctl = controller::Controller::new(
+                cfg.id.clone(),
+                lease,
+                algo,
+                Arc::new(controller::MemoryPersist::default()),
+                rx,
+            );
+            // The sender must outlive the controller: leak-free by moving it
+            // into a task that ends with the runtime.
+            tokio::spawn(async move {
+                let _keep = _tx;
+                std::future::pending::<()>().await
+            });
+            ctl.take_over().await?;
+            Ok(ctl)
+        }
+        k => bail!("store kind '{k}' is not available in this build"),
+    }
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Subnets (two-level fat trees) to join.
+    #[arg(long, default_value_t = 3)]
+    subnets: u32,
+    /// Leaf switches per subnet.
+    #[arg(long, default_value_t = 4)]
+    leaves: u32,
+    /// Spine switches per subnet (each links every router).
+    #[arg(long, default_value_t = 2)]
+    spines: u32,
+    /// HCAs per leaf.
+    #[arg(long, default_value_t = 4)]
+    hosts: u32,
+    /// Routers on top, each with one port to every spine of every subnet.
+    #[arg(long, default_value_t = 2)]
+    routers: u32,
+    /// Routing engine of every subnet's agent.
+    #[arg(long, default_value = "lash")]
+    engine: String,
+    /// Inter-subnet algorithm of the controller.
+    #[arg(long, default_value = "prefix")]
+    algorithm: String,
+    /// Keep the generated topology files and OpenSM dumps in this directory.
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// Machine-readable summary on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+struct DemoRun {
+    ctl_addr: String,
+    agents: Vec<(String, u64, String)>,
+    routers: Vec<(u64, String)>,
+}
+
+pub fn cmd_demo(a: DemoArgs) -> Result<i32> {
+    let t0 = Instant::now();
+    let m = fabric::multi::fat_tree_subnets(a.subnets, a.leaves, a.spines, a.hosts, a.routers)?;
+    fabric::routing::by_name(&a.engine)?;
+    intersubnet::by_name(&a.algorithm)?;
+    let tmp;
+    let dir = match &a.keep {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::tempdir().context("creating a temporary directory")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    for s in &m.subnets {
+        fabric::formats::write_file(
+            &dir.join(format!("{}.net", s.name)),
+            &fabric::formats::ibnetdiscover::write(&s.fabric),
+        )?;
+    }
+    let rt = runtime()?;
+    let (stop_tx, stop) = watch::channel(false);
+    let result = rt.block_on(async {
+        let run = start_demo(&a, &m, &dir, stop.clone()).await?;
+        let r = wait_and_report(&a, &m, &run, t0).await;
+        let _ = stop_tx.send(true);
+        r
+    });
+    drop(rt);
+    result
+}
+
+async fn start_demo(
+    a: &DemoArgs,
+    m: &fabric::multi::MultiFabric,
+    dir: &std::path::Path,
+    stop: watch::Receiver<bool>,
+) -> Result<DemoRun> {
+    let ctl_listener = TcpListener::bind("127.0.0.1:0").await?;
+    let ctl_addr = format!("http://{}", ctl_listener.local_addr()?);
+    let cfg = ControllerConfig::parse(
+        &format!(
+            "id = \"demo-controller\"\nlisten = \"{}\"\nalgorithm = \"{}\"\n",
+            ctl_listener.local_addr()?,
+            a.algorithm
+        ),
+        "demo controller config",
+    )?;
+    let ctl = start_controller(&cfg, stop.clone()).await?;
+    tokio::spawn(controller::service::serve(ctl, ctl_listener, stop.clone()));
+
+    let mut routers = Vec::new();
+    for r in &m.routers {
+        let l = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = format!("http://{}", l.local_addr()?);
+        let ports = r.ports.iter().map(|p| p.port).max().unwrap_or(0);
+        let fw = Arc::new(router_fw::RouterFw::new(r.guid, ports));
+        tokio::spawn(router_fw::run(fw, l, vec![ctl_addr.clone()], stop.clone()));
+        routers.push((r.guid, addr));
+    }
+    let mut agents = Vec::new();
+    for s in &m.subnets {
+        let l = TcpListener::bind("127.0.0.1:0").await?;
+        let local = l.local_addr()?;
+        let text = format!(
+            "agent_id = \"{name}\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{name}.net\"\n\
+             engine = \"{engine}\"\nout_dir = \"out/{name}\"\ncontrollers = [\"{ctl_addr}\"]\nlisten = \"{local}\"\n",
+            name = s.name,
+            prefix = s.prefix,
+            engine = a.engine,
+        );
+        let path = dir.join(format!("{}.agent.toml", s.name));
+        fabric::formats::write_file(&path, &text)?;
+        let cfg = agent::config::AgentConfig::load(&path)?;
+        let ag = agent::Agent::new(cfg);
+        let stop = stop.clone();
+        let name = s.name.clone();
+        tokio::spawn(async move {
+            if let Err(e) = agent::run(ag, Some(l), stop).await {
+                tracing::error!(agent = %name, "agent stopped: {e}");
+            }
+        });
+        agents.push((s.name.clone(), s.prefix, format!("http://{local}")));
+    }
+    Ok(DemoRun {
+        ctl_addr,
+        agents,
+        routers,
+    })
+}
+
+/// Waits until every router holds a table and every agent a mapping, then
+/// resolves sample inter-subnet paths hop by hop through the live services.
+async fn wait_and_report(
+    a: &DemoArgs,
+    m: &fabric::multi::MultiFabric,
+    run: &DemoRun,
+    t0: Instant,
+) -> Result<i32> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let state = loop {
+        let st = async {
+            let mut c = v1::controller_client::ControllerClient::connect(run.ctl_addr.clone())
+                .await
+                .ok()?;
+            c.state(v1::StateRequest {})
+                .await
+                .ok()
+                .map(|r| r.into_inner())
+        }
+        .await;
+        let mut ready = false;
+        if let Some(st) = &st {
+            let all_reported = st.subnets.len() == m.subnets.len()
+                && st
+                    .subnets
+                    .iter()
+                    .all(|s| s.routing.is_some() && s.mapping_version > 0);
+            let mut routers_ready = true;
+            for (_, addr) in &run.routers {
+                let v = async {
+                    let mut c = v1::router_fw_client::RouterFwClient::connect(addr.clone())
+                        .await
+                        .ok()?;
+                    c.state(v1::RouterStateRequest {})
+                        .await
+                        .ok()
+                        .map(|r| r.into_inner().version)
+                }
+                .await;
+                routers_ready &= v.unwrap_or(0) > 0;
+            }
+            ready = all_reported && routers_ready;
+        }
+        if ready {
+            if let Some(st) = st {
+                break st;
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the demo fabric did not converge within 30 s (run with -v to see the services' logs)");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let converged = t0.elapsed().as_secs_f64();
+    let view = GlobalView::from_multi(m);
+    // Sample paths: the first host of subnet 0 to the last host of every
+    // other subnet, resolved through the agents' and routers' RPCs.
+    let mut paths = Vec::new();
+    let src_sub = &view.subnets[0];
+    let src = src_sub
+        .end_ports
+        .first()
+        .ok_or_else(|| anyhow!("subnet 0 has no hosts"))?;
+    for dst_sub in view.subnets.iter().skip(1) {
+        let dst = dst_sub
+            .end_ports
+            .last()
+            .ok_or_else(|| anyhow!("a subnet has no hosts"))?;
+        let sg = Gid {
+            prefix: src_sub.prefix,
+            guid: src.guid,
+        };
+        let dg = Gid {
+            prefix: dst_sub.prefix,
+            guid: dst.guid,
+        };
+        let agent_addr = &run.agents[0].2;
+        let mut ac = v1::agent_client::AgentClient::connect(agent_addr.clone()).await?;
+        let pq = ac
+            .path_query(v1::PathQueryRequest {
+                source: Some(proto::convert::gid_to_wire(sg)),
+                destination: Some(proto::convert::gid_to_wire(dg)),
+            })
+            .await
+            .context("path query")?
+            .into_inner();
+        let rp = src_sub
+            .router_ports
+            .iter()
+            .find(|p| p.port_guid == pq.router_port_guid)
+            .ok_or_else(|| {
+                anyhow!(
+                    "agent chose router port {:#018x}, unknown",
+                    pq.router_port_guid
+                )
+            })?;
+        let raddr = run
+            .routers
+            .iter()
+            .find(|(g, _)| *g == rp.router_guid)
+            .map(|(_, a)| a.clone())
+            .ok_or_else(|| anyhow!("no router {:#018x}", rp.router_guid))?;
+        let mut rc = v1::router_fw_client::RouterFwClient::connect(raddr).await?;
+        let fd = rc
+            .forward(v1::ForwardQuery {
+                ingress_port: rp.port as u32,
+                slid: pq.slid,
+                destination: Some(proto::convert::gid_to_wire(dg)),
+            })
+            .await
+            .context("router forward query")?
+            .into_inner();
+        let delivered = fd.next_lid == dst.lid as u32;
+        paths.push(serde_json::json!({
+            "source": sg.to_string(), "destination": dg.to_string(),
+            "slid": pq.slid, "router_port_lid": pq.dlid, "sl": pq.sl,
+            "router": format!("{:#018x}", rp.router_guid), "ingress_port": rp.port,
+            "egress_port": fd.egress_port, "next_lid": fd.next_lid,
+            "destination_lid": dst.lid, "delivered": delivered,
+            "table_version": fd.table_version,
+        }));
+        if !delivered {
+            bail!(
+                "router sends {dg} to LID {} but its LID is {}",
+                fd.next_lid,
+                dst.lid
+            );
+        }
+    }
+    let all_ok = state.subnets.iter().all(|s| {
+        s.routing
+            .as_ref()
+            .is_some_and(|r| r.verified && r.deadlock_free)
+    });
+    if a.json {
+        let v = serde_json::json!({
+            "converged_seconds": converged,
+            "algorithm": state.algorithm,
+            "subnets": state.subnets.iter().map(|s| serde_json::json!({
+                "agent": s.agent_id, "prefix": format!("{:#018x}", s.subnet_prefix),
+                "switches": s.topology.map_or(0, |t| t.switches), "cas": s.topology.map_or(0, |t| t.cas),
+                "engine": s.routing.as_ref().map(|r| r.engine.clone()),
+                "vls": s.routing.as_ref().map(|r| r.vls), "deadlock_free": s.routing.as_ref().map(|r| r.deadlock_free),
+                "verified": s.routing.as_ref().map(|r| r.verified), "mapping_version": s.mapping_version,
+            })).collect::<Vec<_>>(),
+            "routers": state.routers.iter().map(|r| serde_json::json!({
+                "guid": format!("{:#018x}", r.router_guid), "desc": r.desc, "egress_version": r.egress_version,
+            })).collect::<Vec<_>>(),
+            "paths": paths,
+            "ok": all_ok,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "ibfabric demo: {} fat-tree subnets joined by {} routers, controller + {} agents + {} routers over loopback gRPC",
+            m.subnets.len(),
+            m.routers.len(),
+            run.agents.len(),
+            run.routers.len()
+        );
+        println!(
+            "converged in {converged:.2} s; inter-subnet algorithm: {}",
+            state.algorithm
+        );
+        println!();
+        println!(
+            "{:<10} {:<20} {:>8} {:>5} {:<8} {:>4} {:<14} {:>8}",
+            "subnet", "prefix", "switches", "CAs", "engine", "VLs", "deadlock free", "mapping"
+        );
+        for s in &state.subnets {
+            let r = s.routing.clone().unwrap_or_default();
+            println!(
+                "{:<10} {:<20} {:>8} {:>5} {:<8} {:>4} {:<14} {:>8}",
+                s.agent_id,
+                format!("{:#018x}", s.subnet_prefix),
+                s.topology.map_or(0, |t| t.switches),
+                s.topology.map_or(0, |t| t.cas),
+                r.engine,
+                r.vls,
+                if r.verified && r.deadlock_free {
+                    "yes (verified)"
+                } else {
+                    "NO"
+                },
+                format!("v{}", s.mapping_version)
+            );
+        }
+        println!();
+        for r in &state.routers {
+            println!(
+                "router {} {:#018x}: egress table v{}",
+                r.desc, r.router_guid, r.egress_version
+            );
+        }
+        println!();
+        println!("sample inter-subnet paths (agent path query, then the router's decision):");
+        for p in &paths {
+            println!(
+                "  {} -> {}: SLID {} -> router port LID {} (SL {}), router {} in port {} -> out port {} -> LID {} {}",
+                p["source"].as_str().unwrap_or(""),
+                p["destination"].as_str().unwrap_or(""),
+                p["slid"], p["router_port_lid"], p["sl"], p["router"].as_str().unwrap_or(""),
+                p["ingress_port"], p["egress_port"], p["next_lid"],
+                if p["delivered"].as_bool() == Some(true) { "(the destination)" } else { "(WRONG)" }
+            );
+        }
+        if let Some(k) = &a.keep {
+            println!();
+            println!(
+                "topology files, agent configs and OpenSM dumps kept in {}",
+                k.display()
+            );
+        }
+    }
+    Ok(if all_ok { 0 } else { 1 })
+}
