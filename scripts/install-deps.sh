@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Installs what the tests need when it is missing: OpenSM, the ibsim
+# Installs what the build and the tests need when it is missing: protoc
+# (the gRPC contracts are compiled at build time), OpenSM, the ibsim
 # simulator with its umad2sim preload, infiniband-diags, and GNU time.
+# `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
-for t in opensm ibsim ibnetdiscover dump_lfts; do
-    command -v "$t" >/dev/null 2>&1 || need+=("$t")
-done
-[ -e /usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so ] || need+=(libumad2sim)
-[ -x /usr/bin/time ] || need+=(time)
+pkgs=()
+command -v protoc >/dev/null 2>&1 || { need+=(protoc); pkgs+=(protobuf-compiler); }
+if [ "${1:-}" != "--build-only" ]; then
+    for t in opensm ibsim ibnetdiscover dump_lfts; do
+        command -v "$t" >/dev/null 2>&1 || need+=("$t")
+    done
+    [ -e /usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so ] || need+=(libumad2sim)
+    [ -x /usr/bin/time ] || need+=(time)
+    [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time)
+fi
 if [ ${#need[@]} -eq 0 ]; then
     echo "install-deps: all present"
     exit 0
@@ -17,5 +24,5 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq opensm ibsim-utils infiniband-diags libibumad3 time >/dev/null
+$SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
 echo "install-deps: done"

@@ -1,6 +1,8 @@
-//! Harness for tests that drive real processes: the `ibfabric` binary, the
-//! ibsim fabric simulator and OpenSM (through the umad2sim preload).
+//! Harness for tests that drive real processes: the `ibfabric` binary and
+//! its services, the ibsim fabric simulator and OpenSM (through the
+//! umad2sim preload).
 
+pub mod cluster;
 pub mod sim;
 
 use anyhow::{bail, Context, Result};

@@ -1,0 +1,315 @@
+//! A multi-subnet control plane of real processes on loopback: one
+//! `ibfabric controller`, one `ibfabric agent` per subnet, one
+//! `ibfabric router` per router, each with its own config file and log.
+//! Processes are killed when the cluster (or the process handle) drops.
+
+use anyhow::{bail, Context, Result};
+use fabric::multi::MultiFabric;
+use proto::v1;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed on drop; its stderr goes to `log`.
+pub struct Proc {
+    pub name: String,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, args: &[&str], dir: &Path) -> Result<Self> {
+        let bin = crate::ibfabric_bin()?;
+        let log = dir.join(format!("{name}.log"));
+        let f =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(&bin)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        Ok(Self {
+            name: name.to_string(),
+            log,
+            child: Some(child),
+        })
+    }
+
+    /// SIGKILL: the process gets no chance to clean up, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    pub fn log_tail(&self) -> String {
+        let t = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = t.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, or fails after `limit`.
+pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return Ok(v);
+        }
+        if Instant::now() > end {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub struct AgentProc {
+    pub name: String,
+    pub prefix: u64,
+    pub addr: String,
+    pub config: PathBuf,
+    pub proc: Proc,
+}
+
+pub struct RouterProc {
+    pub guid: u64,
+    pub addr: String,
+    pub proc: Proc,
+}
+
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub fabric: MultiFabric,
+    pub controllers: Vec<(String, Proc)>,
+    pub agents: Vec<AgentProc>,
+    pub routers: Vec<RouterProc>,
+}
+
+impl Cluster {
+    /// Generates `subnets` fat-tree subnets (4 leaves, 2 spines, 2 hosts per
+    /// leaf) joined by `routers` routers, writes their files and starts a
+    /// memory-store controller, the routers and the agents.
+    pub fn start(subnets: u32, routers: u32, engine: &str) -> Result<Self> {
+        let fabric = fabric::multi::fat_tree_subnets(subnets, 4, 2, 2, routers)?;
+        let dir = tempfile::tempdir()?;
+        let mut c = Self {
+            dir,
+            fabric,
+            controllers: Vec::new(),
+            agents: Vec::new(),
+            routers: Vec::new(),
+        };
+        let port = free_port()?;
+        let cfg = c.path("controller.toml");
+        std::fs::write(
+            &cfg,
+            format!("id = \"ctl\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\nlease_seconds = 3\n"),
+        )?;
+        let p = Proc::spawn(
+            "controller",
+            &["controller", "--config", path_str(&cfg)?],
+            c.dir.path(),
+        )?;
+        c.controllers.push((format!("http://127.0.0.1:{port}"), p));
+        let ctl = c.controllers[0].0.clone();
+        for i in 0..c.fabric.routers.len() {
+            c.start_router(i, std::slice::from_ref(&ctl))?;
+        }
+        for i in 0..c.fabric.subnets.len() {
+            let s = &c.fabric.subnets[i];
+            let net = c.path(&format!("{}.net", s.name));
+            std::fs::write(&net, fabric::formats::ibnetdiscover::write(&s.fabric))?;
+            c.write_agent_config(
+                i,
+                engine,
+                &s.name.clone(),
+                s.prefix,
+                std::slice::from_ref(&ctl),
+            )?;
+            c.start_agent(i)?;
+        }
+        Ok(c)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn start_router(&mut self, i: usize, controllers: &[String]) -> Result<()> {
+        let r = &self.fabric.routers[i];
+        let port = free_port()?;
+        let ports = r.ports.iter().map(|p| p.port).max().unwrap_or(0);
+        let cfg = self.path(&format!("router{i}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "router_guid = \"{:#018x}\"\nlisten = \"127.0.0.1:{port}\"\ncontrollers = {}\nports = {ports}\n",
+                r.guid,
+                toml_list(controllers)
+            ),
+        )?;
+        let p = Proc::spawn(
+            &format!("router{i}"),
+            &["router", "--config", path_str(&cfg)?],
+            self.dir.path(),
+        )?;
+        self.routers.push(RouterProc {
+            guid: r.guid,
+            addr: format!("http://127.0.0.1:{port}"),
+            proc: p,
+        });
+        Ok(())
+    }
+
+    pub fn write_agent_config(
+        &mut self,
+        i: usize,
+        engine: &str,
+        agent_id: &str,
+        prefix: u64,
+        controllers: &[String],
+    ) -> Result<()> {
+        let name = self.fabric.subnets[i].name.clone();
+        let port = free_port()?;
+        let cfg = self.path(&format!("{agent_id}.agent.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "agent_id = \"{agent_id}\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{name}.net\"\n\
+                 engine = \"{engine}\"\nout_dir = \"out/{agent_id}\"\ncontrollers = {}\nlisten = \"127.0.0.1:{port}\"\n",
+                toml_list(controllers)
+            ),
+        )?;
+        let entry = AgentProc {
+            name: agent_id.to_string(),
+            prefix,
+            addr: format!("http://127.0.0.1:{port}"),
+            config: cfg,
+            // Replaced by start_agent.
+            proc: Proc {
+                name: agent_id.to_string(),
+                log: PathBuf::new(),
+                child: None,
+            },
+        };
+        if let Some(a) = self.agents.iter_mut().find(|a| a.name == agent_id) {
+            *a = entry;
+        } else {
+            self.agents.push(entry);
+        }
+        Ok(())
+    }
+
+    pub fn start_agent(&mut self, i: usize) -> Result<()> {
+        let a = &mut self.agents[i];
+        a.proc.kill();
+        a.proc = Proc::spawn(
+            &a.name.clone(),
+            &["agent", "--config", path_str(&a.config)?],
+            self.dir.path(),
+        )?;
+        Ok(())
+    }
+
+    /// The first controller's state.
+    pub async fn state(&self, i: usize) -> Option<v1::ControllerState> {
+        let mut c = v1::controller_client::ControllerClient::connect(self.controllers[i].0.clone())
+            .await
+            .ok()?;
+        c.state(v1::StateRequest {})
+            .await
+            .ok()
+            .map(|r| r.into_inner())
+    }
+
+    pub async fn router_state(&self, i: usize) -> Option<v1::RouterState> {
+        let mut c = v1::router_fw_client::RouterFwClient::connect(self.routers[i].addr.clone())
+            .await
+            .ok()?;
+        c.state(v1::RouterStateRequest {})
+            .await
+            .ok()
+            .map(|r| r.into_inner())
+    }
+
+    /// Waits until every subnet is reported with a mapping and every router
+    /// holds a table; returns the controller state then.
+    pub async fn converged(&self, ctl: usize, limit: Duration) -> Result<v1::ControllerState> {
+        let n = self.fabric.subnets.len();
+        let r = wait_for("the control plane to converge", limit, || async {
+            let st = self.state(ctl).await?;
+            let ok = st.leader
+                && st.subnets.len() == n
+                && st
+                    .subnets
+                    .iter()
+                    .all(|s| s.routing.is_some() && s.mapping_version > 0);
+            if !ok {
+                return None;
+            }
+            for i in 0..self.routers.len() {
+                if self.router_state(i).await?.version == 0 {
+                    return None;
+                }
+            }
+            Some(st)
+        })
+        .await;
+        match r {
+            Ok(st) => Ok(st),
+            Err(e) => bail!("{e}\n{}", self.logs()),
+        }
+    }
+
+    /// Tails of every process log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        for (_, p) in &self.controllers {
+            s += &format!("--- {}\n{}\n", p.name, p.log_tail());
+        }
+        for a in &self.agents {
+            s += &format!("--- {}\n{}\n", a.proc.name, a.proc.log_tail());
+        }
+        for r in &self.routers {
+            s += &format!("--- {}\n{}\n", r.proc.name, r.proc.log_tail());
+        }
+        s
+    }
+}
+
+fn path_str(p: &Path) -> Result<&str> {
+    p.to_str().context("temporary path is not UTF-8")
+}
+
+fn toml_list(v: &[String]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}

@@ -1,0 +1,309 @@
+//! The control plane as real processes over loopback gRPC: controller
+//! (in-memory store), one agent per subnet, one router firmware process
+//! per router. Every answer of the live system is checked against the
+//! pure inter-subnet algorithm run on the same generated fabric.
+
+use fabric::intersubnet::{self, Gid, GlobalView};
+use integration_tests::cluster::{wait_for, Cluster};
+use proto::v1;
+use std::time::Duration;
+
+const CONVERGE: Duration = Duration::from_secs(30);
+
+async fn path_query(addr: &str, src: Gid, dst: Gid) -> Result<v1::PathQueryReply, tonic::Status> {
+    let mut c = v1::agent_client::AgentClient::connect(addr.to_string())
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    c.path_query(v1::PathQueryRequest {
+        source: Some(proto::convert::gid_to_wire(src)),
+        destination: Some(proto::convert::gid_to_wire(dst)),
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+async fn forward(
+    addr: &str,
+    ingress: u8,
+    slid: u32,
+    dst: Gid,
+) -> Result<v1::ForwardDecision, tonic::Status> {
+    let mut c = v1::router_fw_client::RouterFwClient::connect(addr.to_string())
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    c.forward(v1::ForwardQuery {
+        ingress_port: ingress as u32,
+        slid,
+        destination: Some(proto::convert::gid_to_wire(dst)),
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_report_routers_get_tables_and_every_cross_subnet_path_resolves() {
+    let c = Cluster::start(3, 2, "lash").expect("cluster starts");
+    let st = c.converged(0, CONVERGE).await.expect("converges");
+    for s in &st.subnets {
+        let r = s.routing.as_ref().expect("routing reported");
+        assert!(r.verified && r.deadlock_free, "{}: {r:?}", s.agent_id);
+        assert_eq!(r.table_digest.len(), 64);
+        assert!(s.live);
+    }
+    // The agents wrote the OpenSM dumps they report on.
+    for a in &c.agents {
+        let p = c.path(&format!("out/{}/opensm-lfts.dump", a.name));
+        let text = std::fs::read_to_string(&p).expect("LFT dump written");
+        assert!(text.contains("Unicast lids"), "{}", p.display());
+    }
+    // Every cross-subnet pair: agent's router port, then the router's
+    // decision, equal to what the algorithm computes on the same view.
+    let view = GlobalView::from_multi(&c.fabric);
+    let expect = intersubnet::by_name("prefix")
+        .and_then(|a| a.route(&view))
+        .expect("algorithm runs");
+    let mut checked = 0;
+    for (si, s) in view.subnets.iter().enumerate() {
+        let agent = c
+            .agents
+            .iter()
+            .find(|a| a.prefix == s.prefix)
+            .expect("agent per subnet");
+        for src in &s.end_ports {
+            for d in view.subnets.iter().filter(|d| d.prefix != s.prefix) {
+                for dst in &d.end_ports {
+                    let sg = Gid {
+                        prefix: s.prefix,
+                        guid: src.guid,
+                    };
+                    let dg = Gid {
+                        prefix: d.prefix,
+                        guid: dst.guid,
+                    };
+                    let pq = path_query(&agent.addr, sg, dg).await.expect("path query");
+                    assert!(pq.remote);
+                    assert_eq!(pq.slid, src.lid as u32);
+                    let hops = intersubnet::trace(&view, &expect, sg, dg).expect("pure trace");
+                    let first = &hops[0];
+                    let rp = s
+                        .router_ports
+                        .iter()
+                        .find(|p| p.port_guid == pq.router_port_guid)
+                        .expect("agent picked a router port of its subnet");
+                    assert_eq!(
+                        (rp.router_guid, rp.port),
+                        (first.router_guid, first.ingress_port)
+                    );
+                    assert_eq!(pq.dlid, rp.lid as u32);
+                    let router = c
+                        .routers
+                        .iter()
+                        .find(|r| r.guid == rp.router_guid)
+                        .expect("router");
+                    let fd = forward(&router.addr, rp.port, pq.slid, dg)
+                        .await
+                        .expect("forward");
+                    assert_eq!(
+                        fd.next_lid, dst.lid as u32,
+                        "delivered to the destination's LID"
+                    );
+                    assert_eq!(fd.egress_port, first.egress_port as u32);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(si < 3);
+    }
+    // 3 subnets x 8 hosts x 16 remote hosts.
+    assert_eq!(checked, 3 * 8 * 16);
+    // Local pairs resolve without a router.
+    let s = &view.subnets[0];
+    let pq = path_query(
+        &c.agents[0].addr,
+        Gid {
+            prefix: s.prefix,
+            guid: s.end_ports[0].guid,
+        },
+        Gid {
+            prefix: s.prefix,
+            guid: s.end_ports[5].guid,
+        },
+    )
+    .await
+    .expect("local query");
+    assert!(!pq.remote);
+    assert_eq!(pq.dlid, s.end_ports[5].lid as u32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_table_push_is_refused_and_the_old_table_kept() {
+    let c = Cluster::start(2, 1, "lash").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let before = c.router_state(0).await.expect("router state");
+    assert!(before.version > 0 && before.rules > 0);
+    let view = GlobalView::from_multi(&c.fabric);
+    let d = &view.subnets[1];
+    let dg = Gid {
+        prefix: d.prefix,
+        guid: d.end_ports[0].guid,
+    };
+    let rp = &view.subnets[0].router_ports[0];
+    let ok = forward(&c.routers[0].addr, rp.port, 1, dg)
+        .await
+        .expect("forward");
+
+    let mut client = v1::router_fw_client::RouterFwClient::connect(c.routers[0].addr.clone())
+        .await
+        .expect("connect");
+    let rule = |next_lid: u32, ports: Vec<u32>| v1::EgressRule {
+        r#match: Some(v1::egress_rule::Match::Gid(proto::convert::gid_to_wire(dg))),
+        next_lid,
+        ports,
+        choice: v1::Choice::First as i32,
+    };
+    let table = |version: u64, rules: Vec<v1::EgressRule>| v1::EgressTables {
+        router_guid: c.routers[0].guid,
+        version,
+        algorithm: "test".into(),
+        contexts: vec![v1::IngressContext {
+            ingress_ports: vec![],
+            rules,
+        }],
+    };
+    // Malformed: LID 0, a port the router lacks, no port at all; then a
+    // well-formed but older table, and one for another router.
+    for (bad, code) in [
+        (
+            table(before.version + 10, vec![rule(0, vec![1])]),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            table(before.version + 10, vec![rule(5, vec![200])]),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            table(before.version + 10, vec![rule(5, vec![])]),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            table(before.version, vec![rule(5, vec![1])]),
+            tonic::Code::FailedPrecondition,
+        ),
+        (
+            v1::EgressTables {
+                router_guid: 0x1234,
+                ..table(before.version + 10, vec![rule(5, vec![1])])
+            },
+            tonic::Code::InvalidArgument,
+        ),
+    ] {
+        let e = client.install(bad).await.expect_err("refused");
+        assert_eq!(e.code(), code, "{}", e.message());
+    }
+    let after = c.router_state(0).await.expect("router state");
+    assert_eq!(after.version, before.version, "old table kept");
+    assert_eq!(after.rules, before.rules);
+    assert_eq!(after.rejected, before.rejected + 5);
+    assert_eq!(
+        forward(&c.routers[0].addr, rp.port, 1, dg)
+            .await
+            .expect("forward"),
+        ok
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_agent_claiming_a_live_prefix_is_refused() {
+    let mut c = Cluster::start(2, 1, "lash").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let prefix = c.agents[0].prefix;
+    let mut client = v1::controller_client::ControllerClient::connect(c.controllers[0].0.clone())
+        .await
+        .expect("connect");
+    let e = client
+        .register(v1::RegisterRequest {
+            agent_id: "intruder".into(),
+            subnet_prefix: prefix,
+            query_addr: String::new(),
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        e.message().contains("held by live agent 'subnet0'"),
+        "{}",
+        e.message()
+    );
+    // A real agent process with the same prefix does not take it over.
+    let ctl = vec![c.controllers[0].0.clone()];
+    c.write_agent_config(0, "lash", "intruder", prefix, &ctl)
+        .expect("config");
+    let i = c
+        .agents
+        .iter()
+        .position(|a| a.name == "intruder")
+        .expect("added");
+    c.start_agent(i).expect("starts");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let st = c.state(0).await.expect("state");
+    let s = st
+        .subnets
+        .iter()
+        .find(|s| s.subnet_prefix == prefix)
+        .expect("subnet");
+    assert_eq!(s.agent_id, "subnet0");
+    assert!(s.live);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_resyncs_with_the_same_versions() {
+    let mut c = Cluster::start(2, 1, "lash").expect("cluster starts");
+    let st = c.converged(0, CONVERGE).await.expect("converges");
+    let before = st
+        .subnets
+        .iter()
+        .find(|s| s.agent_id == "subnet0")
+        .expect("subnet0")
+        .clone();
+    let view = GlobalView::from_multi(&c.fabric);
+    let (s, d) = (&view.subnets[0], &view.subnets[1]);
+    let sg = Gid {
+        prefix: s.prefix,
+        guid: s.end_ports[0].guid,
+    };
+    let dg = Gid {
+        prefix: d.prefix,
+        guid: d.end_ports[0].guid,
+    };
+    let q1 = path_query(&c.agents[0].addr, sg, dg).await.expect("query");
+
+    c.agents[0].proc.kill();
+    assert!(
+        path_query(&c.agents[0].addr, sg, dg).await.is_err(),
+        "agent is down"
+    );
+    c.start_agent(0).expect("restarts");
+    let addr = c.agents[0].addr.clone();
+    let q2 = wait_for("the restarted agent's mapping", CONVERGE, || {
+        let addr = addr.clone();
+        async move { path_query(&addr, sg, dg).await.ok() }
+    })
+    .await
+    .expect("resynced");
+    assert_eq!(q2, q1, "same routes, same mapping version");
+    let st = c.state(0).await.expect("state");
+    let after = st
+        .subnets
+        .iter()
+        .find(|s| s.agent_id == "subnet0")
+        .expect("subnet0");
+    assert!(after.generation > before.generation, "a new report arrived");
+    assert_eq!(
+        after.mapping_version, before.mapping_version,
+        "nothing changed, no new version"
+    );
+    assert_eq!(
+        after.routing.as_ref().map(|r| r.table_digest.clone()),
+        before.routing.as_ref().map(|r| r.table_digest.clone())
+    );
+}
