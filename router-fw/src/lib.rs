@@ -223,6 +223,29 @@ impl RouterFw {
     }
 }
 
+/// Runs the router: the RouterFw service on `listener` and the controller
+/// watch, until `shutdown` turns true.
+pub async fn run(
+    fw: Arc<RouterFw>,
+    listener: tokio::net::TcpListener,
+    controllers: Vec<String>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), tonic::transport::Error> {
+    let follow = tokio::spawn(watch::follow(fw.clone(), controllers, shutdown.clone()));
+    let mut sd = shutdown.clone();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let r = tonic::transport::Server::builder()
+        .add_service(v1::router_fw_server::RouterFwServer::new(service::Service(
+            fw,
+        )))
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = sd.wait_for(|s| *s).await;
+        })
+        .await;
+    follow.abort();
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,27 +358,4 @@ mod tests {
         }
         reader.join().expect("reader saw consistent tables");
     }
-}
-
-/// Runs the router: the RouterFw service on `listener` and the controller
-/// watch, until `shutdown` turns true.
-pub async fn run(
-    fw: Arc<RouterFw>,
-    listener: tokio::net::TcpListener,
-    controllers: Vec<String>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), tonic::transport::Error> {
-    let follow = tokio::spawn(watch::follow(fw.clone(), controllers, shutdown.clone()));
-    let mut sd = shutdown.clone();
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let r = tonic::transport::Server::builder()
-        .add_service(v1::router_fw_server::RouterFwServer::new(service::Service(
-            fw,
-        )))
-        .serve_with_incoming_shutdown(incoming, async move {
-            let _ = sd.wait_for(|s| *s).await;
-        })
-        .await;
-    follow.abort();
-    r
 }
