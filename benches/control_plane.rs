@@ -1,0 +1,197 @@
+//! Control-plane latency: from an agent's report to every router holding
+//! the tables that report leads to. Controller (in-memory store) and router
+//! firmware services run in this process and talk real gRPC over loopback;
+//! the reports are those the agent would send (each subnet routed and
+//! verified first, outside the timed part).
+//!
+//! Setup: `IBF_CP_SUBNETS` fat-tree subnets (default 8) of `IBF_CP_LEAVES`
+//! leaves x `IBF_CP_HOSTS` hosts (default 64 x 32 = 2,048 HCAs), 16 spines,
+//! `IBF_CP_ROUTERS` routers (default 4). Runs `IBF_CP_RUNS` times (default
+//! 5) and prints the median of each figure.
+//!
+//!   cargo bench --bench control_plane
+
+use fabric::multi::fat_tree_subnets;
+use proto::v1;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+fn env(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+struct Figures {
+    all_reports_to_tables: f64,
+    change_to_tables: f64,
+    recompute: f64,
+}
+
+async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures {
+    let (_stop_tx, stop) = watch::channel(false);
+    let (_ltx, lrx) = watch::channel(Some("bench".to_string()));
+    let algo = fabric::intersubnet::by_name("prefix").expect("algorithm");
+    let ctl = controller::Controller::new(
+        "bench".into(),
+        Duration::from_secs(30),
+        algo,
+        Arc::new(controller::MemoryPersist::default()),
+        lrx,
+    );
+    ctl.take_over().await.expect("take over");
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = format!("http://{}", l.local_addr().expect("addr"));
+    tokio::spawn(controller::service::serve(ctl.clone(), l, stop.clone()));
+    let mut fws = Vec::new();
+    for &(guid, ports) in routers {
+        let fw = Arc::new(router_fw::RouterFw::new(guid, ports));
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        tokio::spawn(router_fw::run(
+            fw.clone(),
+            l,
+            vec![addr.clone()],
+            stop.clone(),
+        ));
+        fws.push(fw);
+    }
+    let mut client = v1::controller_client::ControllerClient::connect(addr.clone())
+        .await
+        .expect("connect");
+    let mut sessions = Vec::new();
+    for r in reports {
+        let reg = client
+            .register(v1::RegisterRequest {
+                agent_id: format!("agent-{:x}", r.subnet_prefix),
+                subnet_prefix: r.subnet_prefix,
+                query_addr: String::new(),
+            })
+            .await
+            .expect("register")
+            .into_inner();
+        sessions.push(reg.session);
+    }
+    let wait_all = |version: u64| {
+        let fws = fws.clone();
+        async move {
+            loop {
+                if fws.iter().all(|f| f.version() >= version) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+        }
+    };
+    // All subnets report; time until every router applied the final tables.
+    let t = Instant::now();
+    let mut last_ack = 0;
+    for (r, s) in reports.iter().zip(&sessions) {
+        let mut r = r.clone();
+        r.session = s.clone();
+        r.generation = 1;
+        last_ack = client
+            .report(r)
+            .await
+            .expect("report")
+            .into_inner()
+            .generation;
+    }
+    assert_eq!(last_ack, 1);
+    let v = ctl.published().version;
+    wait_all(v).await;
+    let all_reports_to_tables = t.elapsed().as_secs_f64();
+
+    // One subnet changes (a host leaves): report to tables applied.
+    let mut changed = reports[0].clone();
+    changed.session = sessions[0].clone();
+    changed.generation = 2;
+    changed.end_ports.pop();
+    let t = Instant::now();
+    client.report(changed).await.expect("report");
+    let v2 = ctl.published().version;
+    assert!(v2 > v, "a change publishes a new version");
+    wait_all(v2).await;
+    let change_to_tables = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    ctl.recompute().await.expect("recompute");
+    let recompute = t.elapsed().as_secs_f64();
+    Figures {
+        all_reports_to_tables,
+        change_to_tables,
+        recompute,
+    }
+}
+
+fn main() {
+    let subnets = env("IBF_CP_SUBNETS", 8);
+    let leaves = env("IBF_CP_LEAVES", 64);
+    let hosts = env("IBF_CP_HOSTS", 32);
+    let routers = env("IBF_CP_ROUTERS", 4);
+    let runs = env("IBF_CP_RUNS", 5).max(1);
+    let m = fat_tree_subnets(subnets, leaves, 16, hosts, routers).expect("fabric");
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut reports = Vec::new();
+    let t = Instant::now();
+    for s in &m.subnets {
+        let net = dir.path().join(format!("{}.net", s.name));
+        fabric::formats::write_file(&net, &fabric::formats::ibnetdiscover::write(&s.fabric))
+            .expect("write");
+        let cfg = agent::config::AgentConfig::parse(
+            &format!(
+                "agent_id = \"{}\"\nsubnet_prefix = \"{:#018x}\"\ntopology = \"{}\"\nengine = \"minhop\"\n",
+                s.name,
+                s.prefix,
+                net.display()
+            ),
+            "bench",
+        )
+        .expect("config");
+        let routed = agent::subnet::route_subnet(&cfg).expect("routes");
+        reports.push(routed.report.clone());
+    }
+    let route_all = t.elapsed().as_secs_f64();
+    let routers: Vec<(u64, u8)> = m
+        .routers
+        .iter()
+        .map(|r| (r.guid, r.ports.iter().map(|p| p.port).max().unwrap_or(0)))
+        .collect();
+    let hcas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut figs = Vec::new();
+    for _ in 0..runs {
+        figs.push(rt.block_on(one_run(&reports, &routers)));
+    }
+    println!(
+        "{subnets} subnets x {} HCAs ({hcas} HCAs), {} routers joining every subnet (one egress rule per remote HCA); routing all subnets (minhop, outside the timed part) {:.2} s; {} threads; median of {runs}",
+        m.subnets[0].fabric.num_cas(),
+        routers.len(),
+        route_all,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    println!("| figure | seconds |");
+    println!("|---|---|");
+    println!(
+        "| all {subnets} reports -> every router holds the final tables | {:.3} |",
+        median(figs.iter().map(|f| f.all_reports_to_tables).collect())
+    );
+    println!(
+        "| one subnet's changed report -> every router holds the new tables | {:.3} |",
+        median(figs.iter().map(|f| f.change_to_tables).collect())
+    );
+    println!(
+        "| controller recompute alone (prefix baseline, no change) | {:.4} |",
+        median(figs.iter().map(|f| f.recompute).collect())
+    );
+}
