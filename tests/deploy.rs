@@ -1,0 +1,44 @@
+//! The example configs in deploy/ parse with the services' own parsers.
+
+use std::path::Path;
+
+fn text(name: &str) -> (String, String) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config").join(name);
+    let t = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    (t, p.display().to_string())
+}
+
+#[test]
+fn example_configs_are_valid() {
+    let (t, p) = text("controller.toml");
+    let c = controller::config::ControllerConfig::parse(&t, &p).expect("controller config");
+    assert_eq!(c.store.kind, "etcd");
+    assert!(!c.store.endpoints.is_empty());
+    let (t, p) = text("agent.toml");
+    let a = agent::config::AgentConfig::parse(&t, &p).expect("agent config");
+    assert_eq!(a.prefix(), Ok(0xfec0_0000_0000_0001));
+    assert!(a.watch_topology);
+    let (t, p) = text("router.toml");
+    let r = router_fw::config::RouterConfig::parse(&t, &p).expect("router config");
+    assert_eq!(r.guid(), Ok(0x0004_0000_0000_0000));
+}
+
+#[test]
+fn config_errors_name_the_file_and_line() {
+    let e = controller::config::ControllerConfig::parse("id = \"x\"\nlisten = 5\n", "c.toml")
+        .expect_err("listen must be an address");
+    let msg = e.to_string();
+    assert!(msg.starts_with("c.toml: ") && msg.contains("line 2"), "{msg}");
+    let e = controller::config::ControllerConfig::parse(
+        "id = \"x\"\nlisten = \"127.0.0.1:1\"\n[store]\nkind = \"etcd\"\n",
+        "c.toml",
+    )
+    .expect_err("etcd needs endpoints");
+    assert!(e.to_string().contains("endpoints"), "{e}");
+    let e = router_fw::config::RouterConfig::parse(
+        "router_guid = \"nope\"\nlisten = \"127.0.0.1:1\"\n",
+        "r.toml",
+    )
+    .expect_err("bad guid");
+    assert!(e.to_string().contains("router_guid"), "{e}");
+}
