@@ -3,7 +3,9 @@
 use std::path::Path;
 
 fn text(name: &str) -> (String, String) {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/config")
+        .join(name);
     let t = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     (t, p.display().to_string())
 }
@@ -28,7 +30,10 @@ fn config_errors_name_the_file_and_line() {
     let e = controller::config::ControllerConfig::parse("id = \"x\"\nlisten = 5\n", "c.toml")
         .expect_err("listen must be an address");
     let msg = e.to_string();
-    assert!(msg.starts_with("c.toml: ") && msg.contains("line 2"), "{msg}");
+    assert!(
+        msg.starts_with("c.toml: ") && msg.contains("line 2"),
+        "{msg}"
+    );
     let e = controller::config::ControllerConfig::parse(
         "id = \"x\"\nlisten = \"127.0.0.1:1\"\n[store]\nkind = \"etcd\"\n",
         "c.toml",

@@ -244,7 +244,7 @@ pub trait InterSubnetRouting: Send + Sync {
 
 /// Every inter-subnet algorithm the product ships.
 pub fn registry() -> Vec<Box<dyn InterSubnetRouting>> {
-    vec![Box::new(PrefixBaseline)]
+    vec![Box::new(PrefixBaseline), Box::new(Issr)]
 }
 
 pub fn by_name(name: &str) -> Result<Box<dyn InterSubnetRouting>> {
@@ -327,6 +327,111 @@ impl InterSubnetRouting for PrefixBaseline {
                         next_lid: e.lid,
                         ports: vec![p.port],
                         choice: Choice::First,
+                    }));
+                }
+                RouterTable {
+                    router_guid: guid,
+                    contexts: vec![Context {
+                        ingress_ports: Vec::new(),
+                        rules,
+                    }],
+                }
+            })
+            .collect();
+        Ok(InterSubnetRoutes {
+            algorithm: self.name().to_string(),
+            mappings,
+            routers: tables,
+        })
+    }
+}
+
+/// ISSR (inter-subnet source routing, the paper's section 4.1): the mapping
+/// file names a full destination GID, and the destinations of each remote
+/// subnet are dealt round robin over every local router port that reaches
+/// it directly, alternating routers first (router A port 1, router B port
+/// 1, router A port 2, ...). Routers relay by a hash of (source LID, next
+/// LID) over all their ports toward the destination's subnet. The default
+/// route ('*') lists the first port of every router.
+pub struct Issr;
+
+impl InterSubnetRouting for Issr {
+    fn name(&self) -> &'static str {
+        "issr"
+    }
+    fn description(&self) -> &'static str {
+        "ISSR: per-GID router ports round robin, routers hash (source, destination) over their ports"
+    }
+    fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes> {
+        let routers = view.routers();
+        let mut mappings = Vec::with_capacity(view.subnets.len());
+        for (si, s) in view.subnets.iter().enumerate() {
+            let mut entries = Vec::new();
+            for (ti, t) in view.subnets.iter().enumerate() {
+                if ti == si {
+                    continue;
+                }
+                // (rank within its router, router GUID, port): sorting by it
+                // alternates routers.
+                let mut cand: Vec<(usize, u64, &RouterPortView)> = Vec::new();
+                for (&g, ports) in &routers {
+                    if !ports.iter().any(|(sn, _)| *sn == ti) {
+                        continue;
+                    }
+                    for (rank, (_, p)) in ports.iter().filter(|(sn, _)| *sn == si).enumerate() {
+                        cand.push((rank, g, p));
+                    }
+                }
+                cand.sort_by_key(|&(rank, g, p)| (rank, g, p.port));
+                if cand.is_empty() {
+                    continue;
+                }
+                entries.extend(t.end_ports.iter().enumerate().map(|(k, e)| {
+                    let p = cand[k % cand.len()].2;
+                    MapEntry {
+                        dest: Gid {
+                            prefix: t.prefix,
+                            guid: e.guid,
+                        },
+                        router_port_guid: p.port_guid,
+                        router_port_lid: p.lid,
+                    }
+                }));
+            }
+            let mut defaults = Vec::new();
+            let mut seen = Vec::new();
+            for p in &s.router_ports {
+                if !seen.contains(&p.router_guid) {
+                    seen.push(p.router_guid);
+                    defaults.push(p.port_guid);
+                }
+            }
+            mappings.push(Mapping {
+                prefix: s.prefix,
+                entries,
+                defaults,
+            });
+        }
+        let tables = routers
+            .iter()
+            .map(|(&guid, ports)| {
+                let mut rules = Vec::new();
+                let mut subnets: Vec<usize> = ports.iter().map(|(sn, _)| *sn).collect();
+                subnets.dedup();
+                for ti in subnets {
+                    let out: Vec<u8> = ports
+                        .iter()
+                        .filter(|(sn, _)| *sn == ti)
+                        .map(|(_, p)| p.port)
+                        .collect();
+                    rules.extend(view.subnets[ti].end_ports.iter().map(|e| Rule {
+                        matches: Match::Gid(Gid {
+                            prefix: view.subnets[ti].prefix,
+                            guid: e.guid,
+                        }),
+                        next_lid: e.lid,
+                        ports: out.clone(),
+                        choice: Choice::Hash,
                     }));
                 }
                 RouterTable {
@@ -530,6 +635,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn issr_spreads_destinations_over_every_router_port_and_reaches_all_pairs() {
+        let m = fat_tree_subnets(3, 2, 2, 4, 2).expect("generates");
+        let view = GlobalView::from_multi(&m);
+        let r = Issr.route(&view).expect("routes");
+        for (si, s) in view.subnets.iter().enumerate() {
+            // 2 routers x 2 ports here, 16 remote hosts: 4 each.
+            let mut per: BTreeMap<u64, usize> = BTreeMap::new();
+            for e in &r.mappings[si].entries {
+                *per.entry(e.router_port_guid).or_default() += 1;
+            }
+            assert_eq!(per.len(), 4, "every local router port carries traffic");
+            assert!(per.values().all(|&n| n == 4), "{per:?}");
+            assert_eq!(r.mappings[si].defaults.len(), 2, "one default per router");
+            for src in &s.end_ports {
+                for d in view.subnets.iter().filter(|d| d.prefix != s.prefix) {
+                    for dst in &d.end_ports {
+                        let sg = Gid {
+                            prefix: s.prefix,
+                            guid: src.guid,
+                        };
+                        let dg = Gid {
+                            prefix: d.prefix,
+                            guid: dst.guid,
+                        };
+                        let path = trace(&view, &r, sg, dg).expect("reachable");
+                        assert_eq!(path.len(), 1);
+                        assert_eq!(path[0].next_lid, dst.lid);
+                    }
+                }
+            }
+        }
+        // Routers use both of their ports into a subnet.
+        let t = &r.routers[0];
+        assert!(t.contexts[0]
+            .rules
+            .iter()
+            .all(|r| r.ports.len() == 2 && r.choice == Choice::Hash));
     }
 
     #[test]
