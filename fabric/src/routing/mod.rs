@@ -2,8 +2,11 @@
 
 pub mod dfd2;
 pub mod dfdn;
+pub mod dnup;
+pub mod ftree;
 pub mod minhop;
 pub mod sssp;
+pub mod updn;
 
 use crate::error::{Error, Result};
 use crate::model::Fabric;
@@ -39,6 +42,9 @@ pub struct EngineOptions<'a> {
     pub base: Base,
     /// Called with (work done, total work) on long runs.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+    /// Root switches (node GUIDs) for engines that rank switches from roots
+    /// (Up*/Down*); `None` lets the engine choose.
+    pub roots: Option<&'a [u64]>,
 }
 
 impl Default for EngineOptions<'_> {
@@ -48,6 +54,7 @@ impl Default for EngineOptions<'_> {
             max_sls: 16,
             base: Base::MinHop,
             progress: None,
+            roots: None,
         }
     }
 }
@@ -80,6 +87,11 @@ pub trait RoutingEngine: Send + Sync {
     fn description(&self) -> &'static str;
     /// Whether the engine promises deadlock freedom (the verifier checks it anyway).
     fn claims_deadlock_free(&self) -> bool;
+    /// Whether the engine honours [`EngineOptions::roots`]; callers refuse
+    /// root switches for the others instead of silently ignoring them.
+    fn uses_roots(&self) -> bool {
+        false
+    }
     fn route(&self, fabric: &Fabric, opts: &EngineOptions) -> Result<Routing>;
 }
 
@@ -90,6 +102,9 @@ pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
         Box::new(sssp::Sssp),
         Box::new(dfd2::DfD2),
         Box::new(dfdn::DfDn),
+        Box::new(updn::UpDn),
+        Box::new(dnup::DnUp),
+        Box::new(ftree::FTree),
     ]
 }
 
