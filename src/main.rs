@@ -3,9 +3,9 @@
 mod gen_cli;
 mod services;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file};
+use fabric::formats::{guids, ibnetdiscover, lft, pathsl, sl2vl, write_file};
 use fabric::graph::SwitchGraph;
 use fabric::routing::{self, EngineOptions};
 use fabric::tables::Routing;
@@ -101,6 +101,11 @@ struct RouteArgs {
     /// Base routing for dfdn and dfd2: minhop or sssp.
     #[arg(long, default_value = "minhop")]
     base: routing::Base,
+    /// Root switches for updn: a file with one switch node GUID per line
+    /// (0x...), `#` comments allowed. Default: the tree's top switches, or
+    /// the graph centre.
+    #[arg(long, value_name = "FILE")]
+    root_guids: Option<PathBuf>,
     /// Refuse to write tables that are not deadlock free, whatever the engine.
     #[arg(long)]
     require_deadlock_free: bool,
@@ -377,6 +382,18 @@ fn print_report(r: &Report, f: &Fabric) {
 fn cmd_route(a: RouteArgs) -> Result<i32> {
     let engine = routing::by_name(&a.engine)?;
     let f = load(&a.topology)?;
+    let roots = match &a.root_guids {
+        Some(p) if !engine.uses_roots() => bail!(
+            "--root-guids {} given, but engine '{}' takes no root switches (updn does)",
+            p.display(),
+            engine.name()
+        ),
+        Some(p) => Some(
+            guids::read_switch_guids(&f, p)
+                .with_context(|| format!("root switches for {}", engine.name()))?,
+        ),
+        None => None,
+    };
     let pb = progress_bar(&format!("routing ({})", engine.name()));
     let cb = |done: u64, total: u64| {
         if let Some(pb) = &pb {
@@ -389,6 +406,7 @@ fn cmd_route(a: RouteArgs) -> Result<i32> {
         max_sls: a.max_sls,
         base: a.base,
         progress: Some(&cb),
+        roots: roots.as_deref(),
     };
     let t = Instant::now();
     let routing = engine.route(&f, &opts)?;

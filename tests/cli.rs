@@ -147,3 +147,120 @@ fn bad_input_exits_non_zero_with_file_and_line() {
     let o = ibf(&["gen", "slimfly", "--q", "9", "-o", s(&net)]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn updn_takes_a_root_guid_file_and_ftree_refuses_a_torus() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("kary.net");
+    json(&ibf(&[
+        "gen",
+        "kary",
+        "--k",
+        "2",
+        "--n",
+        "3",
+        "-o",
+        s(&net),
+        "--json",
+    ]));
+    let list = String::from_utf8(ibf(&["engines"]).stdout).unwrap();
+    for e in ["updn", "dnup", "ftree"] {
+        assert!(list.lines().any(|l| l.starts_with(e)), "{list}");
+    }
+    let route = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["route", "-t", s(&net), "-e", "updn", "-o", s(out), "--json"];
+        args.extend_from_slice(extra);
+        ibf(&args)
+    };
+    let def = d.path().join("default");
+    let r = json(&route(&def, &[]));
+    assert_eq!(r["deadlock_free"], true);
+    assert_eq!(r["vls"], 1);
+
+    // Leaf switch s0_0 as the root: still deadlock free on one VL, and the
+    // tables differ from the default (top-level roots).
+    let roots = d.path().join("roots.txt");
+    std::fs::write(&roots, "# leaf as root\n0x0002000000000001  # s0_0\n").unwrap();
+    let leaf = d.path().join("leaf");
+    let r = json(&route(&leaf, &["--root-guids", s(&roots)]));
+    assert_eq!(r["deadlock_free"], true);
+    assert_eq!(r["all_pairs_routed"], true);
+    assert_eq!(r["vls"], 1);
+    let a = std::fs::read(def.join("opensm-lfts.dump")).unwrap();
+    let b = std::fs::read(leaf.join("opensm-lfts.dump")).unwrap();
+    assert_ne!(a, b, "the root file changes the tables");
+
+    for (text, needle) in [
+        (
+            "0x0002000000000001\nnot-a-guid\n",
+            "roots.txt:2: bad GUID 'not-a-guid'",
+        ),
+        (
+            "0x00020000000000ff\n",
+            "roots.txt:1: GUID 0x00020000000000ff is not a node",
+        ),
+        (
+            "0x0001000000000010\n",
+            "roots.txt:1: GUID 0x0001000000000010 is the CA",
+        ),
+    ] {
+        std::fs::write(&roots, text).unwrap();
+        let o = route(&d.path().join("bad"), &["--root-guids", s(&roots)]);
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{err}");
+        assert!(!d.path().join("bad").exists());
+    }
+    std::fs::write(&roots, "0x0002000000000001\n").unwrap();
+    let o = ibf(&[
+        "route",
+        "-t",
+        s(&net),
+        "-e",
+        "minhop",
+        "-o",
+        s(d.path()),
+        "--root-guids",
+        s(&roots),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("takes no root switches"));
+
+    let torus = d.path().join("t.net");
+    json(&ibf(&[
+        "gen",
+        "torus",
+        "--dims",
+        "3x3",
+        "-o",
+        s(&torus),
+        "--json",
+    ]));
+    let o = ibf(&[
+        "route",
+        "-t",
+        s(&torus),
+        "-e",
+        "ftree",
+        "-o",
+        s(&d.path().join("t")),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("not a fat tree: all 9 switches have HCAs"),
+        "{err}"
+    );
+    let r = json(&ibf(&[
+        "route",
+        "-t",
+        s(&torus),
+        "-e",
+        "dnup",
+        "-o",
+        s(&d.path().join("t")),
+        "--json",
+    ]));
+    assert_eq!(r["deadlock_free"], true);
+    assert_eq!(r["vls"], 1);
+}

@@ -70,6 +70,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
             None => routing::Base::default(),
         },
         progress: None,
+        ..EngineOptions::default()
     };
     let t = std::time::Instant::now();
     let routing = engine.route(&fabric, &opts)?;

@@ -1,7 +1,9 @@
 //! File formats at the edges: ibnetdiscover topologies, OpenSM's
-//! `opensm-lfts.dump` and `opensm-sl2vl.dump`, and `path-sl.txt`.
+//! `opensm-lfts.dump` and `opensm-sl2vl.dump`, `path-sl.txt`, and GUID
+//! lists such as Up*/Down* root switches.
 //! Every reader reports errors as `file:line: cause`.
 
+pub mod guids;
 pub mod ibnetdiscover;
 pub mod lft;
 pub mod pathsl;

@@ -81,6 +81,34 @@ impl RoutingEngine for MinHop {
 /// Fills LFTs from a hop matrix; shared with engines that start from MinHop.
 pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &EngineOptions) -> Lfts {
     let n = g.len();
+    balanced_lfts(f, g, opts, |si, j, out| {
+        let h = hops[si as usize * n + j as usize];
+        if h != UNREACHABLE && h > 0 {
+            for &(nb, slot) in g.neighbours(si) {
+                if hops[nb as usize * n + j as usize] == h - 1 {
+                    out.push(f.port_of(slot));
+                }
+            }
+        }
+    })
+}
+
+/// Fills every switch's LFT from per-destination-switch candidate ports,
+/// spreading end-port LIDs over the candidates by port load the way MinHop
+/// does. `candidates(si, j, out)` appends, in ascending port order, the
+/// ports of switch index `si` that lead toward switch index `j` (nothing
+/// when `j` is unreachable; never called with `si == j`). Rows are filled in
+/// parallel, so the candidates must depend on the switch pair alone.
+pub(crate) fn balanced_lfts<C>(
+    f: &Fabric,
+    g: &SwitchGraph,
+    opts: &EngineOptions,
+    candidates: C,
+) -> Lfts
+where
+    C: Fn(u32, u32, &mut Vec<u8>) + Sync,
+{
+    let n = g.len();
     let targets = lid_targets(f);
     let mut lfts = Lfts::for_fabric(f);
     let done = AtomicU64::new(0);
@@ -89,21 +117,14 @@ pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &Engin
         |(cand, cand_off, load), (si, row)| {
             let si = si as u32;
             let sw = f.switches()[si as usize];
-            let nbrs = g.neighbours(si);
-            let my = &hops[si as usize * n..(si as usize + 1) * n];
             // Candidate ports per destination switch, computed once and
             // shared by every LID on that switch.
             cand.clear();
             cand_off.clear();
             cand_off.push(0);
-            for j in 0..n {
-                let h = my[j];
-                if h != UNREACHABLE && h > 0 {
-                    for &(nb, slot) in nbrs {
-                        if hops[nb as usize * n + j] == h - 1 {
-                            cand.push(f.port_of(slot));
-                        }
-                    }
+            for j in 0..n as u32 {
+                if j != si {
+                    candidates(si, j, cand);
                 }
                 cand_off.push(cand.len() as u32);
             }
@@ -118,11 +139,7 @@ pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &Engin
                 } else {
                     let c = &cand[cand_off[t.switch as usize] as usize
                         ..cand_off[t.switch as usize + 1] as usize];
-                    // Ports are listed in ascending order, so ties go to the lowest port.
-                    match c.iter().copied().min_by_key(|&p| load[p as usize]) {
-                        Some(p) => p,
-                        None => NO_PATH,
-                    }
+                    least_loaded(c, load)
                 };
                 row[lid] = port;
                 if t.end_port && port != NO_PATH {
@@ -136,4 +153,14 @@ pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &Engin
         },
     );
     lfts
+}
+
+/// The candidate with the fewest end-port destinations so far; candidates
+/// come in ascending port order, so ties go to the lowest port.
+#[inline]
+pub(crate) fn least_loaded(cand: &[u8], load: &[u32]) -> u8 {
+    cand.iter()
+        .copied()
+        .min_by_key(|&p| load[p as usize])
+        .unwrap_or(NO_PATH)
 }

@@ -3,10 +3,13 @@
 pub mod dfd2;
 pub mod dfdn;
 pub mod dfsssp;
+pub mod dnup;
+pub mod ftree;
 pub mod lash;
 pub mod minhop;
 pub(crate) mod paths;
 pub mod sssp;
+pub mod updn;
 
 use crate::error::{Error, Result};
 use crate::model::Fabric;
@@ -42,6 +45,9 @@ pub struct EngineOptions<'a> {
     pub base: Base,
     /// Called with (work done, total work) on long runs.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+    /// Root switches (node GUIDs) for engines that rank switches from roots
+    /// (Up*/Down*); `None` lets the engine choose.
+    pub roots: Option<&'a [u64]>,
 }
 
 impl Default for EngineOptions<'_> {
@@ -51,6 +57,7 @@ impl Default for EngineOptions<'_> {
             max_sls: 16,
             base: Base::MinHop,
             progress: None,
+            roots: None,
         }
     }
 }
@@ -83,6 +90,11 @@ pub trait RoutingEngine: Send + Sync {
     fn description(&self) -> &'static str;
     /// Whether the engine promises deadlock freedom (the verifier checks it anyway).
     fn claims_deadlock_free(&self) -> bool;
+    /// Whether the engine honours [`EngineOptions::roots`]; callers refuse
+    /// root switches for the others instead of silently ignoring them.
+    fn uses_roots(&self) -> bool {
+        false
+    }
     fn route(&self, fabric: &Fabric, opts: &EngineOptions) -> Result<Routing>;
 }
 
@@ -95,6 +107,9 @@ pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
         Box::new(dfdn::DfDn),
         Box::new(dfsssp::DfSssp),
         Box::new(lash::Lash),
+        Box::new(updn::UpDn),
+        Box::new(dnup::DnUp),
+        Box::new(ftree::FTree),
     ]
 }
 
