@@ -146,7 +146,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 2)]
     routers: u32,
     /// Routing engine of every subnet's agent.
-    #[arg(long, default_value = "lash")]
+    #[arg(long, default_value = "updn")]
     engine: String,
     /// Inter-subnet algorithm of the controller.
     #[arg(long, default_value = "prefix")]
@@ -160,6 +160,8 @@ pub struct DemoArgs {
 }
 
 struct DemoRun {
+    /// First failure of a service task, which ends the wait at once.
+    failed: Arc<std::sync::Mutex<Option<String>>>,
     ctl_addr: String,
     agents: Vec<(String, u64, String)>,
     routers: Vec<(u64, String)>,
@@ -227,6 +229,7 @@ async fn start_demo(
         tokio::spawn(router_fw::run(fw, l, vec![ctl_addr.clone()], stop.clone()));
         routers.push((r.guid, addr));
     }
+    let failed = Arc::new(std::sync::Mutex::new(None));
     let mut agents = Vec::new();
     for s in &m.subnets {
         let l = TcpListener::bind("127.0.0.1:0").await?;
@@ -244,14 +247,17 @@ async fn start_demo(
         let ag = agent::Agent::new(cfg);
         let stop = stop.clone();
         let name = s.name.clone();
+        let failed = failed.clone();
         tokio::spawn(async move {
             if let Err(e) = agent::run(ag, Some(l), stop).await {
-                tracing::error!(agent = %name, "agent stopped: {e}");
+                let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert(format!("agent {name}: {e}"));
             }
         });
         agents.push((s.name.clone(), s.prefix, format!("http://{local}")));
     }
     Ok(DemoRun {
+        failed,
         ctl_addr,
         agents,
         routers,
@@ -305,6 +311,9 @@ async fn wait_and_report(
             if let Some(st) = st {
                 break st;
             }
+        }
+        if let Some(e) = run.failed.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            bail!("{e}");
         }
         if Instant::now() > deadline {
             bail!("the demo fabric did not converge within 30 s (run with -v to see the services' logs)");
