@@ -57,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TOPOS = ("slimfly:q=5 slimfly:q=7 slimfly:q=11 dragonfly:p=2 dragonfly:p=4 "
                  "dragonfly:p=6 torus:dims=4x4x4 kary:k=8,n=3")
 DEFAULT_OPENSM = "dfsssp lash nue"
-DEFAULT_OURS = "dfdn dfdn-sssp dfd2"
+DEFAULT_OURS = "dfdn dfdn-sssp dfd2 dfsssp lash nue updn ftree"
 TIME_BIN = "/usr/bin/time"
 # OpenSM engines that log a VL count (run_engine.sh's vls_needed)
 OPENSM_VL_ENGINES = ("dfsssp", "lash")
@@ -298,6 +298,9 @@ def run_ours(a, binary, topo, label, outdir):
     if engine == "dfd2" and str(topo["diameter"]) != "2":
         row.update(status="skipped", note="dfd2 needs diameter 2, this is %s" % topo["diameter"])
         return row
+    if engine == "ftree" and not topo["spec"].split(":")[0] in ("kary", "fattree"):
+        row.update(status="skipped", note="ftree routes fat trees only")
+        return row
     cmd = ["route", "--topology", topo["net"], "--out", outdir, "--json"] + args
     timefile = outdir.rstrip("/") + ".time"
     if a.have_time:
@@ -361,6 +364,8 @@ def cell(r):
         return "-"
     st = r.get("status", "")
     if st == "skipped":
+        if r.get("engine") == "ftree":
+            return "n/a (not a fat tree)"
         return "n/a (diameter %s)" % r.get("diameter", "?")
     if st == "timeout":
         return "timeout (>%s s)" % r.get("timeout_s", "?")
