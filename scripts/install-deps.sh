@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need when it is missing: protoc
 # (the gRPC contracts are compiled at build time), OpenSM, the ibsim
-# simulator with its umad2sim preload, infiniband-diags, and GNU time.
+# simulator with its umad2sim preload, infiniband-diags, GNU time, and etcd
+# (the controller's store tests start a real one).
 # `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
@@ -13,6 +14,7 @@ if [ "${1:-}" != "--build-only" ]; then
     done
     [ -e /usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so ] || need+=(libumad2sim)
     [ -x /usr/bin/time ] || need+=(time)
+    command -v etcd >/dev/null 2>&1 || { need+=(etcd); pkgs+=(etcd-server); }
     [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time)
 fi
 if [ ${#need[@]} -eq 0 ]; then

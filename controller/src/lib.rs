@@ -14,6 +14,9 @@
 
 pub mod config;
 pub mod service;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use fabric::intersubnet::{GlobalView, InterSubnetRouting, RouterPortView, SubnetView};
 use prost::Message;

@@ -1,0 +1,364 @@
+//! The embedded store: one process, state in memory, etcd's semantics.
+
+use super::{
+    candidate_id, check_namespace, election_key, Entry, Event, EventKind, EventSource, LeaderGuard,
+    Revision, Store, StoreError, Term, Watch,
+};
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+/// How many events a watcher may fall behind before it is told it lost
+/// some (etcd's equivalent is a watcher whose start was compacted).
+const WATCH_BACKLOG: usize = 4096;
+
+/// In-memory [`Store`]. Handles made with [`MemoryStore::namespaced`] share
+/// one key space and one revision counter, as clients of one etcd do.
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+    ns: String,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Sent under the state lock, so events go out in revision order.
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+#[derive(Default)]
+struct State {
+    revision: Revision,
+    /// Full keys (namespace included) -> (value, revision of last write).
+    keys: BTreeMap<String, (Vec<u8>, Revision)>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half
+        // updated (every mutation is one insert or remove), so the data
+        // is still good.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self, st: &mut State, kind: EventKind, key: &str, value: Vec<u8>) -> Revision {
+        st.revision += 1;
+        let rev = st.revision;
+        match kind {
+            EventKind::Put => {
+                st.keys.insert(key.to_string(), (value.clone(), rev));
+            }
+            EventKind::Delete => {
+                st.keys.remove(key);
+            }
+        }
+        // No receivers is fine: nobody watches.
+        let _ = self.events.send(Arc::new(Event {
+            kind,
+            key: key.to_string(),
+            value,
+            revision: rev,
+        }));
+        rev
+    }
+
+    /// Deletes `key` only if its last write is at `rev`: a term ends only
+    /// its own leader key, never a successor's.
+    fn delete_at(&self, key: &str, rev: Revision) -> bool {
+        let mut st = self.lock();
+        if st.keys.get(key).is_some_and(|(_, r)| *r == rev) {
+            self.write(&mut st, EventKind::Delete, key, Vec::new());
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl MemoryStore {
+    /// A fresh, empty store whose keys live under `namespace`.
+    pub fn new(namespace: &str) -> Result<Self, StoreError> {
+        check_namespace(namespace)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                events: broadcast::channel(WATCH_BACKLOG).0,
+            }),
+            ns: namespace.to_string(),
+        })
+    }
+
+    /// Another handle on the same data under a different namespace.
+    pub fn namespaced(&self, namespace: &str) -> Result<Self, StoreError> {
+        check_namespace(namespace)?;
+        Ok(Self {
+            inner: self.inner.clone(),
+            ns: namespace.to_string(),
+        })
+    }
+
+    fn full(&self, key: &str) -> String {
+        format!("{}{key}", self.ns)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    fn describe(&self) -> String {
+        format!("memory store, namespace {}", self.ns)
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<(Vec<u8>, Revision)>, StoreError> {
+        Ok(self.inner.lock().keys.get(&self.full(key)).cloned())
+    }
+
+    async fn put(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
+        let mut st = self.inner.lock();
+        Ok(self
+            .inner
+            .write(&mut st, EventKind::Put, &self.full(key), value))
+    }
+
+    async fn put_if(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: Option<Revision>,
+    ) -> Result<Option<Revision>, StoreError> {
+        let full = self.full(key);
+        let mut st = self.inner.lock();
+        let current = st.keys.get(&full).map(|(_, r)| *r);
+        if current != expected {
+            return Ok(None);
+        }
+        Ok(Some(self.inner.write(
+            &mut st,
+            EventKind::Put,
+            &full,
+            value,
+        )))
+    }
+
+    async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError> {
+        let full = self.full(key);
+        let mut st = self.inner.lock();
+        if !st.keys.contains_key(&full) {
+            return Ok(None);
+        }
+        Ok(Some(self.inner.write(
+            &mut st,
+            EventKind::Delete,
+            &full,
+            Vec::new(),
+        )))
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
+        let full = self.full(prefix);
+        let st = self.inner.lock();
+        Ok(st
+            .keys
+            .range(full.clone()..)
+            .take_while(|(k, _)| k.starts_with(&full))
+            .map(|(k, (v, r))| Entry {
+                key: k[self.ns.len()..].to_string(),
+                value: v.clone(),
+                revision: *r,
+            })
+            .collect())
+    }
+
+    async fn watch(&self, prefix: &str) -> Result<Watch, StoreError> {
+        // Subscribing under the lock makes the start exact: every write
+        // after `after` is in the channel, none before it is.
+        let st = self.inner.lock();
+        let rx = self.inner.events.subscribe();
+        let after = st.revision;
+        drop(st);
+        Ok(Watch::new(
+            prefix,
+            after,
+            Box::new(MemoryWatch {
+                rx,
+                full_prefix: self.full(prefix),
+                ns_len: self.ns.len(),
+                prefix: prefix.to_string(),
+                ended: false,
+            }),
+        ))
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        Ok(self.inner.lock().revision)
+    }
+
+    async fn campaign(
+        &self,
+        election: &str,
+        candidate: &str,
+        ttl: Duration,
+    ) -> Result<LeaderGuard, StoreError> {
+        let key = election_key(election)?;
+        let full = self.full(&key);
+        // Opened before each attempt, so the leader's departure cannot slip
+        // between a failed attempt and the wait.
+        let mut w = self.watch(&key).await?;
+        let won = loop {
+            if let Some(rev) = self.put_if(&key, candidate.into(), None).await? {
+                break rev;
+            }
+            tracing::debug!(election, candidate, "waiting for the leader to go");
+            loop {
+                match w.next().await {
+                    Some(Ok(ev)) if ev.key == key && ev.kind == EventKind::Delete => break,
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => {
+                        w = self.watch(&key).await?;
+                        break;
+                    }
+                }
+            }
+        };
+        tracing::info!(election, candidate, revision = won, "leadership won");
+        let leading = Arc::new(watch::channel(true).0);
+        let monitor = tokio::spawn(monitor_memory_term(w, key, won, leading.clone()));
+        Ok(LeaderGuard::new(
+            election,
+            candidate,
+            won,
+            leading,
+            Box::new(MemoryTerm {
+                inner: self.inner.clone(),
+                full_key: full,
+                revision: won,
+                ttl,
+                monitor,
+                resigned: false,
+            }),
+        ))
+    }
+
+    async fn leader(&self, election: &str) -> Result<Option<String>, StoreError> {
+        let key = election_key(election)?;
+        match self.get(&key).await? {
+            Some((v, _)) => Ok(Some(candidate_id(&self.ns, election, v)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Leadership ends when anything but this term writes the leader key (an
+/// operator deleting it, or the term's own expiry).
+async fn monitor_memory_term(
+    mut w: Watch,
+    key: String,
+    won: Revision,
+    leading: Arc<watch::Sender<bool>>,
+) {
+    loop {
+        match w.next().await {
+            Some(Ok(ev)) if ev.key == key && ev.revision > won => break,
+            Some(Ok(_)) => {}
+            // The channel lagging cannot lose the leader key for good, but
+            // it can hide its removal: treat it as lost to stay safe.
+            Some(Err(_)) | None => break,
+        }
+    }
+    tracing::info!(key = %key, "leadership lost");
+    leading.send_replace(false);
+}
+
+struct MemoryTerm {
+    inner: Arc<Inner>,
+    full_key: String,
+    revision: Revision,
+    ttl: Duration,
+    monitor: tokio::task::JoinHandle<()>,
+    resigned: bool,
+}
+
+#[async_trait]
+impl Term for MemoryTerm {
+    async fn resign(&mut self) -> Result<(), StoreError> {
+        self.resigned = true;
+        self.monitor.abort();
+        self.inner.delete_at(&self.full_key, self.revision);
+        Ok(())
+    }
+}
+
+impl Drop for MemoryTerm {
+    fn drop(&mut self) {
+        self.monitor.abort();
+        if self.resigned {
+            return;
+        }
+        // An abandoned term behaves like etcd's unrenewed lease: the key
+        // stays until the ttl runs out, then goes.
+        let inner = self.inner.clone();
+        let key = std::mem::take(&mut self.full_key);
+        let rev = self.revision;
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                let ttl = self.ttl;
+                h.spawn(async move {
+                    tokio::time::sleep(ttl).await;
+                    if inner.delete_at(&key, rev) {
+                        tracing::info!(key = %key, "abandoned leadership expired");
+                    }
+                });
+            }
+            // Without a runtime nothing could be waiting on the key either.
+            Err(_) => {
+                inner.delete_at(&key, rev);
+            }
+        }
+    }
+}
+
+struct MemoryWatch {
+    rx: broadcast::Receiver<Arc<Event>>,
+    full_prefix: String,
+    ns_len: usize,
+    prefix: String,
+    ended: bool,
+}
+
+#[async_trait]
+impl EventSource for MemoryWatch {
+    async fn next(&mut self) -> Option<Result<Event, StoreError>> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            match self.rx.recv().await {
+                Ok(ev) if ev.key.starts_with(&self.full_prefix) => {
+                    return Some(Ok(Event {
+                        kind: ev.kind,
+                        key: ev.key[self.ns_len..].to_string(),
+                        value: ev.value.clone(),
+                        revision: ev.revision,
+                    }))
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.ended = true;
+                    return Some(Err(StoreError::WatchLost {
+                        prefix: self.prefix.clone(),
+                        detail: format!("{n} events behind"),
+                    }));
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.ended = true;
+                    return None;
+                }
+            }
+        }
+    }
+}

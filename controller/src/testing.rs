@@ -1,0 +1,233 @@
+//! Test support (feature `testing`): a real etcd process on loopback.
+//!
+//! Each [`EtcdServer`] is its own single-member cluster on free ports with
+//! its own data directory, so tests running in parallel do not share
+//! state unless they share a server (then they use distinct namespaces,
+//! see [`unique_namespace`]).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// Ports are picked by binding port 0 and releasing it, so another process
+/// can take one before etcd binds it; a few attempts make that harmless.
+const START_ATTEMPTS: usize = 4;
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A namespace no other test (in this process or another) uses.
+pub fn unique_namespace(test: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "/ibfabric-test/{test}-{}-{}-{nanos}/",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A running etcd, killed (and its data removed) on drop.
+///
+/// The process also gets SIGKILL when the thread that started it exits,
+/// so a test process that is killed leaves no etcd behind; start it on the
+/// thread that owns it (a test's own thread), not from a shared static.
+pub struct EtcdServer {
+    child: Option<Child>,
+    endpoint: String,
+    dir: PathBuf,
+}
+
+impl EtcdServer {
+    /// Starts etcd and waits until it serves requests. Panics with the
+    /// reason when it cannot: tests that need etcd must fail, not skip.
+    pub fn start() -> Self {
+        match Self::try_start() {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    pub fn try_start() -> Result<Self, String> {
+        let bin = etcd_binary()?;
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            match Self::start_once(&bin) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(format!(
+            "etcd did not start after {START_ATTEMPTS} attempts: {last}"
+        ))
+    }
+
+    fn start_once(bin: &Path) -> Result<Self, String> {
+        let client = free_port()?;
+        let peer = free_port()?;
+        let dir = std::env::temp_dir().join(format!(
+            "ibfabric-etcd-{}-{}-{client}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let log = dir.join("etcd.log");
+        let logf =
+            std::fs::File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let mut cmd = Command::new(bin);
+        cmd.arg("--name")
+            .arg("test")
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen-client-urls")
+            .arg(&client_url)
+            .arg("--advertise-client-urls")
+            .arg(&client_url)
+            .arg("--listen-peer-urls")
+            .arg(&peer_url)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&peer_url)
+            .arg("--initial-cluster")
+            .arg(format!("test={peer_url}"))
+            .arg("--initial-cluster-state")
+            .arg("new")
+            .arg("--logger")
+            .arg("zap")
+            .arg("--log-outputs")
+            .arg("stderr")
+            .arg("--log-level")
+            .arg("warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf);
+        die_with_parent(&mut cmd);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+        let mut s = Self {
+            child: Some(child),
+            endpoint: client_url,
+            dir,
+        };
+        let addr: SocketAddr = ([127, 0, 0, 1], client).into();
+        let t0 = Instant::now();
+        loop {
+            if healthy(addr) {
+                return Ok(s);
+            }
+            let exited = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                return Err(format!("etcd exited ({status}): {}", tail(&log)));
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                s.kill();
+                return Err(format!(
+                    "etcd not healthy on {addr} after {START_TIMEOUT:?}: {}",
+                    tail(&log)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The client URL, e.g. `http://127.0.0.1:40123`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn endpoints(&self) -> Vec<String> {
+        vec![self.endpoint.clone()]
+    }
+
+    /// SIGKILL, as in a crash; the data directory stays until drop.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        tail(&self.dir.join("etcd.log"))
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn etcd_binary() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("ETCD_BIN") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(format!(
+                "ETCD_BIN={} is not a file: point it at etcd, or unset it and \
+                 run scripts/install-deps.sh, which installs Debian's etcd-server",
+                p.display()
+            ));
+        }
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
+        .map(|d| d.join("etcd"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "etcd is not installed (no `etcd` on PATH and ETCD_BIN unset): \
+             run scripts/install-deps.sh, which installs Debian's etcd-server"
+                .to_string()
+        })
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("finding a free loopback port: {e}"))
+}
+
+/// etcd's /health over plain HTTP/1.1: it answers `"health":"true"` only
+/// once the member has a leader and serves requests.
+fn healthy(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body.contains("\"health\":\"true\"")
+}
+
+fn tail(log: &Path) -> String {
+    let t = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = t.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the
+    // parent; it is all the child runs before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
