@@ -38,16 +38,17 @@ struct Figures {
 
 async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures {
     let (_stop_tx, stop) = watch::channel(false);
-    let (_ltx, lrx) = watch::channel(Some("bench".to_string()));
-    let algo = fabric::intersubnet::by_name("prefix").expect("algorithm");
-    let ctl = controller::Controller::new(
-        "bench".into(),
-        Duration::from_secs(30),
-        algo,
-        Arc::new(controller::MemoryPersist::default()),
-        lrx,
-    );
-    ctl.take_over().await.expect("take over");
+    let cfg = controller::config::ControllerConfig::parse(
+        "id = \"bench\"\nlisten = \"127.0.0.1:1\"\nlease_seconds = 30\n",
+        "bench",
+    )
+    .expect("config");
+    let ctl = controller::start(&cfg, stop.clone())
+        .await
+        .expect("controller");
+    while !ctl.is_leader() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = format!("http://{}", l.local_addr().expect("addr"));
     tokio::spawn(controller::service::serve(ctl.clone(), l, stop.clone()));

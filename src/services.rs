@@ -90,42 +90,26 @@ pub fn cmd_controller(a: ConfigArgs) -> Result<i32> {
             .await
             .with_context(|| format!("binding the controller service to {}", cfg.listen))?;
         let shutdown = shutdown_on_signal();
-        let ctl = start_controller(&cfg, shutdown.clone()).await?;
+        let ctl = controller::start(&cfg, shutdown.clone()).await?;
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
         controller::service::serve(ctl, listener, shutdown).await?;
         Ok(0)
     })
 }
 
-/// Builds a controller from its config: store, leadership, algorithm.
+/// Builds a controller and waits (up to the election TTL plus a margin)
+/// until it leads or names another leader, so callers see a settled role.
 async fn start_controller(
     cfg: &ControllerConfig,
-    _shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<Arc<controller::Controller>> {
-    let algo = intersubnet::by_name(&cfg.algorithm)?;
-    let lease = Duration::from_secs(cfg.lease_seconds);
-    match cfg.store.kind.as_str() {
-        "memory" => {
-            // One process, one controller: it leads from the start.
-            let (_tx, rx) = watch::channel(Some(cfg.id.clone()));
-            let ctl = controller::Controller::new(
-                cfg.id.clone(),
-                lease,
-                algo,
-                Arc::new(controller::MemoryPersist::default()),
-                rx,
-            );
-            // The sender must outlive the controller: leak-free by moving it
-            // into a task that ends with the runtime.
-            tokio::spawn(async move {
-                let _keep = _tx;
-                std::future::pending::<()>().await
-            });
-            ctl.take_over().await?;
-            Ok(ctl)
-        }
-        k => bail!("store kind '{k}' is not available in this build"),
+    let ctl = controller::start(cfg, shutdown).await?;
+    let end = Instant::now() + Duration::from_secs(cfg.store.election_ttl_seconds + 3);
+    while !ctl.is_leader() && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    tracing::info!(id = %cfg.id, leader = ctl.is_leader(), "controller started");
+    Ok(ctl)
 }
 
 #[derive(Args)]

@@ -485,28 +485,99 @@ fn same_table(a: &v1::EgressTables, b: &v1::EgressTables) -> bool {
     }
 }
 
-/// In-process persistence for the embedded default: one controller, no
-/// takeover to prepare for, so keeping the values is all it needs.
-#[derive(Default)]
-pub struct MemoryPersist(Mutex<BTreeMap<String, Vec<u8>>>);
+/// The election all controllers of one store namespace run.
+pub const ELECTION: &str = "controller";
 
-#[tonic::async_trait]
-impl Persist for MemoryPersist {
-    async fn save(&self, key: &str, value: Vec<u8>) -> Result<(), String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_string(), value);
-        Ok(())
+/// Builds a controller from its config (store, algorithm) and starts its
+/// leadership loop: campaign; on winning, load what the previous leader
+/// persisted ([`Controller::take_over`]) and only then serve; on losing the
+/// lease, stop serving and campaign again. Followers name the leader they
+/// observe in their refusals. On shutdown a leader resigns, so a follower
+/// takes over at once instead of after the lease.
+pub async fn start(
+    cfg: &config::ControllerConfig,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Arc<Controller>, ControlError> {
+    let algo = fabric::intersubnet::by_name(&cfg.algorithm)?;
+    let st = store::open(&cfg.store)
+        .await
+        .map_err(|e| ControlError::Store(e.to_string()))?;
+    let (tx, rx) = watch::channel(None);
+    let ctl = Controller::new(
+        cfg.id.clone(),
+        Duration::from_secs(cfg.lease_seconds),
+        algo,
+        Arc::new(store::StorePersist(st.clone())),
+        rx,
+    );
+    let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500))
+        .await
+        .map_err(|e| ControlError::Store(e.to_string()))?;
+    let ttl = Duration::from_secs(cfg.store.election_ttl_seconds.max(1));
+    let leading = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Followers' view of the leader, for their error messages; never
+    // overrides this controller's own leadership, which only the campaign
+    // below grants (after take_over).
+    {
+        let (tx, leading, id, mut observed, mut sd) = (
+            tx.clone(),
+            leading.clone(),
+            cfg.id.clone(),
+            observed,
+            shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                let v = observed.borrow_and_update().clone();
+                if !leading.load(std::sync::atomic::Ordering::SeqCst)
+                    && v.as_deref() != Some(id.as_str())
+                {
+                    tx.send_replace(v);
+                }
+                tokio::select! {
+                    r = observed.changed() => if r.is_err() { return },
+                    _ = sd.wait_for(|s| *s) => return,
+                }
+            }
+        });
     }
-    async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
-    }
+    let c = ctl.clone();
+    let mut sd = shutdown;
+    tokio::spawn(async move {
+        loop {
+            let guard = tokio::select! {
+                g = st.campaign(ELECTION, &c.id, ttl) => g,
+                _ = sd.wait_for(|s| *s) => return,
+            };
+            let guard = match guard {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::warn!(id = %c.id, "campaign failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            if let Err(e) = c.take_over().await {
+                tracing::error!(id = %c.id, "cannot load the previous leader's state, stepping down: {e}");
+                let _ = guard.resign().await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            leading.store(true, std::sync::atomic::Ordering::SeqCst);
+            tx.send_replace(Some(c.id.clone()));
+            tracing::info!(id = %c.id, store = %st.describe(), "leading");
+            let stop = tokio::select! {
+                _ = guard.lost() => false,
+                _ = sd.wait_for(|s| *s) => true,
+            };
+            leading.store(false, std::sync::atomic::Ordering::SeqCst);
+            tx.send_replace(None);
+            if stop {
+                let _ = guard.resign().await;
+                return;
+            }
+            tracing::warn!(id = %c.id, "leadership lost; campaigning again");
+        }
+    });
+    Ok(ctl)
 }

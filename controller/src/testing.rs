@@ -97,6 +97,12 @@ impl EtcdServer {
             .arg(format!("test={peer_url}"))
             .arg("--initial-cluster-state")
             .arg("new")
+            // Faster ticks lower etcd's minimum lease TTL (1.5 election
+            // timeouts), so tests can use 1 s leader leases.
+            .arg("--heartbeat-interval")
+            .arg("50")
+            .arg("--election-timeout")
+            .arg("500")
             .arg("--logger")
             .arg("zap")
             .arg("--log-outputs")

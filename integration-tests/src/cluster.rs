@@ -113,6 +113,19 @@ impl Cluster {
     /// leaf) joined by `routers` routers, writes their files and starts a
     /// memory-store controller, the routers and the agents.
     pub fn start(subnets: u32, routers: u32, engine: &str) -> Result<Self> {
+        Self::start_with(subnets, routers, engine, 1, None)
+    }
+
+    /// As [`Cluster::start`] with `controllers` controller processes; with
+    /// `etcd = Some((endpoint, namespace))` they share that etcd (one leads),
+    /// else each has its own memory store (use one).
+    pub fn start_with(
+        subnets: u32,
+        routers: u32,
+        engine: &str,
+        controllers: usize,
+        etcd: Option<(&str, &str)>,
+    ) -> Result<Self> {
         let fabric = fabric::multi::fat_tree_subnets(subnets, 4, 2, 2, routers)?;
         let dir = tempfile::tempdir()?;
         let mut c = Self {
@@ -122,33 +135,42 @@ impl Cluster {
             agents: Vec::new(),
             routers: Vec::new(),
         };
-        let port = free_port()?;
-        let cfg = c.path("controller.toml");
-        std::fs::write(
-            &cfg,
-            format!("id = \"ctl\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\nlease_seconds = 3\n"),
-        )?;
-        let p = Proc::spawn(
-            "controller",
-            &["controller", "--config", path_str(&cfg)?],
-            c.dir.path(),
-        )?;
-        c.controllers.push((format!("http://127.0.0.1:{port}"), p));
-        let ctl = c.controllers[0].0.clone();
+        for k in 0..controllers.max(1) {
+            let port = free_port()?;
+            let name = if k == 0 {
+                "ctl".to_string()
+            } else {
+                format!("ctl{k}")
+            };
+            let cfg = c.path(&format!("{name}.toml"));
+            let store = match etcd {
+                Some((ep, ns)) => format!(
+                    "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\n"
+                ),
+                None => String::new(),
+            };
+            std::fs::write(
+                &cfg,
+                format!(
+                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\nlease_seconds = 3\n{store}"
+                ),
+            )?;
+            let p = Proc::spawn(
+                &name,
+                &["controller", "--config", path_str(&cfg)?],
+                c.dir.path(),
+            )?;
+            c.controllers.push((format!("http://127.0.0.1:{port}"), p));
+        }
+        let ctl: Vec<String> = c.controllers.iter().map(|(a, _)| a.clone()).collect();
         for i in 0..c.fabric.routers.len() {
-            c.start_router(i, std::slice::from_ref(&ctl))?;
+            c.start_router(i, &ctl)?;
         }
         for i in 0..c.fabric.subnets.len() {
             let s = &c.fabric.subnets[i];
             let net = c.path(&format!("{}.net", s.name));
             std::fs::write(&net, fabric::formats::ibnetdiscover::write(&s.fabric))?;
-            c.write_agent_config(
-                i,
-                engine,
-                &s.name.clone(),
-                s.prefix,
-                std::slice::from_ref(&ctl),
-            )?;
+            c.write_agent_config(i, engine, &s.name.clone(), s.prefix, &ctl)?;
             c.start_agent(i)?;
         }
         Ok(c)
@@ -253,6 +275,16 @@ impl Cluster {
             .await
             .ok()
             .map(|r| r.into_inner())
+    }
+
+    /// Index of the controller that says it leads.
+    pub async fn leader(&self) -> Option<usize> {
+        for i in 0..self.controllers.len() {
+            if self.state(i).await.is_some_and(|s| s.leader) {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Waits until every subnet is reported with a mapping and every router
