@@ -41,7 +41,7 @@ use super::minhop::balanced_lfts;
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::graph::{SwitchGraph, UNREACHABLE};
-use crate::model::{Fabric, NodeId, NONE};
+use crate::model::{Fabric, NodeId, NodeKind, NONE};
 use crate::tables::{Lfts, Routing};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,11 +282,14 @@ pub(crate) fn bfs_ranks(g: &SwitchGraph, sources: &[u32]) -> Vec<u32> {
 }
 
 /// Per switch index: whether end ports hang off it.
+/// Switches with CAs attached. Router ports do not make a leaf: in a
+/// multi-subnet fabric routers sit on top of a subnet's tree, where they
+/// take the place of the next level's switches.
 pub(crate) fn leaf_flags(f: &Fabric, n: usize) -> Vec<bool> {
     let mut leaves = vec![false; n];
     for &e in f.endports() {
         let r = f.remote(e);
-        if r != NONE {
+        if r != NONE && f.kind(f.node_of(e)) == NodeKind::Ca {
             if let Some(si) = f.switch_index(f.node_of(r)) {
                 leaves[si as usize] = true;
             }
