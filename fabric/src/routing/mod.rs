@@ -3,6 +3,7 @@
 pub mod dfd2;
 pub mod dfdn;
 pub mod minhop;
+pub mod nue;
 pub mod sssp;
 
 use crate::error::{Error, Result};
@@ -90,6 +91,7 @@ pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
         Box::new(sssp::Sssp),
         Box::new(dfd2::DfD2),
         Box::new(dfdn::DfDn),
+        Box::new(nue::Nue),
     ]
 }
 
