@@ -93,7 +93,7 @@ fn diameter(f: &Fabric) -> u32 {
     SwitchGraph::new(f).diameter().expect("connected")
 }
 
-/// Every budget on one topology; returns (VLs used, max hops) per budget.
+/// Every budget on one topology; returns (budget, VLs used, max hops).
 fn sweep(name: &str, f: &Fabric, budgets: &[u8]) -> Vec<(u8, u32, u32)> {
     let d = diameter(f);
     budgets

@@ -30,13 +30,20 @@
 //! and down-down turns toward subtrees that hold a destination of the
 //! layer. These turns are acyclic (up channels ordered by falling depth, then
 //! down channels by rising depth), so along the tree every switch can always
-//! reach every destination of the layer. When the Dijkstra leaves switches
-//! unreached (every way in would close a cycle), the turns this destination
-//! added are withdrawn, the unreached switches and every switch on their tree
-//! routes are fixed to the tree route, and the Dijkstra runs again around
-//! them. Each rerun fixes more switches, so it ends, at worst with the whole
-//! destination on the tree. (OpenSM's Nue tries local backtracking first and
-//! then moves the whole destination to the tree.)
+//! reach every destination of the layer.
+//!
+//! **Impasses.** When the Dijkstra leaves switches unreached (every way in
+//! would close a cycle), a local repair comes first, after Nue's local
+//! backtracking: an unreached switch may join through a reached neighbour
+//! that moves to another out channel, if every turn this needs (its own,
+//! the neighbour's new one, and those of all switches already routed through
+//! the neighbour) keeps the CDG acyclic and the new next hop does not route
+//! back through the neighbour; the Dijkstra then resumes. If no repair
+//! applies, the turns this destination added are withdrawn, the unreached
+//! switches and every switch on their tree routes are fixed to the tree
+//! route, and the Dijkstra runs again around them. Each rerun fixes more
+//! switches, so it ends, at worst with the whole destination on the tree
+//! (OpenSM's Nue moves the whole destination to the tree at once).
 //!
 //! **Cycle checks.** Each layer keeps a topological order of its CDG up to
 //! date (Pearce and Kelly, ACM JEA 2006): a turn that agrees with the order
@@ -254,7 +261,24 @@ impl Dest {
     }
 }
 
-pub(crate) fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
+/// How often the impasse handling ran (for logs and tests).
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    /// Impasses solved by moving one reached switch to another out channel.
+    repairs: u64,
+    /// Destinations for which some switches had to take their escape route.
+    fallbacks: u64,
+    /// Switches fixed to their escape route, over all destinations.
+    fixed: u64,
+}
+
+fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
+    route_with_stats(f, opts, true).map(|(r, _)| r)
+}
+
+/// `repair: false` sends every impasse to the escape paths (tests use it to
+/// exercise them).
+fn route_with_stats(f: &Fabric, opts: &EngineOptions, repair: bool) -> Result<(Routing, Stats)> {
     let t_start = std::time::Instant::now();
     let net = Net::new(f)?;
     let nsw = net.nsw;
@@ -316,7 +340,7 @@ pub(crate) fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         .enumerate()
         .map(|(l, sw)| {
             let dests = layer_dests(sw, &ports_of, &switch_lid);
-            Layer::new(&net, l as u8, sw, &weight, dests)
+            Layer::new(&net, l as u8, sw, &weight, dests, repair)
         })
         .collect::<Result<Vec<Layer>>>()?;
     let t_setup = t_start.elapsed().as_secs_f64();
@@ -374,11 +398,17 @@ pub(crate) fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         path_sl.assign(f.lid_of_slot(e), row);
     }
 
+    let stats = Stats {
+        repairs: layers.iter().map(|l| l.repairs).sum(),
+        fallbacks: layers.iter().map(|l| l.fallbacks).sum(),
+        fixed: layers.iter().map(|l| l.fixed_total).sum(),
+    };
     tracing::debug!(
         layers = nlayers,
         destinations = total,
-        fallbacks = layers.iter().map(|l| l.fallbacks).sum::<u64>(),
-        fixed = layers.iter().map(|l| l.fixed_total).sum::<u64>(),
+        repairs = stats.repairs,
+        fallbacks = stats.fallbacks,
+        fixed = stats.fixed,
         reruns = layers.iter().map(|l| l.reruns).sum::<u64>(),
         blocked = layers.iter().map(|l| l.blocked).sum::<u64>(),
         reorders = layers.iter().map(|l| l.order.reorders).sum::<u64>(),
@@ -388,11 +418,12 @@ pub(crate) fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         t_total = t_start.elapsed().as_secs_f64(),
         "nue routed"
     );
-    Ok(Routing {
+    let routing = Routing {
         lfts,
         sl2vl: Some(sl2vl),
         path_sl: Some(path_sl),
-    })
+    };
+    Ok((routing, stats))
 }
 
 /// A layer's destinations: the `j`-th end port of every member switch
@@ -591,6 +622,8 @@ impl Order {
 struct Layer {
     sl: u8,
     dests: Vec<Dest>,
+    /// Whether impasses try a local repair before the escape paths.
+    repair: bool,
     /// Next destination to route.
     next: usize,
     /// Per switch: the channel toward its escape-tree parent (NONE at the root).
@@ -604,6 +637,7 @@ struct Layer {
     cols: Vec<u8>,
     s: Scratch,
     fallbacks: u64,
+    repairs: u64,
     fixed_total: u64,
     reruns: u64,
     blocked: u64,
@@ -621,7 +655,16 @@ struct Scratch {
     settled: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     added: Vec<u32>,
+    /// Per turn: the pass that added it (to tell this pass's turns apart).
+    astamp: Vec<u32>,
     blocked_now: Vec<u32>,
+    /// A repair changed an out channel, so `settled` may list a switch
+    /// before its next hop.
+    rerouted: bool,
+    hops: Vec<u32>,
+    hstamp: Vec<u32>,
+    cands: Vec<(u64, u32, u32)>,
+    tentative: Vec<u32>,
     dest_stamp: u32,
     /// Ancestors of the destination in the escape tree, with the channel
     /// down toward it.
@@ -658,7 +701,14 @@ impl Scratch {
 }
 
 impl Layer {
-    fn new(net: &Net, sl: u8, members: &[u32], weight: &[u64], dests: Vec<Dest>) -> Result<Self> {
+    fn new(
+        net: &Net,
+        sl: u8,
+        members: &[u32],
+        weight: &[u64],
+        dests: Vec<Dest>,
+        repair: bool,
+    ) -> Result<Self> {
         let n = net.nsw;
         let nch = net.nch();
         let root = pick_root(net, members, weight);
@@ -741,6 +791,7 @@ impl Layer {
             sl,
             dests,
             next: 0,
+            repair,
             up,
             turns: vec![UNUSED; net.nturns],
             order: Order {
@@ -766,7 +817,13 @@ impl Layer {
                 settled: Vec::with_capacity(n),
                 heap: BinaryHeap::new(),
                 added: Vec::new(),
+                astamp: vec![0; net.nturns],
                 blocked_now: Vec::new(),
+                rerouted: false,
+                hops: vec![0; n],
+                hstamp: vec![0; n],
+                cands: Vec::new(),
+                tentative: Vec::new(),
                 dest_stamp: 0,
                 anc: vec![0; n],
                 down: vec![NONE; n],
@@ -778,6 +835,7 @@ impl Layer {
                 flow: vec![0; n],
             },
             fallbacks: 0,
+            repairs: 0,
             fixed_total: 0,
             reruns: 0,
             blocked: 0,
@@ -857,6 +915,7 @@ impl Layer {
         let t = d.switch;
         let Layer {
             sl,
+            repair: try_repair,
             up,
             turns,
             order,
@@ -865,6 +924,7 @@ impl Layer {
             cols,
             s,
             fallbacks,
+            repairs,
             fixed_total,
             reruns,
             blocked,
@@ -903,6 +963,7 @@ impl Layer {
             s.settled.clear();
             s.heap.clear();
             s.added.clear();
+            s.tentative.clear();
             s.blocked_now.clear();
             s.seen[t as usize] = pass;
             s.dist[t as usize] = 0;
@@ -921,54 +982,48 @@ impl Layer {
                 let x = s.settled[i];
                 s.relax(net, x, pass, |c| w(delta, c));
             }
-            while let Some(Reverse((du, c))) = s.heap.pop() {
-                let u = net.tail[c as usize];
-                if s.seen[u as usize] == pass {
-                    continue;
-                }
-                let x = net.head[c as usize];
-                let admitted = x == t || {
-                    let b = s.out[x as usize];
-                    let tid = net.turn(c, b);
-                    match turns[tid] {
-                        USED => true,
-                        BLOCKED => false,
-                        _ => {
-                            if order.try_add(net, turns, c, b) {
-                                turns[tid] = USED;
-                                s.added.push(tid as u32);
-                                true
-                            } else {
-                                turns[tid] = BLOCKED;
-                                s.blocked_now.push(tid as u32);
-                                false
+            s.rerouted = false;
+            loop {
+                while let Some(Reverse((du, c))) = s.heap.pop() {
+                    let u = net.tail[c as usize];
+                    if s.seen[u as usize] == pass {
+                        continue;
+                    }
+                    let x = net.head[c as usize];
+                    let admitted =
+                        x == t || admit(net, turns, order, s, pass, c, s.out[x as usize]);
+                    if !admitted {
+                        // Only the cheapest way in was queued; queue all the
+                        // others that are still open (none is cheaper than
+                        // the refused one, which was the cheapest).
+                        let mut best = (u64::MAX, NONE);
+                        for o in net.outs(u) {
+                            let x2 = net.head[o as usize];
+                            if s.seen[x2 as usize] != pass
+                                || (x2 != t && turns[net.turn(o, s.out[x2 as usize])] == BLOCKED)
+                            {
+                                continue;
                             }
+                            let key = s.dist[x2 as usize] + w(delta, o);
+                            best = best.min((key, o));
+                            s.heap.push(Reverse((key, o)));
                         }
+                        s.best[u as usize] = best;
+                        continue;
                     }
-                };
-                if !admitted {
-                    // Later keys only grow, so the remaining ways in are
-                    // all at least as expensive as the refused one.
-                    let mut best = (u64::MAX, NONE);
-                    for o in net.outs(u) {
-                        let x2 = net.head[o as usize];
-                        if s.seen[x2 as usize] != pass
-                            || (x2 != t && turns[net.turn(o, s.out[x2 as usize])] == BLOCKED)
-                        {
-                            continue;
-                        }
-                        let key = s.dist[x2 as usize] + w(delta, o);
-                        best = best.min((key, o));
-                        s.heap.push(Reverse((key, o)));
-                    }
-                    s.best[u as usize] = best;
-                    continue;
+                    s.seen[u as usize] = pass;
+                    s.dist[u as usize] = du;
+                    s.out[u as usize] = c;
+                    s.settled.push(u);
+                    s.relax(net, u, pass, |c| w(delta, c));
                 }
-                s.seen[u as usize] = pass;
-                s.dist[u as usize] = du;
-                s.out[u as usize] = c;
-                s.settled.push(u);
-                s.relax(net, u, pass, |c| w(delta, c));
+                if s.settled.len() == n
+                    || !*try_repair
+                    || !repair(net, turns, order, s, t, pass, ds, &|c| w(delta, c))
+                {
+                    break;
+                }
+                *repairs += 1;
             }
             *blocked += s.blocked_now.len() as u64;
             if s.settled.len() == n {
@@ -1036,6 +1091,9 @@ impl Layer {
 
         // Loads: each switch's end ports cross every channel of its route.
         if d.end_port() {
+            if s.rerouted {
+                s.order_by_hops(net, t, s.pass);
+            }
             s.flow.copy_from_slice(&net.hosts);
             for &v in s.settled.iter().rev() {
                 if v == t {
@@ -1059,6 +1117,171 @@ impl Layer {
     }
 }
 
+/// Whether turn `a -> b` is in the layer's CDG or joins it without closing
+/// a cycle; records what it decided for this pass.
+fn admit(
+    net: &Net,
+    turns: &mut [u8],
+    order: &mut Order,
+    s: &mut Scratch,
+    pass: u32,
+    a: u32,
+    b: u32,
+) -> bool {
+    let tid = net.turn(a, b);
+    match turns[tid] {
+        USED => true,
+        BLOCKED => false,
+        _ => {
+            if order.try_add(net, turns, a, b) {
+                turns[tid] = USED;
+                s.added.push(tid as u32);
+                s.astamp[tid] = pass;
+                s.tentative.push(tid as u32);
+                true
+            } else {
+                turns[tid] = BLOCKED;
+                s.blocked_now.push(tid as u32);
+                false
+            }
+        }
+    }
+}
+
+/// Local repair of an impasse (after Nue's local backtracking): an
+/// unreached switch `u` joins through a reached neighbour `x` that moves
+/// to another out channel `x -> y`, if the turns into and out of that
+/// channel, including those of every switch already routed through `x`,
+/// keep the CDG acyclic and `y` does not route through `x`. Returns whether
+/// a switch joined; the caller resumes the Dijkstra from it.
+#[allow(clippy::too_many_arguments)]
+fn repair(
+    net: &Net,
+    turns: &mut [u8],
+    order: &mut Order,
+    s: &mut Scratch,
+    t: u32,
+    pass: u32,
+    ds: u32,
+    w: &dyn Fn(u32) -> u64,
+) -> bool {
+    for u in 0..net.nsw as u32 {
+        if s.seen[u as usize] == pass {
+            continue;
+        }
+        s.cands.clear();
+        for c in net.outs(u) {
+            let x = net.head[c as usize];
+            if s.seen[x as usize] != pass || x == t || s.fixed[x as usize] == ds {
+                continue;
+            }
+            for b in net.outs(x) {
+                let y = net.head[b as usize];
+                if b != s.out[x as usize] && s.seen[y as usize] == pass {
+                    s.cands.push((s.dist[y as usize] + w(b) + w(c), c, b));
+                }
+            }
+        }
+        s.cands.sort_unstable();
+        for i in 0..s.cands.len() {
+            let (_, c, b) = s.cands[i];
+            let x = net.head[c as usize];
+            let y = net.head[b as usize];
+            let mut v = y;
+            let mut via_x = false;
+            while v != t {
+                if v == x {
+                    via_x = true;
+                    break;
+                }
+                v = net.head[s.out[v as usize] as usize];
+            }
+            if via_x {
+                continue;
+            }
+            s.tentative.clear();
+            let blocked_before = s.blocked_now.len();
+            let mut ok = admit(net, turns, order, s, pass, c, b)
+                && (y == t || admit(net, turns, order, s, pass, b, s.out[y as usize]));
+            for o in net.outs(x) {
+                if !ok {
+                    break;
+                }
+                let z = net.rev[o as usize];
+                let zt = net.tail[z as usize];
+                if s.seen[zt as usize] == pass && s.out[zt as usize] == z {
+                    ok = admit(net, turns, order, s, pass, z, b);
+                }
+            }
+            if !ok {
+                // A refusal judged with this attempt's own turns in place
+                // may not hold without them.
+                for &tid in s.tentative.iter().chain(&s.blocked_now[blocked_before..]) {
+                    turns[tid as usize] = UNUSED;
+                }
+                s.blocked_now.truncate(blocked_before);
+                continue;
+            }
+            // Turns only the old channel of x needed, if this destination
+            // added them, leave the CDG again.
+            let old = s.out[x as usize];
+            let oy = net.head[old as usize];
+            let mut drop = |tid: usize| {
+                if s.astamp[tid] == pass && turns[tid] == USED {
+                    turns[tid] = UNUSED;
+                }
+            };
+            if oy != t {
+                drop(net.turn(old, s.out[oy as usize]));
+            }
+            for o in net.outs(x) {
+                let z = net.rev[o as usize];
+                let zt = net.tail[z as usize];
+                if s.seen[zt as usize] == pass && s.out[zt as usize] == z {
+                    drop(net.turn(z, old));
+                }
+            }
+            s.out[x as usize] = b;
+            s.dist[x as usize] = s.dist[y as usize] + w(b);
+            s.seen[u as usize] = pass;
+            s.dist[u as usize] = s.dist[x as usize] + w(c);
+            s.out[u as usize] = c;
+            s.settled.push(u);
+            s.relax(net, u, pass, w);
+            s.rerouted = true;
+            return true;
+        }
+    }
+    false
+}
+
+impl Scratch {
+    /// Reorders `settled` by hops to the destination `t`, so every switch
+    /// comes after its next hop again.
+    fn order_by_hops(&mut self, net: &Net, t: u32, pass: u32) {
+        let mut path = std::mem::take(&mut self.path);
+        for i in 0..self.settled.len() {
+            let u = self.settled[i];
+            path.clear();
+            let mut v = u;
+            while v != t && self.hstamp[v as usize] != pass {
+                path.push(v);
+                v = net.head[self.out[v as usize] as usize];
+            }
+            let mut h = if v == t { 0 } else { self.hops[v as usize] };
+            for &p in path.iter().rev() {
+                h += 1;
+                self.hops[p as usize] = h;
+                self.hstamp[p as usize] = pass;
+            }
+        }
+        self.hops[t as usize] = 0;
+        self.path = path;
+        let hops = &self.hops;
+        self.settled.sort_by_key(|&v| hops[v as usize]);
+    }
+}
+
 /// The switch with the least summed hop distance to the layer's
 /// destination switches (weighted by their LIDs), measured from an even sample of
 /// them; ties go to the lowest switch index.
@@ -1078,4 +1301,51 @@ fn pick_root(net: &Net, members: &[u32], weight: &[u64]) -> u32 {
     (0..n as u32)
         .min_by_key(|&v| (sum[v as usize], v))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::verify::verify;
+
+    #[test]
+    fn impasses_are_repaired_or_escape_and_stay_deadlock_free() {
+        let mut with = Stats::default();
+        let mut without = Stats::default();
+        for seed in 0..40u64 {
+            for (switches, degree) in [(12, 3), (16, 2), (20, 4), (30, 3)] {
+                let f = generate(&Topology::RandomRegular {
+                    switches,
+                    degree,
+                    hosts: 2,
+                    seed,
+                })
+                .unwrap();
+                for vls in [1, 2] {
+                    let opts = EngineOptions {
+                        max_vls: vls,
+                        ..EngineOptions::default()
+                    };
+                    for (repair, total) in [(true, &mut with), (false, &mut without)] {
+                        let (r, st) = route_with_stats(&f, &opts, repair).unwrap();
+                        let rep = verify(&f, &r);
+                        assert!(
+                            rep.ok(),
+                            "seed {seed} {switches}/{degree} vls {vls} repair {repair}"
+                        );
+                        total.repairs += st.repairs;
+                        total.fallbacks += st.fallbacks;
+                        total.fixed += st.fixed;
+                    }
+                }
+            }
+        }
+        // Both ways out of an impasse were taken, and repairs spare most
+        // escape routes.
+        assert!(with.repairs > 0 && without.repairs == 0, "{with:?}");
+        assert!(without.fallbacks > with.fallbacks, "{with:?} {without:?}");
+        assert!(without.fixed > 0);
+        println!("with repair {with:?}, without {without:?}");
+    }
 }
