@@ -2,7 +2,7 @@
 //! and the verifier on Dragonfly p=6 and p=8 and Slim Fly q=11. Medians of `IBF_BENCH_RUNS`
 //! runs (default 3). Knobs: `IBF_BENCH_DF="4 6"` (Dragonfly sizes),
 //! `IBF_BENCH_SF="11"` (Slim Fly sizes, for DF-D2),
-//! `IBF_BENCH_ENGINES="minhop sssp dfdn dfdn-sssp dfd2"` (`dfdn-sssp` is DF-DN on
+//! `IBF_BENCH_ENGINES="minhop sssp dfdn dfdn-sssp dfd2 nue"` (`dfdn-sssp` is DF-DN on
 //! the SSSP base), `IBF_BENCH_VERIFY=0` to skip verification.
 //!
 //! `cargo bench -p fabric --bench core`

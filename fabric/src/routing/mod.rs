@@ -7,6 +7,7 @@ pub mod dnup;
 pub mod ftree;
 pub mod lash;
 pub mod minhop;
+pub mod nue;
 pub(crate) mod paths;
 pub mod sssp;
 pub mod updn;
@@ -110,6 +111,7 @@ pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
         Box::new(updn::UpDn),
         Box::new(dnup::DnUp),
         Box::new(ftree::FTree),
+        Box::new(nue::Nue),
     ]
 }
 
