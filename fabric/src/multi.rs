@@ -128,15 +128,62 @@ pub fn generated_prefix(i: usize) -> u64 {
     0xfec0_0000_0000_0000 | (i as u64 + 1)
 }
 
+/// How routers sit on top of the subnets' spines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wiring {
+    /// Every router links every spine of every subnet.
+    All,
+    /// Router `r` links spine `r mod spines` of every subnet: the routers
+    /// take the place of a three-level fat tree's top switches, one per
+    /// spine position, as in the inter-subnet paper's setups.
+    Stripe,
+}
+
+/// Two-level fat-tree subnets joined by routers on top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeSubnets {
+    pub subnets: u32,
+    /// Leaf switches per subnet, each with `hosts` HCAs and one link to
+    /// every spine of its subnet.
+    pub leaves: u32,
+    pub spines: u32,
+    pub hosts: u32,
+    pub routers: u32,
+    /// Parallel links between a router and each spine it joins.
+    pub router_links: u32,
+    pub wiring: Wiring,
+}
+
+impl TreeSubnets {
+    /// The inter-subnet paper's setups: the 648-HCA fabric of 36-port
+    /// switches (36 leaves of 18 HCAs, 18 switches above each leaf group)
+    /// cut into `k` subnets (2, 3 or 6) of `36/k` leaves and 18 spines;
+    /// the 18 top switches of the three-level tree are routers, router `r`
+    /// linked to spine `r` of every subnet by `36/k` links, so that every
+    /// spine has as many links up as down and the whole stays non-blocking.
+    pub fn paper(k: u32) -> Result<Self> {
+        if k == 0 || 36 % k != 0 {
+            return Err(Error::Multi(format!(
+                "the 648-HCA setup splits into a number of subnets dividing 36 (2, 3, 6 in the paper), not {k}"
+            )));
+        }
+        Ok(Self {
+            subnets: k,
+            leaves: 36 / k,
+            spines: 18,
+            hosts: 18,
+            routers: 18,
+            router_links: 36 / k,
+            wiring: Wiring::Stripe,
+        })
+    }
+}
+
 /// `subnets` two-level fat trees (`leaves` leaves with `hosts` HCAs each,
 /// `spines` spines) joined by `routers` routers on top: every router has one
 /// port to every spine of every subnet, as in the inter-subnet paper's
 /// setups where routers take the place of a three-level fat tree's top
-/// switches.
-///
-/// Router `r`'s port `1 + subnet * spines + spine` links spine `spine` of
-/// `subnet`, on the spine's port `leaves + 1 + r`. GUIDs are unique across
-/// the whole fabric: the subnet number is bits 24..32 of switch and CA GUIDs.
+/// switches. See [`tree_subnets`] for other wirings.
 pub fn fat_tree_subnets(
     subnets: u32,
     leaves: u32,
@@ -144,19 +191,63 @@ pub fn fat_tree_subnets(
     hosts: u32,
     routers: u32,
 ) -> Result<MultiFabric> {
+    tree_subnets(&TreeSubnets {
+        subnets,
+        leaves,
+        spines,
+        hosts,
+        routers,
+        router_links: 1,
+        wiring: Wiring::All,
+    })
+}
+
+/// Builds [`TreeSubnets`]. Port numbering: leaf hosts on `1..=hosts`, then
+/// one up-link per spine; spine ports `1..=leaves` go down, then the router
+/// links, grouped by router; router ports grouped by subnet, then spine,
+/// then parallel link. GUIDs are unique across the whole fabric: the subnet
+/// number is bits 24..32 of switch and CA GUIDs.
+pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
     let bad = |what: &str| Err(Error::Multi(what.to_string()));
-    if subnets == 0 || leaves == 0 || spines == 0 || hosts == 0 {
-        return bad("subnets, leaves, spines and hosts must all be at least 1");
+    let &TreeSubnets {
+        subnets,
+        leaves,
+        spines,
+        hosts,
+        routers,
+        router_links,
+        wiring,
+    } = t;
+    if subnets == 0 || leaves == 0 || spines == 0 || hosts == 0 || router_links == 0 {
+        return bad("subnets, leaves, spines, hosts and router links must all be at least 1");
     }
     if subnets > 255 {
         return bad("at most 255 subnets");
     }
-    if hosts + spines > 254 || leaves + routers > 254 {
-        return bad("switch radix above 254: fewer hosts, spines, leaves or routers");
+    // Routers each spine links, and spines each router links per subnet.
+    let per_spine: Vec<Vec<u32>> = (0..spines)
+        .map(|s| {
+            (0..routers)
+                .filter(|&r| wiring == Wiring::All || r % spines == s)
+                .collect()
+        })
+        .collect();
+    let per_router: Vec<Vec<u32>> = (0..routers)
+        .map(|r| match wiring {
+            Wiring::All => (0..spines).collect(),
+            Wiring::Stripe => vec![r % spines],
+        })
+        .collect();
+    let spine_radix = leaves as u64
+        + per_spine.iter().map(|v| v.len()).max().unwrap_or(0) as u64 * router_links as u64;
+    if hosts as u64 + spines as u64 > 254 || spine_radix > 254 {
+        return bad("switch radix above 254: fewer hosts, spines, leaves, routers or router links");
     }
-    let router_ports = subnets as u64 * spines as u64;
-    if router_ports > 254 {
-        return bad("router radix above 254 (subnets x spines): fewer subnets or spines");
+    let router_radix = subnets as u64
+        * per_router.iter().map(|v| v.len()).max().unwrap_or(0) as u64
+        * router_links as u64;
+    if router_radix > 254 {
+        return bad("router radix above 254 (subnets x spines per router x links): fewer subnets, spines or links");
     }
     let mut out = Vec::with_capacity(subnets as usize);
     for sn in 0..subnets {
@@ -179,7 +270,7 @@ pub fn fat_tree_subnets(
                     NodeKind::Switch,
                     0x0002_0000_0000_0000 | tag | 0x8000 | s as u64,
                     format!("sn{sn}_spine{s}"),
-                    (leaves + routers) as u8,
+                    spine_radix as u8,
                 )
             })
             .collect();
@@ -190,27 +281,36 @@ pub fn fat_tree_subnets(
                     NodeKind::Router,
                     guid,
                     format!("router{r}"),
-                    router_ports as u8,
+                    router_radix as u8,
                 )
             })
             .collect();
+        let link = |b: &mut FabricBuilder, a, pa: u32, z, pz: u32| {
+            b.connect(a, pa as u8, z, pz as u8)
+                .map_err(|e| Error::Multi(e.to_string()))
+        };
         for (l, &ln) in leaf.iter().enumerate() {
             for h in 0..hosts {
                 let guid = 0x0001_0000_0000_0000 | tag | ((l as u64) << 8 | h as u64) << 4;
                 let ca = b.add_node(NodeKind::Ca, guid, format!("sn{sn}_h{l}_{h}"), 1);
-                b.connect(ca, 1, ln, (h + 1) as u8)
-                    .map_err(|e| Error::Multi(e.to_string()))?;
+                link(&mut b, ca, 1, ln, h + 1)?;
             }
             for (s, &spn) in spine.iter().enumerate() {
-                b.connect(ln, (hosts + 1 + s as u32) as u8, spn, (l + 1) as u8)
-                    .map_err(|e| Error::Multi(e.to_string()))?;
+                link(&mut b, ln, hosts + 1 + s as u32, spn, l as u32 + 1)?;
             }
         }
         for (r, &rn) in rt.iter().enumerate() {
-            for (s, &spn) in spine.iter().enumerate() {
-                let port = (1 + sn * spines + s as u32) as u8;
-                b.connect(rn, port, spn, (leaves + 1 + r as u32) as u8)
-                    .map_err(|e| Error::Multi(e.to_string()))?;
+            let mine = &per_router[r];
+            for (si, &s) in mine.iter().enumerate() {
+                let at = per_spine[s as usize]
+                    .iter()
+                    .position(|&x| x == r as u32)
+                    .unwrap_or(0) as u32;
+                for m in 0..router_links {
+                    let rport = 1 + (sn * mine.len() as u32 + si as u32) * router_links + m;
+                    let sport = leaves + 1 + at * router_links + m;
+                    link(&mut b, rn, rport, spine[s as usize], sport)?;
+                }
             }
         }
         let fabric = b.build().map_err(|e| Error::Multi(e.to_string()))?;
@@ -248,6 +348,39 @@ mod tests {
         }
         let prefixes: Vec<u64> = m.subnets.iter().map(|s| s.prefix).collect();
         assert_eq!(m.subnet_by_prefix(prefixes[2]), Some(2));
+    }
+
+    #[test]
+    fn the_paper_setups_hold_648_hcas_and_stay_non_blocking() {
+        for k in [2, 3, 6] {
+            let m = tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates");
+            assert_eq!(m.subnets.len(), k as usize);
+            let hcas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
+            assert_eq!(hcas, 648);
+            assert_eq!(m.routers.len(), 18);
+            for r in &m.routers {
+                // 36 ports: 36/k links to one spine of each of k subnets.
+                assert_eq!(r.ports.len(), 36, "router {}", r.name);
+                assert_eq!(r.subnets().len(), k as usize);
+            }
+            for s in &m.subnets {
+                let f = &s.fabric;
+                // Leaves: 18 HCAs + 18 up; spines: 36/k down + 36/k up.
+                for &sw in f.switches() {
+                    let linked = f
+                        .port_slots(sw)
+                        .filter(|&p| f.remote(p) != crate::model::NONE)
+                        .count();
+                    let want = if f.desc(sw).contains("leaf") {
+                        36
+                    } else {
+                        2 * 36 / k as usize
+                    };
+                    assert_eq!(linked, want, "{}", f.desc(sw));
+                }
+            }
+        }
+        assert!(TreeSubnets::paper(5).is_err());
     }
 
     #[test]
