@@ -490,9 +490,12 @@ pub struct Tracer<'a> {
     router_port: HashMap<(u64, u8), (usize, u16)>,
     /// (subnet, LID) -> (router GUID, port): router ports by address.
     by_lid: HashMap<(usize, u16), (u64, u8)>,
-    /// Router GUID -> per context: (GID rules, prefix rules) as indices.
-    tables: HashMap<u64, (usize, Vec<(HashMap<Gid, usize>, HashMap<u64, usize>)>)>,
+    /// Router GUID -> (table index, per context rule indices).
+    tables: HashMap<u64, (usize, Vec<RuleIndex>)>,
 }
+
+/// Rule indices of one context: by full GID and by prefix.
+type RuleIndex = (HashMap<Gid, usize>, HashMap<u64, usize>);
 
 impl<'a> Tracer<'a> {
     pub fn new(view: &'a GlobalView, routes: &'a InterSubnetRoutes) -> Self {
