@@ -114,6 +114,16 @@ impl GlobalView {
         GlobalView { subnets }.normalized()
     }
 
+    /// Records ISFR's primary destinations of one subnet's router ports
+    /// (as [`primary_lids`] computes them), by router port GUID.
+    pub fn set_primary(&mut self, prefix: u64, primary: &BTreeMap<u64, Vec<u16>>) {
+        if let Some(s) = self.subnets.iter_mut().find(|s| s.prefix == prefix) {
+            for p in &mut s.router_ports {
+                p.primary_lids = primary.get(&p.port_guid).cloned().unwrap_or_default();
+            }
+        }
+    }
+
     /// Routers seen in any subnet, with their ports per subnet index.
     pub fn routers(&self) -> BTreeMap<u64, Vec<(usize, &RouterPortView)>> {
         let mut m: BTreeMap<u64, Vec<(usize, &RouterPortView)>> = BTreeMap::new();
@@ -244,7 +254,7 @@ pub trait InterSubnetRouting: Send + Sync {
 
 /// Every inter-subnet algorithm the product ships.
 pub fn registry() -> Vec<Box<dyn InterSubnetRouting>> {
-    vec![Box::new(PrefixBaseline), Box::new(Issr)]
+    vec![Box::new(PrefixBaseline), Box::new(Issr), Box::new(Isfr)]
 }
 
 pub fn by_name(name: &str) -> Result<Box<dyn InterSubnetRouting>> {
@@ -449,6 +459,234 @@ impl InterSubnetRouting for Issr {
             routers: tables,
         })
     }
+}
+
+/// ISFR (inter-subnet fat-tree routing, the paper's section 4.2): with
+/// fat-tree routing in every subnet and routers on top, each destination's
+/// primary route comes down through one top switch; the router ports on
+/// that switch ([`RouterPortView::primary_lids`], reported by the agents)
+/// are the destination's dedicated down ports. Traffic toward it enters the
+/// router that owns them (through its ports in the source subnet, spread
+/// over the destination's index) and leaves on its down port: the routes
+/// are those of one fat tree with routers in place of its top switches.
+/// Destinations without primary ports (a subnet not routed as a fat tree)
+/// get ISSR's choices.
+pub struct Isfr;
+
+impl InterSubnetRouting for Isfr {
+    fn name(&self) -> &'static str {
+        "isfr"
+    }
+    fn description(&self) -> &'static str {
+        "ISFR: each destination through the router on its fat-tree primary path, dedicated down port; ISSR where a subnet is not a fat tree"
+    }
+    fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes> {
+        let issr = Issr.route(view)?;
+        let routers = view.routers();
+        // (subnet, destination LID) -> its primary ports (router, port),
+        // ascending.
+        let mut primary: HashMap<(usize, u16), Vec<(u64, u8)>> = HashMap::new();
+        for (ti, t) in view.subnets.iter().enumerate() {
+            for p in &t.router_ports {
+                for &l in &p.primary_lids {
+                    primary
+                        .entry((ti, l))
+                        .or_default()
+                        .push((p.router_guid, p.port));
+                }
+            }
+        }
+        for v in primary.values_mut() {
+            v.sort_unstable();
+        }
+        let mut mappings = Vec::with_capacity(view.subnets.len());
+        for (si, s) in view.subnets.iter().enumerate() {
+            let fallback: HashMap<Gid, &MapEntry> = issr.mappings[si]
+                .entries
+                .iter()
+                .map(|e| (e.dest, e))
+                .collect();
+            let mut entries = Vec::new();
+            for (ti, t) in view.subnets.iter().enumerate() {
+                if ti == si {
+                    continue;
+                }
+                for (k, d) in t.end_ports.iter().enumerate() {
+                    let dest = Gid {
+                        prefix: t.prefix,
+                        guid: d.guid,
+                    };
+                    let via = primary.get(&(ti, d.lid)).and_then(|ps| {
+                        let here: Vec<&RouterPortView> = routers
+                            .get(&ps[0].0)?
+                            .iter()
+                            .filter(|(sn, _)| *sn == si)
+                            .map(|(_, p)| *p)
+                            .collect();
+                        (!here.is_empty()).then(|| here[k % here.len()])
+                    });
+                    match via {
+                        Some(p) => entries.push(MapEntry {
+                            dest,
+                            router_port_guid: p.port_guid,
+                            router_port_lid: p.lid,
+                        }),
+                        None => {
+                            if let Some(e) = fallback.get(&dest) {
+                                entries.push((*e).clone());
+                            }
+                        }
+                    }
+                }
+            }
+            mappings.push(Mapping {
+                prefix: s.prefix,
+                entries,
+                defaults: issr.mappings[si].defaults.clone(),
+            });
+        }
+        let tables = routers
+            .iter()
+            .map(|(&guid, ports)| {
+                let mut rules = Vec::new();
+                let mut subnets: Vec<usize> = ports.iter().map(|(sn, _)| *sn).collect();
+                subnets.dedup();
+                for ti in subnets {
+                    let all: Vec<u8> = ports
+                        .iter()
+                        .filter(|(sn, _)| *sn == ti)
+                        .map(|(_, p)| p.port)
+                        .collect();
+                    for (k, e) in view.subnets[ti].end_ports.iter().enumerate() {
+                        let mine: Vec<u8> = primary
+                            .get(&(ti, e.lid))
+                            .map(|ps| ps.iter().filter(|p| p.0 == guid).map(|p| p.1).collect())
+                            .unwrap_or_default();
+                        let matches = Match::Gid(Gid {
+                            prefix: view.subnets[ti].prefix,
+                            guid: e.guid,
+                        });
+                        rules.push(if mine.is_empty() {
+                            Rule {
+                                matches,
+                                next_lid: e.lid,
+                                ports: all.clone(),
+                                choice: Choice::Hash,
+                            }
+                        } else {
+                            Rule {
+                                matches,
+                                next_lid: e.lid,
+                                ports: vec![mine[k % mine.len()]],
+                                choice: Choice::First,
+                            }
+                        });
+                    }
+                }
+                RouterTable {
+                    router_guid: guid,
+                    contexts: vec![Context {
+                        ingress_ports: Vec::new(),
+                        rules,
+                    }],
+                }
+            })
+            .collect();
+        Ok(InterSubnetRoutes {
+            algorithm: self.name().to_string(),
+            mappings,
+            routers: tables,
+        })
+    }
+}
+
+/// ISFR's primary destinations per router port of one subnet: for each CA
+/// destination, the top switch its routes from the other leaf switches turn
+/// at (the highest switch on the way, by hops from the CA switches; the
+/// most common one, ties to the lowest switch index), and every router port
+/// linked to that switch lists the destination. On a fat tree routed by
+/// `ftree` all leaves turn at the switch of the destination's main path.
+/// Keys are router port GUIDs.
+pub fn primary_lids(f: &crate::Fabric, lfts: &crate::tables::Lfts) -> BTreeMap<u64, Vec<u16>> {
+    use crate::model::NONE;
+    let g = crate::graph::SwitchGraph::new(f);
+    let n = g.len();
+    let mut leaf = vec![false; n];
+    for &e in f.endports() {
+        if f.kind(f.node_of(e)) == NodeKind::Ca {
+            if let Some(si) = f.switch_index(f.node_of(f.remote(e))) {
+                leaf[si as usize] = true;
+            }
+        }
+    }
+    let leaves: Vec<u32> = (0..n as u32).filter(|&i| leaf[i as usize]).collect();
+    // Levels: hops from the nearest leaf.
+    let mut level = vec![u32::MAX; n];
+    let mut queue: std::collections::VecDeque<u32> = leaves.iter().copied().collect();
+    for &l in &leaves {
+        level[l as usize] = 0;
+    }
+    while let Some(a) = queue.pop_front() {
+        for &(b, _) in g.neighbours(a) {
+            if level[b as usize] == u32::MAX {
+                level[b as usize] = level[a as usize] + 1;
+                queue.push_back(b);
+            }
+        }
+    }
+    // Router ports per switch index.
+    let mut on_switch: HashMap<u32, Vec<u64>> = HashMap::new();
+    for &e in f.endports() {
+        if f.kind(f.node_of(e)) == NodeKind::Router {
+            if let Some(si) = f.switch_index(f.node_of(f.remote(e))) {
+                on_switch.entry(si).or_default().push(f.port_guid(e));
+            }
+        }
+    }
+    let mut out: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
+    let mut count = vec![0u32; n];
+    for &d in f.endports() {
+        if f.kind(f.node_of(d)) != NodeKind::Ca {
+            continue;
+        }
+        let dlid = f.lid_of_slot(d);
+        let Some(home) = f.switch_index(f.node_of(f.remote(d))) else {
+            continue;
+        };
+        count.iter_mut().for_each(|c| *c = 0);
+        for &l in &leaves {
+            if l == home {
+                continue;
+            }
+            let (mut cur, mut top) = (l, l);
+            for _ in 0..n {
+                let port = lfts.get(cur, dlid);
+                let sw = f.switches()[cur as usize];
+                if port == 0 || port > f.num_ports(sw) {
+                    break;
+                }
+                let r = f.remote(f.slot(sw, port));
+                if r == NONE {
+                    break;
+                }
+                let Some(next) = f.switch_index(f.node_of(r)) else {
+                    break;
+                };
+                cur = next;
+                if level[cur as usize] > level[top as usize] {
+                    top = cur;
+                }
+            }
+            count[top as usize] += 1;
+        }
+        let best = (0..n).max_by_key(|&i| (count[i], std::cmp::Reverse(i)));
+        if let Some(t) = best.filter(|&t| count[t] > 0) {
+            for &pg in on_switch.get(&(t as u32)).into_iter().flatten() {
+                out.entry(pg).or_default().push(dlid);
+            }
+        }
+    }
+    out
 }
 
 /// One router crossing of an inter-subnet path.
