@@ -264,3 +264,42 @@ fn updn_takes_a_root_guid_file_and_ftree_refuses_a_torus() {
     assert_eq!(r["deadlock_free"], true);
     assert_eq!(r["vls"], 1);
 }
+
+#[test]
+fn demo_resolves_inter_subnet_paths_with_every_algorithm() {
+    for (engine, algorithm) in [("updn", "prefix"), ("lash", "issr"), ("ftree", "isfr")] {
+        let o = ibf(&[
+            "demo",
+            "--engine",
+            engine,
+            "--algorithm",
+            algorithm,
+            "--json",
+        ]);
+        assert!(
+            o.status.success(),
+            "{engine}/{algorithm}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = json(&o);
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["algorithm"], algorithm);
+        let subnets = v["subnets"].as_array().expect("subnets");
+        assert_eq!(subnets.len(), 3);
+        for s in subnets {
+            assert_eq!(s["deadlock_free"], true, "{s}");
+            assert_eq!(s["verified"], true);
+            assert_eq!(s["engine"], engine);
+        }
+        let paths = v["paths"].as_array().expect("paths");
+        assert_eq!(paths.len(), 2);
+        for p in paths {
+            assert_eq!(p["delivered"], true, "{p}");
+            assert_eq!(p["next_lid"], p["destination_lid"]);
+        }
+    }
+    // A misspelt engine fails fast with its reason instead of a hung demo.
+    let o = ibf(&["demo", "--engine", "nosuch"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nosuch"));
+}

@@ -94,6 +94,14 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
     if let Some(dir) = &cfg.out_dir {
         fabric::formats::write_routing(&fabric, &routing, dir)?;
     }
+    // ISFR needs each router port's primary destinations, which only
+    // fat-tree routing defines; other engines leave the list empty and the
+    // controller falls back to ISSR for this subnet.
+    let primary = if cfg.engine == "ftree" {
+        fabric::intersubnet::primary_lids(&fabric, &routing.lfts)
+    } else {
+        Default::default()
+    };
     let mut h = Sha256::new();
     routing.for_each_table_chunk(|c| h.update(c));
     let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
@@ -116,7 +124,10 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
                     port: fabric.port_of(e) as u32,
                     port_guid: guid,
                     lid: lid as u32,
-                    primary_lids: Vec::new(),
+                    primary_lids: primary
+                        .get(&guid)
+                        .map(|v| v.iter().map(|&l| l as u32).collect())
+                        .unwrap_or_default(),
                 });
             }
             _ => end_ports.push(v1::EndPort {
