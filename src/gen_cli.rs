@@ -48,6 +48,41 @@ every switch has exactly the ports it uses. A fabric may have at most 49151 swit
 /// The topology families `ibfabric gen` can build.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum GenKind {
+    /// Several two-level fat-tree subnets joined by routers on top, written
+    /// as one ibnetdiscover file per subnet plus `manifest.toml` into the
+    /// directory given by --out.
+    ///
+    /// `--paper K` builds the inter-subnet paper's setup: the 648-HCA
+    /// three-level fat tree cut into K subnets (2, 3 or 6), the 18 top
+    /// switches replaced by routers. Otherwise the other options shape it.
+    Multi {
+        /// The paper's 648-HCA setup cut into this many subnets (overrides
+        /// the shape options).
+        #[arg(long)]
+        paper: Option<u32>,
+        /// Number of subnets.
+        #[arg(long, default_value_t = 3)]
+        subnets: u32,
+        /// Leaf switches per subnet.
+        #[arg(long, default_value_t = 4)]
+        leaves: u32,
+        /// Spine switches per subnet.
+        #[arg(long, default_value_t = 2)]
+        spines: u32,
+        /// HCAs per leaf.
+        #[arg(long, default_value_t = 4)]
+        hosts: u32,
+        /// Routers.
+        #[arg(long, default_value_t = 2)]
+        routers: u32,
+        /// Parallel links from a router to each spine it joins.
+        #[arg(long, default_value_t = 1)]
+        router_links: u32,
+        /// `all`: every router on every spine of every subnet; `stripe`:
+        /// router r on spine r mod spines of every subnet.
+        #[arg(long, default_value = "all")]
+        wiring: String,
+    },
     /// k-ary n-tree fat tree: n levels of k^(n-1) switches, k hosts per leaf.
     ///
     /// Switches have radix 2k: k ports down (hosts on leaves), k ports up;
@@ -187,8 +222,46 @@ pub enum GenKind {
 
 /// The topology a `gen` subcommand asks for. Parameter checks beyond the
 /// syntax happen in [`fabric::gen::generate`].
+/// The multi-subnet shape of `gen multi`.
+pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>> {
+    use fabric::multi::{TreeSubnets, Wiring};
+    let GenKind::Multi {
+        paper,
+        subnets,
+        leaves,
+        spines,
+        hosts,
+        routers,
+        router_links,
+        wiring,
+    } = kind
+    else {
+        return Ok(None);
+    };
+    if let Some(k) = paper {
+        return Ok(Some(TreeSubnets::paper(*k)?));
+    }
+    let wiring = match wiring.as_str() {
+        "all" => Wiring::All,
+        "stripe" => Wiring::Stripe,
+        w => anyhow::bail!("--wiring is 'all' or 'stripe', not '{w}'"),
+    };
+    Ok(Some(TreeSubnets {
+        subnets: *subnets,
+        leaves: *leaves,
+        spines: *spines,
+        hosts: *hosts,
+        routers: *routers,
+        router_links: *router_links,
+        wiring,
+    }))
+}
+
 pub fn topology(kind: &GenKind) -> Result<Topology> {
     Ok(match kind {
+        GenKind::Multi { .. } => {
+            anyhow::bail!("'gen multi' writes several files; it has no single topology")
+        }
         GenKind::Kary { k, n } => Topology::KaryNTree { k: *k, n: *n },
         GenKind::Fattree {
             leaves,

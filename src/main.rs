@@ -2,6 +2,7 @@
 
 mod gen_cli;
 mod services;
+mod sim_cli;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -57,6 +58,8 @@ enum Cmd {
     Router(services::ConfigArgs),
     /// Generate a multi-subnet fabric and run controller, agents and routers in one process.
     Demo(services::DemoArgs),
+    /// Simulate traffic (flow level) over inter-subnet routes: HPCC rings, uniform traffic.
+    Sim(sim_cli::SimArgs),
 }
 
 #[derive(Args)]
@@ -159,6 +162,7 @@ fn main() {
         Cmd::Controller(a) => services::cmd_controller(a),
         Cmd::Router(a) => services::cmd_router(a),
         Cmd::Demo(a) => services::cmd_demo(a),
+        Cmd::Sim(a) => sim_cli::cmd_sim(a),
         Cmd::Engines => {
             for e in routing::registry() {
                 println!(
@@ -272,6 +276,31 @@ fn print_info(i: &Info) {
 }
 
 fn cmd_gen(a: GenArgs) -> Result<i32> {
+    if let Some(t) = gen_cli::tree_subnets(&a.kind)? {
+        if a.out.as_os_str() == "-" {
+            bail!("'gen multi' writes a directory: pass --out DIR");
+        }
+        let m = fabric::multi::tree_subnets(&t)?;
+        let p = fabric::formats::manifest::write(&m, &a.out)?;
+        let cas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
+        if a.json {
+            let v = serde_json::json!({
+                "manifest": p.display().to_string(),
+                "subnets": m.subnets.len(),
+                "routers": m.routers.len(),
+                "cas": cas,
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            eprintln!(
+                "{} subnets, {} routers, {cas} CAs -> {}",
+                m.subnets.len(),
+                m.routers.len(),
+                p.display()
+            );
+        }
+        return Ok(0);
+    }
     let topo = gen_cli::topology(&a.kind)?;
     let t = Instant::now();
     let f = fabric::gen::generate(&topo)?;

@@ -303,3 +303,83 @@ fn demo_resolves_inter_subnet_paths_with_every_algorithm() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("nosuch"));
 }
+
+#[test]
+fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("fab");
+    let o = ibf(&[
+        "gen",
+        "multi",
+        "--subnets",
+        "3",
+        "--leaves",
+        "4",
+        "--spines",
+        "4",
+        "--hosts",
+        "4",
+        "--routers",
+        "4",
+        "--wiring",
+        "stripe",
+        "--router-links",
+        "2",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    let v = json(&o);
+    assert_eq!(v["subnets"], 3);
+    assert_eq!(v["cas"], 48);
+    let manifest = out.join("manifest.toml");
+    assert!(out.join("subnet2.net").is_file());
+    let svg = dir.path().join("sim.svg");
+    let o = ibf(&[
+        "sim",
+        "--manifest",
+        manifest.to_str().expect("utf-8 path"),
+        "--rings",
+        "20",
+        "--isp",
+        "0,100",
+        "--samples",
+        "2",
+        "--svg",
+        svg.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    let v = json(&o);
+    let res = v["setups"][0]["results"].as_array().expect("results");
+    let avg = |name: &str| {
+        res.iter()
+            .find(|r| r["algorithm"] == name)
+            .and_then(|r| r["ror_avg_mbs"].as_f64())
+            .expect("figure")
+    };
+    assert!(
+        avg("prefix") < avg("issr") && avg("issr") <= avg("isfr"),
+        "{res:?}"
+    );
+    for r in res {
+        assert_eq!(
+            r["nor_mbs"].as_f64().map(|x| x.round()),
+            Some(2000.0),
+            "{r}"
+        );
+        assert_eq!(r["uniform"].as_array().map(Vec::len), Some(2));
+    }
+    assert!(std::fs::read_to_string(&svg)
+        .expect("svg")
+        .starts_with("<svg"));
+    // A broken manifest fails with its file and line.
+    std::fs::write(
+        &manifest,
+        "[[subnet]]\nname = \"a\"\nprefix = \"zz\"\ntopology = \"subnet0.net\"\n",
+    )
+    .expect("writes");
+    let o = ibf(&["sim", "--manifest", manifest.to_str().expect("utf-8 path")]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("manifest.toml:3"), "{err}");
+}

@@ -511,7 +511,13 @@ impl InterSubnetRouting for Isfr {
                 if ti == si {
                     continue;
                 }
-                for (k, d) in t.end_ports.iter().enumerate() {
+                // Destinations dealt so far to each router: the next one
+                // takes the router's next port, so the destinations of one
+                // router spread over all its ports here (an index over all
+                // destinations would put a whole leaf's worth on one port
+                // when the router count divides the hosts per leaf).
+                let mut dealt: HashMap<u64, usize> = HashMap::new();
+                for d in &t.end_ports {
                     let dest = Gid {
                         prefix: t.prefix,
                         guid: d.guid,
@@ -523,7 +529,9 @@ impl InterSubnetRouting for Isfr {
                             .filter(|(sn, _)| *sn == si)
                             .map(|(_, p)| *p)
                             .collect();
-                        (!here.is_empty()).then(|| here[k % here.len()])
+                        let n = dealt.entry(ps[0].0).or_default();
+                        *n += 1;
+                        (!here.is_empty()).then(|| here[(*n - 1) % here.len()])
                     });
                     match via {
                         Some(p) => entries.push(MapEntry {
@@ -557,7 +565,10 @@ impl InterSubnetRouting for Isfr {
                         .filter(|(sn, _)| *sn == ti)
                         .map(|(_, p)| p.port)
                         .collect();
-                    for (k, e) in view.subnets[ti].end_ports.iter().enumerate() {
+                    // Same dealing as the mappings: the k-th destination
+                    // this router owns takes its k-th primary port.
+                    let mut dealt = 0usize;
+                    for e in &view.subnets[ti].end_ports {
                         let mine: Vec<u8> = primary
                             .get(&(ti, e.lid))
                             .map(|ps| ps.iter().filter(|p| p.0 == guid).map(|p| p.1).collect())
@@ -574,10 +585,11 @@ impl InterSubnetRouting for Isfr {
                                 choice: Choice::Hash,
                             }
                         } else {
+                            dealt += 1;
                             Rule {
                                 matches,
                                 next_lid: e.lid,
-                                ports: vec![mine[k % mine.len()]],
+                                ports: vec![mine[(dealt - 1) % mine.len()]],
                                 choice: Choice::First,
                             }
                         });

@@ -14,6 +14,7 @@ pub mod intersubnet;
 pub mod model;
 pub mod multi;
 pub mod routing;
+pub mod sim;
 pub mod tables;
 pub mod verify;
 

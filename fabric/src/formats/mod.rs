@@ -1,11 +1,12 @@
 //! File formats at the edges: ibnetdiscover topologies, OpenSM's
 //! `opensm-lfts.dump` and `opensm-sl2vl.dump`, `path-sl.txt`, and GUID
-//! lists such as Up*/Down* root switches.
+//! lists such as Up*/Down* root switches, and the multi-subnet manifest.
 //! Every reader reports errors as `file:line: cause`.
 
 pub mod guids;
 pub mod ibnetdiscover;
 pub mod lft;
+pub mod manifest;
 pub mod pathsl;
 pub mod sl2vl;
 

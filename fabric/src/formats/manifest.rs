@@ -1,0 +1,269 @@
+//! The multi-subnet manifest: a small TOML file that names one
+//! ibnetdiscover file per subnet and its subnet prefix. Routers appear in
+//! every subnet file they join, as router nodes with the same node GUID and
+//! only their ports in that subnet linked; the optional `[[router]]`
+//! entries state which port sits in which subnet and are checked against
+//! the files.
+//!
+//! ```toml
+//! [[subnet]]
+//! name = "subnet0"
+//! prefix = "0xfec0000000000001"
+//! topology = "subnet0.net"      # relative to the manifest
+//!
+//! [[router]]
+//! name = "router0"
+//! guid = "0x0004000000000000"
+//! ports = [[1, "subnet0"], [2, "subnet1"]]
+//! ```
+
+use crate::error::{Error, ParseError};
+use crate::formats::{ibnetdiscover, parse_hex_u64, read_file};
+use crate::multi::{MultiFabric, Subnet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    subnet: Vec<SubnetEntry>,
+    #[serde(default)]
+    router: Vec<RouterEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubnetEntry {
+    name: Spanned<String>,
+    prefix: Spanned<String>,
+    topology: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouterEntry {
+    #[serde(default)]
+    name: Option<String>,
+    guid: Spanned<String>,
+    ports: Spanned<Vec<(u8, String)>>,
+}
+
+/// A loaded manifest: the fabric and the topology file of each subnet.
+pub struct Manifest {
+    pub fabric: MultiFabric,
+    pub files: Vec<PathBuf>,
+}
+
+fn line_of(text: &str, span: Range<usize>) -> usize {
+    text[..span.start.min(text.len())].matches('\n').count() + 1
+}
+
+/// Reads a manifest and the topology files it names.
+pub fn read(path: &Path) -> Result<Manifest, Error> {
+    let text = read_file(path)?;
+    let at = |span: Range<usize>, cause: String| -> Error {
+        ParseError::new(path, line_of(&text, span), cause).into()
+    };
+    let file: File = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map_or(1, |s| line_of(&text, s));
+        Error::from(ParseError::new(path, line, e.message().to_string()))
+    })?;
+    if file.subnet.is_empty() {
+        return Err(ParseError::new(path, 1, "no [[subnet]] entries").into());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut subnets = Vec::with_capacity(file.subnet.len());
+    let mut files = Vec::with_capacity(file.subnet.len());
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    for s in &file.subnet {
+        let prefix = parse_hex_u64(s.prefix.get_ref()).ok_or_else(|| {
+            at(
+                s.prefix.span(),
+                format!(
+                    "prefix '{}' is not a 64-bit hex number (0x...)",
+                    s.prefix.get_ref()
+                ),
+            )
+        })?;
+        if names
+            .insert(s.name.get_ref().clone(), subnets.len())
+            .is_some()
+        {
+            return Err(at(
+                s.name.span(),
+                format!("subnet name '{}' appears twice", s.name.get_ref()),
+            ));
+        }
+        let topo = dir.join(s.topology.get_ref());
+        if !topo.is_file() {
+            return Err(at(
+                s.topology.span(),
+                format!("topology file {} does not exist", topo.display()),
+            ));
+        }
+        let mut fabric = ibnetdiscover::read(&topo)?;
+        fabric.subnet_prefix = prefix;
+        subnets.push(Subnet {
+            name: s.name.get_ref().clone(),
+            prefix,
+            fabric,
+        });
+        files.push(topo);
+    }
+    let m = MultiFabric::from_subnets(subnets).map_err(|e| at(0..0, e.to_string()))?;
+    for r in &file.router {
+        let guid = parse_hex_u64(r.guid.get_ref()).ok_or_else(|| {
+            at(
+                r.guid.span(),
+                format!(
+                    "router GUID '{}' is not a 64-bit hex number",
+                    r.guid.get_ref()
+                ),
+            )
+        })?;
+        let label = r.name.clone().unwrap_or_else(|| r.guid.get_ref().clone());
+        let found = m.routers.iter().find(|x| x.guid == guid).ok_or_else(|| {
+            at(
+                r.guid.span(),
+                format!("router '{label}' ({guid:#018x}) is in no subnet's topology file"),
+            )
+        })?;
+        for (port, subnet) in r.ports.get_ref() {
+            let want = *names.get(subnet).ok_or_else(|| {
+                at(
+                    r.ports.span(),
+                    format!("router '{label}' port {port}: no subnet named '{subnet}'"),
+                )
+            })?;
+            match found.ports.iter().find(|p| p.port == *port) {
+                Some(p) if p.subnet == want => {}
+                Some(p) => {
+                    return Err(at(
+                        r.ports.span(),
+                        format!(
+                            "router '{label}' port {port} is linked in '{}', not '{subnet}'",
+                            m.subnets[p.subnet].name
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(at(
+                        r.ports.span(),
+                        format!("router '{label}' port {port} is linked in no subnet's file"),
+                    ))
+                }
+            }
+        }
+    }
+    Ok(Manifest { fabric: m, files })
+}
+
+#[derive(Serialize)]
+struct OutFile<'a> {
+    subnet: Vec<OutSubnet<'a>>,
+    router: Vec<OutRouter<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutSubnet<'a> {
+    name: &'a str,
+    prefix: String,
+    topology: String,
+}
+
+#[derive(Serialize)]
+struct OutRouter<'a> {
+    name: &'a str,
+    guid: String,
+    ports: Vec<(u8, &'a str)>,
+}
+
+/// Writes every subnet's topology as `<name>.net` into `dir` and the
+/// manifest as `dir/manifest.toml`; returns the manifest's path.
+pub fn write(m: &MultiFabric, dir: &Path) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out = OutFile {
+        subnet: Vec::new(),
+        router: Vec::new(),
+    };
+    for s in &m.subnets {
+        let file = format!("{}.net", s.name);
+        super::write_file(&dir.join(&file), &ibnetdiscover::write(&s.fabric))?;
+        out.subnet.push(OutSubnet {
+            name: &s.name,
+            prefix: format!("{:#018x}", s.prefix),
+            topology: file,
+        });
+    }
+    for r in &m.routers {
+        out.router.push(OutRouter {
+            name: &r.name,
+            guid: format!("{:#018x}", r.guid),
+            ports: r
+                .ports
+                .iter()
+                .map(|p| (p.port, m.subnets[p.subnet].name.as_str()))
+                .collect(),
+        });
+    }
+    let body = toml::to_string(&out).map_err(|e| Error::Invalid(e.to_string()))?;
+    let p = dir.join("manifest.toml");
+    super::write_file(
+        &p,
+        &format!("# ibfabric multi-subnet manifest: one ibnetdiscover file per subnet.\n{body}"),
+    )?;
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::multi::fat_tree_subnets;
+
+    #[test]
+    fn a_written_manifest_reads_back_into_the_same_fabric() {
+        let m = fat_tree_subnets(3, 2, 2, 2, 2).expect("generates");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = write(&m, dir.path()).expect("writes");
+        let back = read(&p).expect("reads").fabric;
+        assert_eq!(back.subnets.len(), 3);
+        for (a, b) in m.subnets.iter().zip(&back.subnets) {
+            assert_eq!(a.prefix, b.prefix);
+            assert_eq!(a.fabric.num_cas(), b.fabric.num_cas());
+        }
+        assert_eq!(back.routers.len(), m.routers.len());
+        for (a, b) in m.routers.iter().zip(&back.routers) {
+            assert_eq!(a.guid, b.guid);
+            assert_eq!(a.ports, b.ports);
+        }
+    }
+
+    #[test]
+    fn bad_manifests_name_the_line() {
+        let m = fat_tree_subnets(2, 1, 1, 1, 1).expect("generates");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = write(&m, dir.path()).expect("writes");
+        let text = std::fs::read_to_string(&p).expect("reads");
+        let cases = [
+            (
+                text.replace("0xfec0000000000002", "0xnothex"),
+                "not a 64-bit hex",
+            ),
+            (text.replace("subnet1.net", "missing.net"), "does not exist"),
+            (
+                text.replace("[1, \"subnet0\"]", "[1, \"subnet1\"]"),
+                "linked in 'subnet0', not 'subnet1'",
+            ),
+            (text.replace("prefix", "prefx"), "unknown field"),
+        ];
+        for (bad, want) in cases {
+            std::fs::write(&p, &bad).expect("writes");
+            let e = read(&p).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("manifest.toml:") && e.contains(want), "{e}");
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Flow simulation over the inter-subnet paper's setups: the ordering of
+//! the algorithms the paper reports must hold on the routed tables.
+
+use fabric::intersubnet;
+use fabric::multi::{tree_subnets, TreeSubnets};
+use fabric::sim::{self, Network, Uniform};
+
+#[test]
+fn random_rings_rank_prefix_below_issr_below_isfr() {
+    for k in [2, 3, 6] {
+        let m = tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates");
+        let routed = sim::route_subnets(&m, "ftree").expect("routes");
+        let mut avg = Vec::new();
+        for name in ["prefix", "issr", "isfr"] {
+            let routes = intersubnet::by_name(name)
+                .expect("known")
+                .route(&routed.view)
+                .expect("routes");
+            let net = Network::new(&m, &routed.lfts, &routed.view, &routes).expect("network");
+            assert_eq!(net.hosts().len(), 648);
+            let r = sim::rings(&net, 8, 1).expect("simulates");
+            // Shift permutations on a fat tree are non-blocking.
+            assert!(
+                (r.nor - 1.0).abs() < 1e-9 || name == "prefix",
+                "k={k} {name}: NOR {}",
+                r.nor
+            );
+            assert!(r.ror_min <= r.ror_avg && r.ror_avg <= r.ror_max);
+            eprintln!("k={k} {name}: {r:?}");
+            avg.push(r.ror_avg);
+        }
+        assert!(avg[0] < avg[1] && avg[1] < avg[2], "k={k}: {avg:?}");
+    }
+}
+
+#[test]
+fn local_uniform_traffic_does_not_depend_on_the_inter_subnet_algorithm() {
+    let m = tree_subnets(&TreeSubnets::paper(2).expect("valid")).expect("generates");
+    let routed = sim::route_subnets(&m, "ftree").expect("routes");
+    let u = Uniform {
+        isp: 0.0,
+        hot_spot: 0.0,
+        samples: 2,
+        seed: 3,
+    };
+    let mut seen = Vec::new();
+    for name in ["prefix", "isfr"] {
+        let routes = intersubnet::by_name(name)
+            .expect("known")
+            .route(&routed.view)
+            .expect("routes");
+        let net = Network::new(&m, &routed.lfts, &routed.view, &routes).expect("network");
+        seen.push(sim::uniform(&net, &u).expect("simulates"));
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert!(seen[0] > 0.3 && seen[0] <= 1.0, "{seen:?}");
+}

@@ -1,0 +1,430 @@
+//! `ibfabric sim`: flow-level bandwidth of the inter-subnet algorithms on
+//! routed multi-subnet fabrics (HPCC rings, uniform traffic with hot spots).
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fabric::intersubnet;
+use fabric::multi::{tree_subnets, MultiFabric, TreeSubnets};
+use fabric::sim::{self, Network, RingStats, Uniform};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// The inter-subnet paper's setups: the 648-HCA three-level fat tree cut
+    /// into K two-level subnets with routers on top; a comma list of K
+    /// (2, 3, 6 in the paper).
+    #[arg(long, value_delimiter = ',', default_value = "2,3,6")]
+    paper: Vec<u32>,
+    /// A multi-subnet manifest (see `ibfabric gen multi`) instead of the
+    /// paper setups.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Routing engine of every subnet (ISFR needs ftree to find primary
+    /// paths; elsewhere it falls back to ISSR).
+    #[arg(long, default_value = "ftree")]
+    engine: String,
+    /// Inter-subnet algorithms to compare.
+    #[arg(long, value_delimiter = ',', default_value = "prefix,issr,isfr")]
+    algorithms: Vec<String>,
+    /// Random-order rings (the paper: 499, with the natural-order one).
+    #[arg(long, default_value_t = 499)]
+    rings: usize,
+    /// Uniform traffic: inter-subnet percentages to sweep; empty to skip.
+    #[arg(long, value_delimiter = ',', default_value = "0,20,40,60,80,100")]
+    isp: Vec<u32>,
+    /// Share of each subnet's incoming traffic aimed at its hot spot.
+    #[arg(long, default_value_t = 0.05)]
+    hot_spot: f64,
+    /// Random draws averaged per uniform-traffic point.
+    #[arg(long, default_value_t = 10)]
+    samples: usize,
+    /// Seed of every random choice (rings, destinations, hot spots).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Link data bandwidth in MB/s (4x DDR, the paper's links: 2000).
+    #[arg(long, default_value_t = 2000.0)]
+    link_mbs: f64,
+    /// Write the results as an SVG plot to this file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Machine-readable results on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct AlgResult {
+    algorithm: String,
+    /// Ring figures in MB/s.
+    nor_mbs: f64,
+    ror_min_mbs: f64,
+    ror_max_mbs: f64,
+    ror_avg_mbs: f64,
+    ror_flow_avg_mbs: f64,
+    rings: usize,
+    /// (ISP %, throughput as % of the injection bandwidth).
+    uniform: Vec<(u32, f64)>,
+}
+
+#[derive(Serialize)]
+struct SetupResult {
+    name: String,
+    subnets: usize,
+    hosts: usize,
+    routers: usize,
+    results: Vec<AlgResult>,
+}
+
+#[derive(Serialize)]
+struct SimReport {
+    engine: String,
+    link_mbs: f64,
+    seed: u64,
+    hot_spot: f64,
+    samples: usize,
+    setups: Vec<SetupResult>,
+    seconds: f64,
+}
+
+pub fn cmd_sim(a: SimArgs) -> Result<i32> {
+    let t0 = Instant::now();
+    if !(a.link_mbs > 0.0 && a.link_mbs.is_finite()) {
+        bail!("--link-mbs must be a positive number, not {}", a.link_mbs);
+    }
+    if !(0.0..=1.0).contains(&a.hot_spot) {
+        bail!("--hot-spot is a probability in 0..=1, not {}", a.hot_spot);
+    }
+    if let Some(bad) = a.isp.iter().find(|&&p| p > 100) {
+        bail!("--isp takes percentages 0..=100, not {bad}");
+    }
+    for name in &a.algorithms {
+        intersubnet::by_name(name)?;
+    }
+    let setups: Vec<(String, MultiFabric)> = match &a.manifest {
+        Some(p) => vec![(
+            p.display().to_string(),
+            fabric::formats::manifest::read(p)?.fabric,
+        )],
+        None => a
+            .paper
+            .iter()
+            .map(|&k| {
+                let t = TreeSubnets::paper(k)?;
+                Ok((format!("paper-{k}"), tree_subnets(&t)?))
+            })
+            .collect::<Result<_>>()?,
+    };
+    let bar = progress(setups.len() * a.algorithms.len());
+    let mut out = Vec::new();
+    for (name, m) in &setups {
+        let routed = sim::route_subnets(m, &a.engine)
+            .with_context(|| format!("routing the subnets of {name}"))?;
+        let mut results = Vec::new();
+        for alg in &a.algorithms {
+            let routes = intersubnet::by_name(alg)?.route(&routed.view)?;
+            let net = Network::new(m, &routed.lfts, &routed.view, &routes)?;
+            let r: RingStats = sim::rings(&net, a.rings, a.seed)
+                .with_context(|| format!("{name}, {alg}: ring traffic"))?;
+            let mut uniform = Vec::new();
+            for &isp in &a.isp {
+                let u = Uniform {
+                    isp: isp as f64 / 100.0,
+                    hot_spot: a.hot_spot,
+                    samples: a.samples,
+                    seed: a.seed,
+                };
+                let t = sim::uniform(&net, &u)
+                    .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
+                uniform.push((isp, t * 100.0));
+            }
+            let mbs = |x: f64| x * a.link_mbs;
+            results.push(AlgResult {
+                algorithm: alg.clone(),
+                nor_mbs: mbs(r.nor),
+                ror_min_mbs: mbs(r.ror_min),
+                ror_max_mbs: mbs(r.ror_max),
+                ror_avg_mbs: mbs(r.ror_avg),
+                ror_flow_avg_mbs: mbs(r.ror_flow_avg),
+                rings: r.rings,
+                uniform,
+            });
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+            tracing::info!(setup = %name, algorithm = %alg, "simulated");
+        }
+        out.push(SetupResult {
+            name: name.clone(),
+            subnets: m.subnets.len(),
+            hosts: m.subnets.iter().map(|s| s.fabric.num_cas()).sum(),
+            routers: m.routers.len(),
+            results,
+        });
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let report = SimReport {
+        engine: a.engine.clone(),
+        link_mbs: a.link_mbs,
+        seed: a.seed,
+        hot_spot: a.hot_spot,
+        samples: a.samples,
+        setups: out,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    if let Some(p) = &a.svg {
+        fabric::formats::write_file(p, &plot(&report))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(0)
+}
+
+fn progress(n: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(n as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} setups x algorithms",
+    ) {
+        b.set_style(style);
+    }
+    Some(b)
+}
+
+fn print_text(r: &SimReport) {
+    println!(
+        "engine {}, links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
+        r.engine,
+        r.link_mbs,
+        r.seed,
+        r.setups
+            .first()
+            .and_then(|s| s.results.first())
+            .map_or(0, |x| x.rings),
+        r.hot_spot,
+        r.samples
+    );
+    for s in &r.setups {
+        println!(
+            "\n{}: {} subnets, {} HCAs, {} routers",
+            s.name, s.subnets, s.hosts, s.routers
+        );
+        println!(
+            "  {:<9} {:>9} {:>22} {:>13}   uniform throughput % by ISP",
+            "algorithm", "NOR MB/s", "ROR min/max/avg MB/s", "flow avg MB/s"
+        );
+        for x in &s.results {
+            let u: Vec<String> = x
+                .uniform
+                .iter()
+                .map(|(isp, t)| format!("{isp}%:{t:.1}"))
+                .collect();
+            println!(
+                "  {:<9} {:>9.0} {:>22} {:>13.0}   {}",
+                x.algorithm,
+                x.nor_mbs,
+                format!(
+                    "{:.0}/{:.0}/{:.0}",
+                    x.ror_min_mbs, x.ror_max_mbs, x.ror_avg_mbs
+                ),
+                x.ror_flow_avg_mbs,
+                u.join(" ")
+            );
+        }
+        let avg = |n: &str| {
+            s.results
+                .iter()
+                .find(|x| x.algorithm == n)
+                .map(|x| x.ror_avg_mbs)
+        };
+        if let (Some(p), Some(f)) = (avg("prefix"), avg("isfr")) {
+            if p > 0.0 {
+                println!("  ROR avg ISFR / prefix: {:.2}", f / p);
+            }
+        }
+    }
+    println!("\n{:.1} s", r.seconds);
+}
+
+const COLORS: [&str; 6] = [
+    "#9ecae1", "#fd8d3c", "#31a354", "#756bb1", "#e6550d", "#636363",
+];
+
+/// Two panels: ROR bandwidth per setup (bars: average, whiskers: min-max)
+/// and uniform throughput against ISP (one line per setup and algorithm).
+fn plot(r: &SimReport) -> String {
+    use std::fmt::Write;
+    let algs: Vec<&str> = r
+        .setups
+        .first()
+        .map(|s| s.results.iter().map(|x| x.algorithm.as_str()).collect())
+        .unwrap_or_default();
+    let (w, h, top, left, ph) = (980.0, 430.0, 60.0, 70.0, 300.0);
+    let pw = 400.0;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">
+<rect width="{w}" height="{h}" fill="white"/>
+<text x="{left}" y="22" font-size="14" font-weight="bold">Inter-subnet routing, flow-level simulation (engine {}, links {} MB/s)</text>
+<text x="{left}" y="40" fill="#555">Left: HPCC random-order rings ({} rings; bar = average, whisker = min..max). Right: uniform traffic, {}% hot spot.</text>
+"##,
+        r.engine,
+        r.link_mbs,
+        r.setups
+            .first()
+            .and_then(|s| s.results.first())
+            .map_or(0, |x| x.rings),
+        r.hot_spot * 100.0
+    );
+    // Left panel.
+    let ymax = r
+        .setups
+        .iter()
+        .flat_map(|s| s.results.iter().map(|x| x.nor_mbs.max(x.ror_max_mbs)))
+        .fold(1.0f64, f64::max);
+    let y = |v: f64| top + ph - v / ymax * ph;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#333"/>"##,
+        top + ph
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end">{v:.0}</text><line x1="{left}" y1="{yy}" x2="{}" y2="{yy}" stroke="#ddd"/>"##,
+            left - 4.0,
+            y(v) + 4.0,
+            left + pw,
+            yy = y(v)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text transform="translate(18,{}) rotate(-90)" text-anchor="middle">MB/s per host</text>"##,
+        top + ph / 2.0
+    );
+    let group = pw / r.setups.len().max(1) as f64;
+    let bw = group * 0.8 / algs.len().max(1) as f64;
+    for (si, st) in r.setups.iter().enumerate() {
+        let x0 = left + si as f64 * group + group * 0.1;
+        for (ai, x) in st.results.iter().enumerate() {
+            let bx = x0 + ai as f64 * bw;
+            let c = COLORS[ai % COLORS.len()];
+            let _ = writeln!(
+                s,
+                r##"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{c}" stroke="#333" stroke-width="0.5"><title>{}, {}: ROR avg {:.0} MB/s (min {:.0}, max {:.0})</title></rect>"##,
+                y(x.ror_avg_mbs),
+                bw * 0.9,
+                top + ph - y(x.ror_avg_mbs),
+                st.name,
+                x.algorithm,
+                x.ror_avg_mbs,
+                x.ror_min_mbs,
+                x.ror_max_mbs
+            );
+            let cx = bx + bw * 0.45;
+            let _ = writeln!(
+                s,
+                r##"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#000"/>"##,
+                y(x.ror_min_mbs),
+                y(x.ror_max_mbs)
+            );
+        }
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            x0 + group * 0.4,
+            top + ph + 16.0,
+            st.name
+        );
+    }
+    // Right panel.
+    let rx = left + pw + 90.0;
+    let xr = |isp: f64| rx + isp / 100.0 * pw;
+    let yr = |t: f64| top + ph - t / 100.0 * ph;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{rx}" y1="{top}" x2="{rx}" y2="{}" stroke="#333"/><line x1="{rx}" y1="{}" x2="{}" y2="{}" stroke="#333"/>"##,
+        top + ph,
+        top + ph,
+        rx + pw,
+        top + ph
+    );
+    for i in 0..=4 {
+        let v = 25.0 * i as f64;
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end">{v:.0}%</text><text x="{}" y="{}" text-anchor="middle">{v:.0}</text>"##,
+            rx - 4.0,
+            yr(v) + 4.0,
+            xr(v),
+            top + ph + 14.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">inter-subnet traffic (ISP, %)</text>"##,
+        rx + pw / 2.0,
+        top + ph + 30.0
+    );
+    let dashes = ["", "6,3", "2,2", "8,3,2,3"];
+    for (si, st) in r.setups.iter().enumerate() {
+        for (ai, x) in st.results.iter().enumerate() {
+            if x.uniform.is_empty() {
+                continue;
+            }
+            let pts: Vec<String> = x
+                .uniform
+                .iter()
+                .map(|&(isp, t)| format!("{:.1},{:.1}", xr(isp as f64), yr(t)))
+                .collect();
+            let _ = writeln!(
+                s,
+                r##"<polyline points="{}" fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}"><title>{}, {}</title></polyline>"##,
+                pts.join(" "),
+                COLORS[ai % COLORS.len()],
+                dashes[si % dashes.len()],
+                st.name,
+                x.algorithm
+            );
+        }
+    }
+    // Legend.
+    let ly = h - 24.0;
+    for (ai, a) in algs.iter().enumerate() {
+        let lx = left + ai as f64 * 110.0;
+        let _ = writeln!(
+            s,
+            r##"<rect x="{lx}" y="{}" width="12" height="12" fill="{}" stroke="#333"/><text x="{}" y="{ly}">{a}</text>"##,
+            ly - 10.0,
+            COLORS[ai % COLORS.len()],
+            lx + 16.0
+        );
+    }
+    for (si, st) in r.setups.iter().enumerate() {
+        let lx = rx + si as f64 * 110.0;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{lx}" y1="{}" x2="{}" y2="{}" stroke="#333" stroke-width="2" stroke-dasharray="{}"/><text x="{}" y="{ly}">{}</text>"##,
+            ly - 4.0,
+            lx + 24.0,
+            ly - 4.0,
+            dashes[si % dashes.len()],
+            lx + 28.0,
+            st.name
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
