@@ -82,6 +82,11 @@ pub enum GenKind {
         /// router r on spine r mod spines of every subnet.
         #[arg(long, default_value = "all")]
         wiring: String,
+        /// Which subnets a router joins: `all`; `chain` (router r joins
+        /// subnets r mod (K-1) and the next: distant subnets talk through
+        /// transit subnets); `ring` (a chain closed from last to first).
+        #[arg(long, default_value = "all")]
+        join: String,
     },
     /// k-ary n-tree fat tree: n levels of k^(n-1) switches, k hosts per leaf.
     ///
@@ -224,7 +229,7 @@ pub enum GenKind {
 /// syntax happen in [`fabric::gen::generate`].
 /// The multi-subnet shape of `gen multi`.
 pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>> {
-    use fabric::multi::{TreeSubnets, Wiring};
+    use fabric::multi::{Join, TreeSubnets, Wiring};
     let GenKind::Multi {
         paper,
         subnets,
@@ -234,6 +239,7 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
         routers,
         router_links,
         wiring,
+        join,
     } = kind
     else {
         return Ok(None);
@@ -246,6 +252,12 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
         "stripe" => Wiring::Stripe,
         w => anyhow::bail!("--wiring is 'all' or 'stripe', not '{w}'"),
     };
+    let join = match join.as_str() {
+        "all" => Join::All,
+        "chain" => Join::Chain,
+        "ring" => Join::Ring,
+        j => anyhow::bail!("--join is 'all', 'chain' or 'ring', not '{j}'"),
+    };
     Ok(Some(TreeSubnets {
         subnets: *subnets,
         leaves: *leaves,
@@ -254,6 +266,7 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
         routers: *routers,
         router_links: *router_links,
         wiring,
+        join,
     }))
 }
 

@@ -58,6 +58,14 @@ pub struct SimArgs {
 #[derive(Serialize)]
 struct AlgResult {
     algorithm: String,
+    /// Every host pair walked, global channel dependency graph checked.
+    global: sim::GlobalReport,
+    /// Traffic figures; absent when some pairs are unreachable.
+    traffic: Option<Traffic>,
+}
+
+#[derive(Serialize)]
+struct Traffic {
     /// Ring figures in MB/s.
     nor_mbs: f64,
     ror_min_mbs: f64,
@@ -125,31 +133,20 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
         let mut results = Vec::new();
         for alg in &a.algorithms {
             let routes = intersubnet::by_name(alg)?.route(&routed.view)?;
-            let net = Network::new(m, &routed.lfts, &routed.view, &routes)?;
-            let r: RingStats = sim::rings(&net, a.rings, a.seed)
-                .with_context(|| format!("{name}, {alg}: ring traffic"))?;
-            let mut uniform = Vec::new();
-            for &isp in &a.isp {
-                let u = Uniform {
-                    isp: isp as f64 / 100.0,
-                    hot_spot: a.hot_spot,
-                    samples: a.samples,
-                    seed: a.seed,
-                };
-                let t = sim::uniform(&net, &u)
-                    .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
-                uniform.push((isp, t * 100.0));
+            let net = Network::new(m, &routed.routings, &routed.view, &routes)?;
+            let global = sim::verify_global(&net);
+            if !global.ok() {
+                tracing::warn!(setup = %name, algorithm = %alg, "global check failed: {} unreachable pairs, cycle: {}", global.unreachable, global.cycle.is_some());
             }
-            let mbs = |x: f64| x * a.link_mbs;
+            let traffic = if global.unreachable == 0 {
+                Some(traffic(&net, &a, name, alg)?)
+            } else {
+                None
+            };
             results.push(AlgResult {
                 algorithm: alg.clone(),
-                nor_mbs: mbs(r.nor),
-                ror_min_mbs: mbs(r.ror_min),
-                ror_max_mbs: mbs(r.ror_max),
-                ror_avg_mbs: mbs(r.ror_avg),
-                ror_flow_avg_mbs: mbs(r.ror_flow_avg),
-                rings: r.rings,
-                uniform,
+                global,
+                traffic,
             });
             if let Some(b) = &bar {
                 b.inc(1);
@@ -187,6 +184,33 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
     Ok(0)
 }
 
+fn traffic(net: &Network<'_>, a: &SimArgs, name: &str, alg: &str) -> Result<Traffic> {
+    let r: RingStats =
+        sim::rings(net, a.rings, a.seed).with_context(|| format!("{name}, {alg}: ring traffic"))?;
+    let mut uniform = Vec::new();
+    for &isp in &a.isp {
+        let u = Uniform {
+            isp: isp as f64 / 100.0,
+            hot_spot: a.hot_spot,
+            samples: a.samples,
+            seed: a.seed,
+        };
+        let t = sim::uniform(net, &u)
+            .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
+        uniform.push((isp, t * 100.0));
+    }
+    let mbs = |x: f64| x * a.link_mbs;
+    Ok(Traffic {
+        nor_mbs: mbs(r.nor),
+        ror_min_mbs: mbs(r.ror_min),
+        ror_max_mbs: mbs(r.ror_max),
+        ror_avg_mbs: mbs(r.ror_avg),
+        ror_flow_avg_mbs: mbs(r.ror_flow_avg),
+        rings: r.rings,
+        uniform,
+    })
+}
+
 fn progress(n: usize) -> Option<indicatif::ProgressBar> {
     if !std::io::stderr().is_terminal() {
         return None;
@@ -200,16 +224,21 @@ fn progress(n: usize) -> Option<indicatif::ProgressBar> {
     Some(b)
 }
 
+fn rings_of(r: &SimReport) -> usize {
+    r.setups
+        .iter()
+        .flat_map(|s| s.results.iter())
+        .find_map(|x| x.traffic.as_ref().map(|t| t.rings))
+        .unwrap_or(0)
+}
+
 fn print_text(r: &SimReport) {
     println!(
         "engine {}, links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
         r.engine,
         r.link_mbs,
         r.seed,
-        r.setups
-            .first()
-            .and_then(|s| s.results.first())
-            .map_or(0, |x| x.rings),
+        rings_of(r),
         r.hot_spot,
         r.samples
     );
@@ -219,32 +248,59 @@ fn print_text(r: &SimReport) {
             s.name, s.subnets, s.hosts, s.routers
         );
         println!(
-            "  {:<9} {:>9} {:>22} {:>13}   uniform throughput % by ISP",
-            "algorithm", "NOR MB/s", "ROR min/max/avg MB/s", "flow avg MB/s"
+            "  {:<9} {:>10} {:>9} {:>22} {:>13}   uniform throughput % by ISP",
+            "algorithm", "global", "NOR MB/s", "ROR min/max/avg MB/s", "flow avg MB/s"
         );
         for x in &s.results {
-            let u: Vec<String> = x
-                .uniform
-                .iter()
-                .map(|(isp, t)| format!("{isp}%:{t:.1}"))
-                .collect();
-            println!(
-                "  {:<9} {:>9.0} {:>22} {:>13.0}   {}",
-                x.algorithm,
-                x.nor_mbs,
-                format!(
-                    "{:.0}/{:.0}/{:.0}",
-                    x.ror_min_mbs, x.ror_max_mbs, x.ror_avg_mbs
+            let g = &x.global;
+            let check = if g.ok() {
+                format!("ok, {} VL", g.vls_used)
+            } else if g.cycle.is_some() {
+                "CYCLE".to_string()
+            } else {
+                format!("{} unreach.", g.unreachable)
+            };
+            match &x.traffic {
+                Some(t) => {
+                    let u: Vec<String> = t
+                        .uniform
+                        .iter()
+                        .map(|(isp, v)| format!("{isp}%:{v:.1}"))
+                        .collect();
+                    println!(
+                        "  {:<9} {:>10} {:>9.0} {:>22} {:>13.0}   {}",
+                        x.algorithm,
+                        check,
+                        t.nor_mbs,
+                        format!(
+                            "{:.0}/{:.0}/{:.0}",
+                            t.ror_min_mbs, t.ror_max_mbs, t.ror_avg_mbs
+                        ),
+                        t.ror_flow_avg_mbs,
+                        u.join(" ")
+                    );
+                }
+                None => println!(
+                    "  {:<9} {:>10}   (no traffic: unreachable pairs)",
+                    x.algorithm, check
                 ),
-                x.ror_flow_avg_mbs,
-                u.join(" ")
-            );
+            }
+            if let Some(c) = &g.cycle {
+                println!("    dependency cycle: {}", c.join(" => "));
+            }
+            if let Some(w) = &g.first_unreachable {
+                println!(
+                    "    {} of {} pairs unreachable, e.g. {w}",
+                    g.unreachable, g.pairs
+                );
+            }
         }
         let avg = |n: &str| {
             s.results
                 .iter()
                 .find(|x| x.algorithm == n)
-                .map(|x| x.ror_avg_mbs)
+                .and_then(|x| x.traffic.as_ref())
+                .map(|t| t.ror_avg_mbs)
         };
         if let (Some(p), Some(f)) = (avg("prefix"), avg("isfr")) {
             if p > 0.0 {
@@ -280,17 +336,19 @@ fn plot(r: &SimReport) -> String {
 "##,
         r.engine,
         r.link_mbs,
-        r.setups
-            .first()
-            .and_then(|s| s.results.first())
-            .map_or(0, |x| x.rings),
+        rings_of(r),
         r.hot_spot * 100.0
     );
     // Left panel.
     let ymax = r
         .setups
         .iter()
-        .flat_map(|s| s.results.iter().map(|x| x.nor_mbs.max(x.ror_max_mbs)))
+        .flat_map(|s| {
+            s.results
+                .iter()
+                .filter_map(|x| x.traffic.as_ref())
+                .map(|t| t.nor_mbs.max(t.ror_max_mbs))
+        })
         .fold(1.0f64, f64::max);
     let y = |v: f64| top + ph - v / ymax * ph;
     let _ = writeln!(
@@ -319,26 +377,27 @@ fn plot(r: &SimReport) -> String {
     for (si, st) in r.setups.iter().enumerate() {
         let x0 = left + si as f64 * group + group * 0.1;
         for (ai, x) in st.results.iter().enumerate() {
+            let Some(t) = &x.traffic else { continue };
             let bx = x0 + ai as f64 * bw;
             let c = COLORS[ai % COLORS.len()];
             let _ = writeln!(
                 s,
                 r##"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{c}" stroke="#333" stroke-width="0.5"><title>{}, {}: ROR avg {:.0} MB/s (min {:.0}, max {:.0})</title></rect>"##,
-                y(x.ror_avg_mbs),
+                y(t.ror_avg_mbs),
                 bw * 0.9,
-                top + ph - y(x.ror_avg_mbs),
+                top + ph - y(t.ror_avg_mbs),
                 st.name,
                 x.algorithm,
-                x.ror_avg_mbs,
-                x.ror_min_mbs,
-                x.ror_max_mbs
+                t.ror_avg_mbs,
+                t.ror_min_mbs,
+                t.ror_max_mbs
             );
             let cx = bx + bw * 0.45;
             let _ = writeln!(
                 s,
                 r##"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#000"/>"##,
-                y(x.ror_min_mbs),
-                y(x.ror_max_mbs)
+                y(t.ror_min_mbs),
+                y(t.ror_max_mbs)
             );
         }
         let _ = writeln!(
@@ -381,10 +440,10 @@ fn plot(r: &SimReport) -> String {
     let dashes = ["", "6,3", "2,2", "8,3,2,3"];
     for (si, st) in r.setups.iter().enumerate() {
         for (ai, x) in st.results.iter().enumerate() {
-            if x.uniform.is_empty() {
+            let Some(t) = x.traffic.as_ref().filter(|t| !t.uniform.is_empty()) else {
                 continue;
-            }
-            let pts: Vec<String> = x
+            };
+            let pts: Vec<String> = t
                 .uniform
                 .iter()
                 .map(|&(isp, t)| format!("{:.1},{:.1}", xr(isp as f64), yr(t)))

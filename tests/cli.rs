@@ -354,7 +354,7 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     let avg = |name: &str| {
         res.iter()
             .find(|r| r["algorithm"] == name)
-            .and_then(|r| r["ror_avg_mbs"].as_f64())
+            .and_then(|r| r["traffic"]["ror_avg_mbs"].as_f64())
             .expect("figure")
     };
     assert!(
@@ -362,12 +362,15 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
         "{res:?}"
     );
     for r in res {
+        assert_eq!(r["global"]["unreachable"], 0, "{r}");
+        assert_eq!(r["global"]["cycle"], serde_json::Value::Null, "{r}");
+        let t = &r["traffic"];
         assert_eq!(
-            r["nor_mbs"].as_f64().map(|x| x.round()),
+            t["nor_mbs"].as_f64().map(|x| x.round()),
             Some(2000.0),
             "{r}"
         );
-        assert_eq!(r["uniform"].as_array().map(Vec::len), Some(2));
+        assert_eq!(t["uniform"].as_array().map(Vec::len), Some(2));
     }
     assert!(std::fs::read_to_string(&svg)
         .expect("svg")

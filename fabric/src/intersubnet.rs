@@ -270,6 +270,225 @@ pub fn by_name(name: &str) -> Result<Box<dyn InterSubnetRouting>> {
         })
 }
 
+/// How traffic crosses subnets that share no router with its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transit {
+    /// Up*/Down* over the subnet graph: subnets ranked by hops from the
+    /// lowest prefix, and no route moves to a higher-ranked subnet and then
+    /// back to a lower one. Router hops then cannot close a channel
+    /// dependency cycle across subnets.
+    UpDown,
+    /// Plain shortest subnet paths (ties to the lowest subnet index). On a
+    /// ring of subnets this closes a dependency cycle through the routers;
+    /// kept to show that cycle, not for use.
+    Shortest,
+}
+
+/// Subnet adjacency through routers, by subnet index.
+fn subnet_graph(view: &GlobalView) -> Vec<Vec<usize>> {
+    let n = view.subnets.len();
+    let mut adj = vec![Vec::new(); n];
+    for ports in view.routers().values() {
+        let mut sn: Vec<usize> = ports.iter().map(|(s, _)| *s).collect();
+        sn.sort_unstable();
+        sn.dedup();
+        for &a in &sn {
+            for &b in &sn {
+                if a != b && !adj[a].contains(&b) {
+                    adj[a].push(b);
+                }
+            }
+        }
+    }
+    for v in &mut adj {
+        v.sort_unstable();
+    }
+    adj
+}
+
+/// `next[x][d]`: the subnet a packet in subnet `x` moves to next on its way
+/// to subnet `d` (`None` when `x == d` or `d` is unreachable). Destination
+/// based, as the router tables are: a packet's next move depends only on
+/// where it is and where it goes.
+pub fn subnet_next_hops(view: &GlobalView, policy: Transit) -> Vec<Vec<Option<usize>>> {
+    let adj = subnet_graph(view);
+    let n = adj.len();
+    // Rank: (hops from the first subnet of each component, index).
+    let mut level = vec![usize::MAX; n];
+    for root in 0..n {
+        if level[root] != usize::MAX {
+            continue;
+        }
+        level[root] = 0;
+        let mut q = std::collections::VecDeque::from([root]);
+        while let Some(a) = q.pop_front() {
+            for &b in &adj[a] {
+                if level[b] == usize::MAX {
+                    level[b] = level[a] + 1;
+                    q.push_back(b);
+                }
+            }
+        }
+    }
+    let down = |a: usize, b: usize| (level[b], b) > (level[a], a);
+    let mut next = vec![vec![None; n]; n];
+    for d in 0..n {
+        // (next subnet, distance, whole route moves down only)
+        let mut route: Vec<Option<(usize, usize, bool)>> = vec![None; n];
+        route[d] = Some((d, 0, true));
+        match policy {
+            Transit::Shortest => {
+                let mut q = std::collections::VecDeque::from([d]);
+                while let Some(y) = q.pop_front() {
+                    let dist = route[y].map_or(0, |r| r.1);
+                    for &x in &adj[y] {
+                        if route[x].is_none() {
+                            route[x] = Some((y, dist + 1, false));
+                            q.push_back(x);
+                        }
+                    }
+                }
+            }
+            Transit::UpDown => {
+                // Neighbours of d go straight there, whatever the direction.
+                for &x in &adj[d] {
+                    route[x] = Some((d, 1, down(x, d)));
+                }
+                // Down-only routes, grown backwards from d through subnets
+                // whose own route is down-only.
+                let mut q: std::collections::VecDeque<usize> = std::iter::once(d)
+                    .chain(adj[d].iter().copied().filter(|&x| down(x, d)))
+                    .collect();
+                while let Some(y) = q.pop_front() {
+                    let (_, dist, _) = route[y].unwrap_or((y, 0, true));
+                    for &x in &adj[y] {
+                        if route[x].is_none() && down(x, y) {
+                            route[x] = Some((y, dist + 1, true));
+                            q.push_back(x);
+                        }
+                    }
+                }
+                // The rest first move up to a routed subnet: nearest first.
+                loop {
+                    let best = (0..n)
+                        .filter(|&x| route[x].is_none())
+                        .flat_map(|x| {
+                            let route = &route;
+                            adj[x]
+                                .iter()
+                                .filter(move |&&y| !down(x, y))
+                                .filter_map(move |&y| route[y].map(|r| (r.1 + 1, x, y)))
+                        })
+                        .min();
+                    let Some((dist, x, y)) = best else { break };
+                    route[x] = Some((y, dist, false));
+                }
+            }
+        }
+        for x in 0..n {
+            if x != d {
+                next[x][d] = route[x].map(|r| r.0);
+            }
+        }
+    }
+    next
+}
+
+/// Router ports in subnet `si` of routers that also join subnet `y`, in
+/// ISSR's dealing order: rank within the router first, so that
+/// consecutive destinations alternate routers.
+fn ports_toward<'v>(
+    routers: &BTreeMap<u64, Vec<(usize, &'v RouterPortView)>>,
+    si: usize,
+    y: usize,
+) -> Vec<&'v RouterPortView> {
+    let mut cand: Vec<(usize, u64, &RouterPortView)> = Vec::new();
+    for (&g, ports) in routers {
+        if !ports.iter().any(|(sn, _)| *sn == y) {
+            continue;
+        }
+        for (rank, (_, p)) in ports.iter().filter(|(sn, _)| *sn == si).enumerate() {
+            cand.push((rank, g, p));
+        }
+    }
+    cand.sort_by_key(|&(rank, g, p)| (rank, g, p.port));
+    cand.into_iter().map(|c| c.2).collect()
+}
+
+/// Router tables: `deliver` gives the rules for the destinations of a
+/// subnet the router joins; transit rules send the rest toward the next
+/// router on the subnet route ([`subnet_next_hops`]), in contexts per
+/// ingress subnet since the next move depends on where a packet came from.
+fn router_tables(
+    view: &GlobalView,
+    routers: &BTreeMap<u64, Vec<(usize, &RouterPortView)>>,
+    next: &[Vec<Option<usize>>],
+    mut deliver: impl FnMut(u64, usize, &[u8]) -> Vec<Rule>,
+) -> Vec<RouterTable> {
+    routers
+        .iter()
+        .map(|(&guid, ports)| {
+            let mut joined: Vec<usize> = ports.iter().map(|(sn, _)| *sn).collect();
+            joined.sort_unstable();
+            joined.dedup();
+            let ports_in = |sn: usize| -> Vec<u8> {
+                ports
+                    .iter()
+                    .filter(|(s, _)| *s == sn)
+                    .map(|(_, p)| p.port)
+                    .collect()
+            };
+            let mut delivery = Vec::new();
+            for &ti in &joined {
+                delivery.extend(deliver(guid, ti, &ports_in(ti)));
+            }
+            let mut contexts = Vec::new();
+            for &x in &joined {
+                let mut transit = Vec::new();
+                for (ti, t) in view.subnets.iter().enumerate() {
+                    if joined.contains(&ti) {
+                        continue;
+                    }
+                    let Some(y) = next[x][ti].filter(|y| *y != x && joined.contains(y)) else {
+                        continue;
+                    };
+                    let Some(z) = next[y][ti] else { continue };
+                    let cand = ports_toward(routers, y, z);
+                    if cand.is_empty() {
+                        continue;
+                    }
+                    let out = ports_in(y);
+                    transit.extend(t.end_ports.iter().enumerate().map(|(k, e)| Rule {
+                        matches: Match::Gid(Gid {
+                            prefix: t.prefix,
+                            guid: e.guid,
+                        }),
+                        next_lid: cand[k % cand.len()].lid,
+                        ports: out.clone(),
+                        choice: Choice::Hash,
+                    }));
+                }
+                if !transit.is_empty() {
+                    let mut rules = delivery.clone();
+                    rules.extend(transit);
+                    contexts.push(Context {
+                        ingress_ports: ports_in(x),
+                        rules,
+                    });
+                }
+            }
+            contexts.push(Context {
+                ingress_ports: Vec::new(),
+                rules: delivery,
+            });
+            RouterTable {
+                router_guid: guid,
+                contexts,
+            }
+        })
+        .collect()
+}
+
 /// OpenSM's prefix routes: each remote subnet maps to one local router
 /// port (the lowest-numbered port of the lowest-GUID router that reaches it
 /// directly); destinations of subnets no router reaches directly fall to
@@ -373,92 +592,69 @@ impl InterSubnetRouting for Issr {
         "ISSR: per-GID router ports round robin, routers hash (source, destination) over their ports"
     }
     fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes> {
-        let routers = view.routers();
-        let mut mappings = Vec::with_capacity(view.subnets.len());
-        for (si, s) in view.subnets.iter().enumerate() {
-            let mut entries = Vec::new();
-            for (ti, t) in view.subnets.iter().enumerate() {
-                if ti == si {
-                    continue;
-                }
-                // (rank within its router, router GUID, port): sorting by it
-                // alternates routers.
-                let mut cand: Vec<(usize, u64, &RouterPortView)> = Vec::new();
-                for (&g, ports) in &routers {
-                    if !ports.iter().any(|(sn, _)| *sn == ti) {
-                        continue;
-                    }
-                    for (rank, (_, p)) in ports.iter().filter(|(sn, _)| *sn == si).enumerate() {
-                        cand.push((rank, g, p));
-                    }
-                }
-                cand.sort_by_key(|&(rank, g, p)| (rank, g, p.port));
-                if cand.is_empty() {
-                    continue;
-                }
-                entries.extend(t.end_ports.iter().enumerate().map(|(k, e)| {
-                    let p = cand[k % cand.len()].2;
-                    MapEntry {
-                        dest: Gid {
-                            prefix: t.prefix,
-                            guid: e.guid,
-                        },
-                        router_port_guid: p.port_guid,
-                        router_port_lid: p.lid,
-                    }
-                }));
-            }
-            let mut defaults = Vec::new();
-            let mut seen = Vec::new();
-            for p in &s.router_ports {
-                if !seen.contains(&p.router_guid) {
-                    seen.push(p.router_guid);
-                    defaults.push(p.port_guid);
-                }
-            }
-            mappings.push(Mapping {
-                prefix: s.prefix,
-                entries,
-                defaults,
-            });
-        }
-        let tables = routers
-            .iter()
-            .map(|(&guid, ports)| {
-                let mut rules = Vec::new();
-                let mut subnets: Vec<usize> = ports.iter().map(|(sn, _)| *sn).collect();
-                subnets.dedup();
-                for ti in subnets {
-                    let out: Vec<u8> = ports
-                        .iter()
-                        .filter(|(sn, _)| *sn == ti)
-                        .map(|(_, p)| p.port)
-                        .collect();
-                    rules.extend(view.subnets[ti].end_ports.iter().map(|e| Rule {
-                        matches: Match::Gid(Gid {
-                            prefix: view.subnets[ti].prefix,
-                            guid: e.guid,
-                        }),
-                        next_lid: e.lid,
-                        ports: out.clone(),
-                        choice: Choice::Hash,
-                    }));
-                }
-                RouterTable {
-                    router_guid: guid,
-                    contexts: vec![Context {
-                        ingress_ports: Vec::new(),
-                        rules,
-                    }],
-                }
-            })
-            .collect();
-        Ok(InterSubnetRoutes {
-            algorithm: self.name().to_string(),
-            mappings,
-            routers: tables,
-        })
+        issr_with_transit(view, Transit::UpDown)
     }
+}
+
+/// ISSR with a chosen transit policy ([`Issr`] uses [`Transit::UpDown`]).
+pub fn issr_with_transit(view: &GlobalView, transit: Transit) -> Result<InterSubnetRoutes> {
+    let routers = view.routers();
+    let next = subnet_next_hops(view, transit);
+    let mut mappings = Vec::with_capacity(view.subnets.len());
+    for (si, s) in view.subnets.iter().enumerate() {
+        let mut entries = Vec::new();
+        for (ti, t) in view.subnets.iter().enumerate() {
+            let Some(y) = next[si][ti] else { continue };
+            let cand = ports_toward(&routers, si, y);
+            if cand.is_empty() {
+                continue;
+            }
+            entries.extend(t.end_ports.iter().enumerate().map(|(k, e)| {
+                let p = cand[k % cand.len()];
+                MapEntry {
+                    dest: Gid {
+                        prefix: t.prefix,
+                        guid: e.guid,
+                    },
+                    router_port_guid: p.port_guid,
+                    router_port_lid: p.lid,
+                }
+            }));
+        }
+        let mut defaults = Vec::new();
+        let mut seen = Vec::new();
+        for p in &s.router_ports {
+            if !seen.contains(&p.router_guid) {
+                seen.push(p.router_guid);
+                defaults.push(p.port_guid);
+            }
+        }
+        mappings.push(Mapping {
+            prefix: s.prefix,
+            entries,
+            defaults,
+        });
+    }
+    let tables = router_tables(view, &routers, &next, |_, ti, out| {
+        let t = &view.subnets[ti];
+        t.end_ports
+            .iter()
+            .map(|e| Rule {
+                matches: Match::Gid(Gid {
+                    prefix: t.prefix,
+                    guid: e.guid,
+                }),
+                next_lid: e.lid,
+                ports: out.to_vec(),
+                choice: Choice::Hash,
+            })
+            .collect()
+    });
+    Ok(InterSubnetRoutes {
+        algorithm: "issr".to_string(),
+        mappings,
+        routers: tables,
+    })
 }
 
 /// ISFR (inter-subnet fat-tree routing, the paper's section 4.2): with
@@ -553,57 +749,42 @@ impl InterSubnetRouting for Isfr {
                 defaults: issr.mappings[si].defaults.clone(),
             });
         }
-        let tables = routers
-            .iter()
-            .map(|(&guid, ports)| {
-                let mut rules = Vec::new();
-                let mut subnets: Vec<usize> = ports.iter().map(|(sn, _)| *sn).collect();
-                subnets.dedup();
-                for ti in subnets {
-                    let all: Vec<u8> = ports
-                        .iter()
-                        .filter(|(sn, _)| *sn == ti)
-                        .map(|(_, p)| p.port)
-                        .collect();
-                    // Same dealing as the mappings: the k-th destination
-                    // this router owns takes its k-th primary port.
-                    let mut dealt = 0usize;
-                    for e in &view.subnets[ti].end_ports {
-                        let mine: Vec<u8> = primary
-                            .get(&(ti, e.lid))
-                            .map(|ps| ps.iter().filter(|p| p.0 == guid).map(|p| p.1).collect())
-                            .unwrap_or_default();
-                        let matches = Match::Gid(Gid {
-                            prefix: view.subnets[ti].prefix,
-                            guid: e.guid,
-                        });
-                        rules.push(if mine.is_empty() {
-                            Rule {
-                                matches,
-                                next_lid: e.lid,
-                                ports: all.clone(),
-                                choice: Choice::Hash,
-                            }
-                        } else {
-                            dealt += 1;
-                            Rule {
-                                matches,
-                                next_lid: e.lid,
-                                ports: vec![mine[(dealt - 1) % mine.len()]],
-                                choice: Choice::First,
-                            }
-                        });
+        let next = subnet_next_hops(view, Transit::UpDown);
+        let tables = router_tables(view, &routers, &next, |guid, ti, all| {
+            // Same dealing as the mappings: the k-th destination this
+            // router owns takes its k-th primary port.
+            let mut dealt = 0usize;
+            let t = &view.subnets[ti];
+            t.end_ports
+                .iter()
+                .map(|e| {
+                    let mine: Vec<u8> = primary
+                        .get(&(ti, e.lid))
+                        .map(|ps| ps.iter().filter(|p| p.0 == guid).map(|p| p.1).collect())
+                        .unwrap_or_default();
+                    let matches = Match::Gid(Gid {
+                        prefix: t.prefix,
+                        guid: e.guid,
+                    });
+                    if mine.is_empty() {
+                        Rule {
+                            matches,
+                            next_lid: e.lid,
+                            ports: all.to_vec(),
+                            choice: Choice::Hash,
+                        }
+                    } else {
+                        dealt += 1;
+                        Rule {
+                            matches,
+                            next_lid: e.lid,
+                            ports: vec![mine[(dealt - 1) % mine.len()]],
+                            choice: Choice::First,
+                        }
                     }
-                }
-                RouterTable {
-                    router_guid: guid,
-                    contexts: vec![Context {
-                        ingress_ports: Vec::new(),
-                        rules,
-                    }],
-                }
-            })
-            .collect();
+                })
+                .collect()
+        });
         Ok(InterSubnetRoutes {
             algorithm: self.name().to_string(),
             mappings,

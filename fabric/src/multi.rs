@@ -139,6 +139,18 @@ pub enum Wiring {
     Stripe,
 }
 
+/// Which subnets each router joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Join {
+    /// Every router joins every subnet: one router hop between any two.
+    All,
+    /// Router `r` joins subnets `r mod (k-1)` and the next one: a chain,
+    /// where traffic between distant subnets crosses transit subnets.
+    Chain,
+    /// As `Chain`, plus routers joining the last subnet to the first.
+    Ring,
+}
+
 /// Two-level fat-tree subnets joined by routers on top.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TreeSubnets {
@@ -152,6 +164,7 @@ pub struct TreeSubnets {
     /// Parallel links between a router and each spine it joins.
     pub router_links: u32,
     pub wiring: Wiring,
+    pub join: Join,
 }
 
 impl TreeSubnets {
@@ -175,6 +188,7 @@ impl TreeSubnets {
             routers: 18,
             router_links: 36 / k,
             wiring: Wiring::Stripe,
+            join: Join::All,
         })
     }
 }
@@ -199,6 +213,7 @@ pub fn fat_tree_subnets(
         routers,
         router_links: 1,
         wiring: Wiring::All,
+        join: Join::All,
     })
 }
 
@@ -217,6 +232,7 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
         routers,
         router_links,
         wiring,
+        join,
     } = t;
     if subnets == 0 || leaves == 0 || spines == 0 || hosts == 0 || router_links == 0 {
         return bad("subnets, leaves, spines, hosts and router links must all be at least 1");
@@ -224,14 +240,42 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
     if subnets > 255 {
         return bad("at most 255 subnets");
     }
-    // Routers each spine links, and spines each router links per subnet.
-    let per_spine: Vec<Vec<u32>> = (0..spines)
-        .map(|s| {
-            (0..routers)
-                .filter(|&r| wiring == Wiring::All || r % spines == s)
-                .collect()
+    // Subnets each router joins.
+    let joins: Vec<Vec<u32>> = (0..routers)
+        .map(|r| match join {
+            Join::All => (0..subnets).collect(),
+            Join::Chain if subnets > 1 => {
+                let p = r % (subnets - 1);
+                vec![p, p + 1]
+            }
+            Join::Ring if subnets > 2 => {
+                let p = r % subnets;
+                let mut v = vec![p, (p + 1) % subnets];
+                v.sort_unstable();
+                v
+            }
+            _ => (0..subnets).collect(),
         })
         .collect();
+    if join != Join::All && routers < subnets.saturating_sub(1) + u32::from(join == Join::Ring) {
+        return bad("a chain of k subnets needs at least k-1 routers, a ring k");
+    }
+    // Routers each spine links (in a subnet they join), and spines each
+    // router links per subnet.
+    let per_spine_in = |sn: u32| -> Vec<Vec<u32>> {
+        (0..spines)
+            .map(|s| {
+                (0..routers)
+                    .filter(|&r| joins[r as usize].contains(&sn))
+                    .filter(|&r| wiring == Wiring::All || r % spines == s)
+                    .collect()
+            })
+            .collect()
+    };
+    let per_spine: Vec<Vec<u32>> = (0..subnets)
+        .map(per_spine_in)
+        .max_by_key(|v| v.iter().map(Vec::len).max().unwrap_or(0))
+        .unwrap_or_default();
     let per_router: Vec<Vec<u32>> = (0..routers)
         .map(|r| match wiring {
             Wiring::All => (0..spines).collect(),
@@ -243,7 +287,7 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
     if hosts as u64 + spines as u64 > 254 || spine_radix > 254 {
         return bad("switch radix above 254: fewer hosts, spines, leaves, routers or router links");
     }
-    let router_radix = subnets as u64
+    let router_radix = joins.iter().map(Vec::len).max().unwrap_or(0) as u64
         * per_router.iter().map(|v| v.len()).max().unwrap_or(0) as u64
         * router_links as u64;
     if router_radix > 254 {
@@ -274,15 +318,18 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
                 )
             })
             .collect();
+        let per_spine = per_spine_in(sn);
         let rt: Vec<_> = (0..routers)
+            .filter(|&r| joins[r as usize].contains(&sn))
             .map(|r| {
                 let guid = 0x0004_0000_0000_0000 | (r as u64) << 16;
-                b.add_node(
+                let node = b.add_node(
                     NodeKind::Router,
                     guid,
                     format!("router{r}"),
                     router_radix as u8,
-                )
+                );
+                (r, node)
             })
             .collect();
         let link = |b: &mut FabricBuilder, a, pa: u32, z, pz: u32| {
@@ -299,15 +346,18 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
                 link(&mut b, ln, hosts + 1 + s as u32, spn, l as u32 + 1)?;
             }
         }
-        for (r, &rn) in rt.iter().enumerate() {
+        for &(r, rn) in &rt {
+            let r = r as usize;
             let mine = &per_router[r];
+            // This subnet's place among the router's subnets.
+            let place = joins[r].iter().position(|&x| x == sn).unwrap_or(0) as u32;
             for (si, &s) in mine.iter().enumerate() {
                 let at = per_spine[s as usize]
                     .iter()
                     .position(|&x| x == r as u32)
                     .unwrap_or(0) as u32;
                 for m in 0..router_links {
-                    let rport = 1 + (sn * mine.len() as u32 + si as u32) * router_links + m;
+                    let rport = 1 + (place * mine.len() as u32 + si as u32) * router_links + m;
                     let sport = leaves + 1 + at * router_links + m;
                     link(&mut b, rn, rport, spine[s as usize], sport)?;
                 }

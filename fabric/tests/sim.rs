@@ -16,7 +16,7 @@ fn random_rings_rank_prefix_below_issr_below_isfr() {
                 .expect("known")
                 .route(&routed.view)
                 .expect("routes");
-            let net = Network::new(&m, &routed.lfts, &routed.view, &routes).expect("network");
+            let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
             assert_eq!(net.hosts().len(), 648);
             let r = sim::rings(&net, 8, 1).expect("simulates");
             // Shift permutations on a fat tree are non-blocking.
@@ -49,9 +49,76 @@ fn local_uniform_traffic_does_not_depend_on_the_inter_subnet_algorithm() {
             .expect("known")
             .route(&routed.view)
             .expect("routes");
-        let net = Network::new(&m, &routed.lfts, &routed.view, &routes).expect("network");
+        let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
         seen.push(sim::uniform(&net, &u).expect("simulates"));
     }
     assert_eq!(seen[0], seen[1]);
     assert!(seen[0] > 0.3 && seen[0] <= 1.0, "{seen:?}");
+}
+
+fn ring_of_subnets(k: u32) -> fabric::multi::MultiFabric {
+    use fabric::multi::{Join, Wiring};
+    tree_subnets(&TreeSubnets {
+        subnets: k,
+        leaves: 2,
+        spines: 1,
+        hosts: 2,
+        routers: k,
+        router_links: 1,
+        wiring: Wiring::All,
+        join: Join::Ring,
+    })
+    .expect("generates")
+}
+
+#[test]
+fn the_paper_setups_are_deadlock_free_across_subnets_with_every_algorithm() {
+    let m = tree_subnets(&TreeSubnets::paper(3).expect("valid")).expect("generates");
+    let routed = sim::route_subnets(&m, "ftree").expect("routes");
+    for name in ["prefix", "issr", "isfr"] {
+        let routes = intersubnet::by_name(name)
+            .expect("known")
+            .route(&routed.view)
+            .expect("routes");
+        let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
+        let g = sim::verify_global(&net);
+        assert!(g.ok(), "{name}: {g:?}");
+        assert_eq!(g.pairs, 648 * 647);
+        assert_eq!(g.vls_used, 1);
+    }
+}
+
+#[test]
+fn shortest_transit_on_a_ring_of_subnets_deadlocks_and_up_down_does_not() {
+    use fabric::intersubnet::{issr_with_transit, Transit};
+    let m = ring_of_subnets(5);
+    assert_eq!(m.routers.len(), 5);
+    for r in &m.routers {
+        assert_eq!(r.subnets().len(), 2, "each router joins two neighbours");
+    }
+    for engine in ["updn", "ftree"] {
+        let routed = sim::route_subnets(&m, engine).expect("routes");
+        // Subnets two apart share no router: their traffic crosses one.
+        let naive = issr_with_transit(&routed.view, Transit::Shortest).expect("routes");
+        let net = Network::new(&m, &routed.routings, &routed.view, &naive).expect("network");
+        let g = sim::verify_global(&net);
+        assert_eq!(g.unreachable, 0, "{engine}: {g:?}");
+        let cycle = g.cycle.expect("the clockwise transit routes close a cycle");
+        assert!(cycle.iter().any(|c| c.contains("router")), "{cycle:?}");
+        let ours = issr_with_transit(&routed.view, Transit::UpDown).expect("routes");
+        let net = Network::new(&m, &routed.routings, &routed.view, &ours).expect("network");
+        let g = sim::verify_global(&net);
+        assert!(g.ok(), "{engine}: {g:?}");
+        assert_eq!(g.vls_used, 1);
+        // The registered algorithms use the same transit policy.
+        for name in ["issr", "isfr"] {
+            let routes = intersubnet::by_name(name)
+                .expect("known")
+                .route(&routed.view)
+                .expect("routes");
+            let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
+            let g = sim::verify_global(&net);
+            assert!(g.ok(), "{engine} {name}: {g:?}");
+        }
+    }
 }
