@@ -10,7 +10,10 @@ use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
 use std::time::Instant;
 
 fn env(name: &str, default: u32) -> u32 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
