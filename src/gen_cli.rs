@@ -3,7 +3,7 @@
 //! [`fabric::gen::Topology`] by [`topology`].
 
 use anyhow::Result;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use fabric::gen::Topology;
 use std::fmt;
 use std::str::FromStr;
@@ -45,6 +45,27 @@ On every switch the host ports come first (1..=hosts), followed by the network p
 every switch has exactly the ports it uses. A fabric may have at most 49151 switches + HCAs \
 (one LID each) and a switch at most 254 ports.";
 
+/// Two-level fat-tree subnets joined by routers on top: the shape shared by
+/// `gen multi` and `demo`.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct TreeShape {
+    /// Number of subnets.
+    #[arg(long, default_value_t = 3)]
+    pub subnets: u32,
+    /// Leaf switches per subnet.
+    #[arg(long, default_value_t = 4)]
+    pub leaves: u32,
+    /// Spine switches per subnet.
+    #[arg(long, default_value_t = 2)]
+    pub spines: u32,
+    /// HCAs per leaf.
+    #[arg(long, default_value_t = 4)]
+    pub hosts: u32,
+    /// Routers on top of the subnets' spines.
+    #[arg(long, default_value_t = 2)]
+    pub routers: u32,
+}
+
 /// The topology families `ibfabric gen` can build.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum GenKind {
@@ -60,21 +81,8 @@ pub enum GenKind {
         /// the shape options).
         #[arg(long)]
         paper: Option<u32>,
-        /// Number of subnets.
-        #[arg(long, default_value_t = 3)]
-        subnets: u32,
-        /// Leaf switches per subnet.
-        #[arg(long, default_value_t = 4)]
-        leaves: u32,
-        /// Spine switches per subnet.
-        #[arg(long, default_value_t = 2)]
-        spines: u32,
-        /// HCAs per leaf.
-        #[arg(long, default_value_t = 4)]
-        hosts: u32,
-        /// Routers.
-        #[arg(long, default_value_t = 2)]
-        routers: u32,
+        #[command(flatten)]
+        shape: TreeShape,
         /// Parallel links from a router to each spine it joins.
         #[arg(long, default_value_t = 1)]
         router_links: u32,
@@ -225,18 +233,12 @@ pub enum GenKind {
     },
 }
 
-/// The topology a `gen` subcommand asks for. Parameter checks beyond the
-/// syntax happen in [`fabric::gen::generate`].
 /// The multi-subnet shape of `gen multi`.
 pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>> {
     use fabric::multi::{Join, TreeSubnets, Wiring};
     let GenKind::Multi {
         paper,
-        subnets,
-        leaves,
-        spines,
-        hosts,
-        routers,
+        shape,
         router_links,
         wiring,
         join,
@@ -259,17 +261,19 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
         j => anyhow::bail!("--join is 'all', 'chain' or 'ring', not '{j}'"),
     };
     Ok(Some(TreeSubnets {
-        subnets: *subnets,
-        leaves: *leaves,
-        spines: *spines,
-        hosts: *hosts,
-        routers: *routers,
+        subnets: shape.subnets,
+        leaves: shape.leaves,
+        spines: shape.spines,
+        hosts: shape.hosts,
+        routers: shape.routers,
         router_links: *router_links,
         wiring,
         join,
     }))
 }
 
+/// The topology a `gen` subcommand asks for. Parameter checks beyond the
+/// syntax happen in [`fabric::gen::generate`].
 pub fn topology(kind: &GenKind) -> Result<Topology> {
     Ok(match kind {
         GenKind::Multi { .. } => {

@@ -114,21 +114,10 @@ async fn start_controller(
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Subnets (two-level fat trees) to join.
-    #[arg(long, default_value_t = 3)]
-    subnets: u32,
-    /// Leaf switches per subnet.
-    #[arg(long, default_value_t = 4)]
-    leaves: u32,
-    /// Spine switches per subnet (each links every router).
-    #[arg(long, default_value_t = 2)]
-    spines: u32,
-    /// HCAs per leaf.
-    #[arg(long, default_value_t = 4)]
-    hosts: u32,
-    /// Routers on top, each with one port to every spine of every subnet.
-    #[arg(long, default_value_t = 2)]
-    routers: u32,
+    /// The fabric: every router has one port on every spine of every
+    /// subnet.
+    #[command(flatten)]
+    shape: crate::gen_cli::TreeShape,
     /// Routing engine of every subnet's agent.
     #[arg(long, default_value = "updn")]
     engine: String,
@@ -153,7 +142,8 @@ struct DemoRun {
 
 pub fn cmd_demo(a: DemoArgs) -> Result<i32> {
     let t0 = Instant::now();
-    let m = fabric::multi::fat_tree_subnets(a.subnets, a.leaves, a.spines, a.hosts, a.routers)?;
+    let t = &a.shape;
+    let m = fabric::multi::fat_tree_subnets(t.subnets, t.leaves, t.spines, t.hosts, t.routers)?;
     fabric::routing::by_name(&a.engine)?;
     intersubnet::by_name(&a.algorithm)?;
     let tmp;

@@ -108,9 +108,11 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
     if let Some(bad) = a.isp.iter().find(|&&p| p > 100) {
         bail!("--isp takes percentages 0..=100, not {bad}");
     }
-    for name in &a.algorithms {
-        intersubnet::by_name(name)?;
-    }
+    let algorithms = a
+        .algorithms
+        .iter()
+        .map(|name| intersubnet::by_name(name))
+        .collect::<Result<Vec<_>, _>>()?;
     let setups: Vec<(String, MultiFabric)> = match &a.manifest {
         Some(p) => vec![(
             p.display().to_string(),
@@ -125,14 +127,15 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
             })
             .collect::<Result<_>>()?,
     };
-    let bar = progress(setups.len() * a.algorithms.len());
+    let bar = progress(setups.len() * algorithms.len());
     let mut out = Vec::new();
     for (name, m) in &setups {
         let routed = sim::route_subnets(m, &a.engine)
             .with_context(|| format!("routing the subnets of {name}"))?;
         let mut results = Vec::new();
-        for alg in &a.algorithms {
-            let routes = intersubnet::by_name(alg)?.route(&routed.view)?;
+        for algorithm in &algorithms {
+            let alg = algorithm.name();
+            let routes = algorithm.route(&routed.view)?;
             let net = Network::new(m, &routed.routings, &routed.view, &routes)?;
             let global = sim::verify_global(&net);
             if !global.ok() {
@@ -144,7 +147,7 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
                 None
             };
             results.push(AlgResult {
-                algorithm: alg.clone(),
+                algorithm: alg.to_string(),
                 global,
                 traffic,
             });

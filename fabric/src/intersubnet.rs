@@ -600,12 +600,43 @@ impl InterSubnetRouting for Issr {
 pub fn issr_with_transit(view: &GlobalView, transit: Transit) -> Result<InterSubnetRoutes> {
     let routers = view.routers();
     let next = subnet_next_hops(view, transit);
+    let mappings = issr_mappings(view, &routers, &next);
+    let tables = router_tables(view, &routers, &next, |_, ti, out| {
+        let t = &view.subnets[ti];
+        t.end_ports
+            .iter()
+            .map(|e| Rule {
+                matches: Match::Gid(Gid {
+                    prefix: t.prefix,
+                    guid: e.guid,
+                }),
+                next_lid: e.lid,
+                ports: out.to_vec(),
+                choice: Choice::Hash,
+            })
+            .collect()
+    });
+    Ok(InterSubnetRoutes {
+        algorithm: "issr".to_string(),
+        mappings,
+        routers: tables,
+    })
+}
+
+/// ISSR's mapping files: each remote subnet's destinations dealt round
+/// robin over the local router ports toward its next subnet; one default
+/// port per router.
+fn issr_mappings(
+    view: &GlobalView,
+    routers: &BTreeMap<u64, Vec<(usize, &RouterPortView)>>,
+    next: &[Vec<Option<usize>>],
+) -> Vec<Mapping> {
     let mut mappings = Vec::with_capacity(view.subnets.len());
     for (si, s) in view.subnets.iter().enumerate() {
         let mut entries = Vec::new();
         for (ti, t) in view.subnets.iter().enumerate() {
             let Some(y) = next[si][ti] else { continue };
-            let cand = ports_toward(&routers, si, y);
+            let cand = ports_toward(routers, si, y);
             if cand.is_empty() {
                 continue;
             }
@@ -635,26 +666,7 @@ pub fn issr_with_transit(view: &GlobalView, transit: Transit) -> Result<InterSub
             defaults,
         });
     }
-    let tables = router_tables(view, &routers, &next, |_, ti, out| {
-        let t = &view.subnets[ti];
-        t.end_ports
-            .iter()
-            .map(|e| Rule {
-                matches: Match::Gid(Gid {
-                    prefix: t.prefix,
-                    guid: e.guid,
-                }),
-                next_lid: e.lid,
-                ports: out.to_vec(),
-                choice: Choice::Hash,
-            })
-            .collect()
-    });
-    Ok(InterSubnetRoutes {
-        algorithm: "issr".to_string(),
-        mappings,
-        routers: tables,
-    })
+    mappings
 }
 
 /// ISFR (inter-subnet fat-tree routing, the paper's section 4.2): with
@@ -677,8 +689,9 @@ impl InterSubnetRouting for Isfr {
         "ISFR: each destination through the router on its fat-tree primary path, dedicated down port; ISSR where a subnet is not a fat tree"
     }
     fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes> {
-        let issr = Issr.route(view)?;
         let routers = view.routers();
+        let next = subnet_next_hops(view, Transit::UpDown);
+        let issr = issr_mappings(view, &routers, &next);
         // (subnet, destination LID) -> its primary ports (router, port),
         // ascending.
         let mut primary: HashMap<(usize, u16), Vec<(u64, u8)>> = HashMap::new();
@@ -697,10 +710,15 @@ impl InterSubnetRouting for Isfr {
         }
         let mut mappings = Vec::with_capacity(view.subnets.len());
         for (si, s) in view.subnets.iter().enumerate() {
-            let fallback: HashMap<Gid, &MapEntry> = issr.mappings[si]
-                .entries
+            let fallback: HashMap<Gid, &MapEntry> =
+                issr[si].entries.iter().map(|e| (e.dest, e)).collect();
+            // Each router's ports in this subnet, looked up per destination.
+            let here_of: HashMap<u64, Vec<&RouterPortView>> = routers
                 .iter()
-                .map(|e| (e.dest, e))
+                .map(|(&g, ps)| {
+                    let here = ps.iter().filter(|(sn, _)| *sn == si).map(|(_, p)| *p);
+                    (g, here.collect())
+                })
                 .collect();
             let mut entries = Vec::new();
             for (ti, t) in view.subnets.iter().enumerate() {
@@ -719,12 +737,7 @@ impl InterSubnetRouting for Isfr {
                         guid: d.guid,
                     };
                     let via = primary.get(&(ti, d.lid)).and_then(|ps| {
-                        let here: Vec<&RouterPortView> = routers
-                            .get(&ps[0].0)?
-                            .iter()
-                            .filter(|(sn, _)| *sn == si)
-                            .map(|(_, p)| *p)
-                            .collect();
+                        let here = here_of.get(&ps[0].0)?;
                         let n = dealt.entry(ps[0].0).or_default();
                         *n += 1;
                         (!here.is_empty()).then(|| here[(*n - 1) % here.len()])
@@ -746,10 +759,9 @@ impl InterSubnetRouting for Isfr {
             mappings.push(Mapping {
                 prefix: s.prefix,
                 entries,
-                defaults: issr.mappings[si].defaults.clone(),
+                defaults: issr[si].defaults.clone(),
             });
         }
-        let next = subnet_next_hops(view, Transit::UpDown);
         let tables = router_tables(view, &routers, &next, |guid, ti, all| {
             // Same dealing as the mappings: the k-th destination this
             // router owns takes its k-th primary port.

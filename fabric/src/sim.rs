@@ -214,14 +214,6 @@ impl<'a> Network<'a> {
         Ok(())
     }
 
-    /// The links of the path from host `src` to host `dst`.
-    pub fn path(&self, src: usize, dst: usize, out: &mut Vec<u32>) -> Result<()> {
-        let mut ch = Vec::with_capacity(16);
-        self.path_channels(src, dst, &mut ch)?;
-        out.extend(ch.iter().map(|c| c.0));
-        Ok(())
-    }
-
     /// Names a channel for reports: the sending port and its VL.
     pub fn describe(&self, link: u32, vl: u8) -> String {
         let s = self
@@ -253,8 +245,11 @@ impl<'a> Network<'a> {
         let mut links = Vec::with_capacity(flows.len() * 8);
         let mut starts = Vec::with_capacity(flows.len() + 1);
         starts.push(0);
+        let mut ch = Vec::with_capacity(16);
         for &(s, d) in flows {
-            self.path(s, d, &mut links)?;
+            ch.clear();
+            self.path_channels(s, d, &mut ch)?;
+            links.extend(ch.iter().map(|c| c.0));
             starts.push(links.len());
         }
         Ok(max_min(&links, &starts, self.num_links))
@@ -610,6 +605,18 @@ pub fn uniform(net: &Network<'_>, u: &Uniform) -> Result<f64> {
     for (i, h) in hosts.iter().enumerate() {
         members[h.subnet].push(i);
     }
+    // Per subnet: the other subnets with hosts, and how many hosts they hold.
+    let others: Vec<Vec<usize>> = (0..nsub)
+        .map(|s| {
+            (0..nsub)
+                .filter(|&t| t != s && !members[t].is_empty())
+                .collect()
+        })
+        .collect();
+    let remote_hosts: Vec<usize> = others
+        .iter()
+        .map(|o| o.iter().map(|&t| members[t].len()).sum())
+        .collect();
     let values: Vec<f64> = (0..u.samples.max(1))
         .into_par_iter()
         .map(|sample| {
@@ -619,22 +626,15 @@ pub fn uniform(net: &Network<'_>, u: &Uniform) -> Result<f64> {
                 .iter()
                 .map(|m| m.choose(&mut rng).copied())
                 .collect();
-            let remote_subnets: Vec<usize> =
-                (0..nsub).filter(|&s| !members[s].is_empty()).collect();
             let mut flows = Vec::with_capacity(hosts.len());
             for (src, h) in hosts.iter().enumerate() {
-                let others: Vec<usize> = remote_subnets
-                    .iter()
-                    .copied()
-                    .filter(|&s| s != h.subnet)
-                    .collect();
+                let others = &others[h.subnet];
                 let remote = !others.is_empty() && rng.gen_bool(u.isp);
                 let target_subnet = if remote {
                     // Weighted by size: a uniform pick among remote hosts.
-                    let total: usize = others.iter().map(|&s| members[s].len()).sum();
-                    let mut k = rng.gen_range(0..total);
+                    let mut k = rng.gen_range(0..remote_hosts[h.subnet]);
                     let mut pick = others[0];
-                    for &s in &others {
+                    for &s in others {
                         if k < members[s].len() {
                             pick = s;
                             break;

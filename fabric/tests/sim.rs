@@ -2,8 +2,16 @@
 //! the algorithms the paper reports must hold on the routed tables.
 
 use fabric::intersubnet;
+use fabric::intersubnet::InterSubnetRoutes;
 use fabric::multi::{tree_subnets, TreeSubnets};
-use fabric::sim::{self, Network, Uniform};
+use fabric::sim::{self, Network, Routed, Uniform};
+
+fn routes_of(routed: &Routed, algorithm: &str) -> InterSubnetRoutes {
+    intersubnet::by_name(algorithm)
+        .expect("known")
+        .route(&routed.view)
+        .unwrap_or_else(|e| panic!("{algorithm}: {e}"))
+}
 
 #[test]
 fn random_rings_rank_prefix_below_issr_below_isfr() {
@@ -12,10 +20,7 @@ fn random_rings_rank_prefix_below_issr_below_isfr() {
         let routed = sim::route_subnets(&m, "ftree").expect("routes");
         let mut avg = Vec::new();
         for name in ["prefix", "issr", "isfr"] {
-            let routes = intersubnet::by_name(name)
-                .expect("known")
-                .route(&routed.view)
-                .expect("routes");
+            let routes = routes_of(&routed, name);
             let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
             assert_eq!(net.hosts().len(), 648);
             let r = sim::rings(&net, 8, 1).expect("simulates");
@@ -45,10 +50,7 @@ fn local_uniform_traffic_does_not_depend_on_the_inter_subnet_algorithm() {
     };
     let mut seen = Vec::new();
     for name in ["prefix", "isfr"] {
-        let routes = intersubnet::by_name(name)
-            .expect("known")
-            .route(&routed.view)
-            .expect("routes");
+        let routes = routes_of(&routed, name);
         let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
         seen.push(sim::uniform(&net, &u).expect("simulates"));
     }
@@ -76,10 +78,7 @@ fn the_paper_setups_are_deadlock_free_across_subnets_with_every_algorithm() {
     let m = tree_subnets(&TreeSubnets::paper(3).expect("valid")).expect("generates");
     let routed = sim::route_subnets(&m, "ftree").expect("routes");
     for name in ["prefix", "issr", "isfr"] {
-        let routes = intersubnet::by_name(name)
-            .expect("known")
-            .route(&routed.view)
-            .expect("routes");
+        let routes = routes_of(&routed, name);
         let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
         let g = sim::verify_global(&net);
         assert!(g.ok(), "{name}: {g:?}");
@@ -112,10 +111,7 @@ fn shortest_transit_on_a_ring_of_subnets_deadlocks_and_up_down_does_not() {
         assert_eq!(g.vls_used, 1);
         // The registered algorithms use the same transit policy.
         for name in ["issr", "isfr"] {
-            let routes = intersubnet::by_name(name)
-                .expect("known")
-                .route(&routed.view)
-                .expect("routes");
+            let routes = routes_of(&routed, name);
             let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
             let g = sim::verify_global(&net);
             assert!(g.ok(), "{engine} {name}: {g:?}");

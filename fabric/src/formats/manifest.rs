@@ -72,6 +72,17 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
         let line = e.span().map_or(1, |s| line_of(&text, s));
         Error::from(ParseError::new(path, line, e.message().to_string()))
     })?;
+    let hex = |v: &Spanned<String>, what: &str| {
+        parse_hex_u64(v.get_ref()).ok_or_else(|| {
+            at(
+                v.span(),
+                format!(
+                    "{what} '{}' is not a 64-bit hex number (0x...)",
+                    v.get_ref()
+                ),
+            )
+        })
+    };
     if file.subnet.is_empty() {
         return Err(ParseError::new(path, 1, "no [[subnet]] entries").into());
     }
@@ -80,15 +91,7 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
     let mut files = Vec::with_capacity(file.subnet.len());
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for s in &file.subnet {
-        let prefix = parse_hex_u64(s.prefix.get_ref()).ok_or_else(|| {
-            at(
-                s.prefix.span(),
-                format!(
-                    "prefix '{}' is not a 64-bit hex number (0x...)",
-                    s.prefix.get_ref()
-                ),
-            )
-        })?;
+        let prefix = hex(&s.prefix, "prefix")?;
         if names
             .insert(s.name.get_ref().clone(), subnets.len())
             .is_some()
@@ -116,15 +119,7 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
     }
     let m = MultiFabric::from_subnets(subnets).map_err(|e| at(0..0, e.to_string()))?;
     for r in &file.router {
-        let guid = parse_hex_u64(r.guid.get_ref()).ok_or_else(|| {
-            at(
-                r.guid.span(),
-                format!(
-                    "router GUID '{}' is not a 64-bit hex number",
-                    r.guid.get_ref()
-                ),
-            )
-        })?;
+        let guid = hex(&r.guid, "router GUID")?;
         let label = r.name.clone().unwrap_or_else(|| r.guid.get_ref().clone());
         let found = m.routers.iter().find(|x| x.guid == guid).ok_or_else(|| {
             at(
