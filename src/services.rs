@@ -274,10 +274,17 @@ async fn wait_and_report(
                     c.state(v1::RouterStateRequest {})
                         .await
                         .ok()
-                        .map(|r| r.into_inner().version)
+                        .map(|r| r.into_inner())
                 }
                 .await;
-                routers_ready &= v.unwrap_or(0) > 0;
+                // Ready means the router holds the table the controller
+                // publishes for it now, not an older one still being replaced.
+                routers_ready &= v.is_some_and(|rs| {
+                    rs.version > 0
+                        && st.routers.iter().any(|r| {
+                            r.router_guid == rs.router_guid && r.egress_version == rs.version
+                        })
+                });
             }
             ready = all_reported && routers_ready;
         }

@@ -302,8 +302,21 @@ impl Cluster {
             if !ok {
                 return None;
             }
+            // A router holding some table is not enough: the controller may
+            // have published a newer one (the last report's) that is still on
+            // its way. Converged means every router holds what the leader
+            // publishes for it now.
+            if st.routers.len() < self.routers.len() {
+                return None;
+            }
             for i in 0..self.routers.len() {
-                if self.router_state(i).await?.version == 0 {
+                let rs = self.router_state(i).await?;
+                let want = st
+                    .routers
+                    .iter()
+                    .find(|r| r.router_guid == rs.router_guid)?
+                    .egress_version;
+                if rs.version == 0 || rs.version != want {
                     return None;
                 }
             }
