@@ -9,7 +9,10 @@
 //! base = "minhop"                       # optional, for dfdn/dfd2/lash
 //! max_vls = 8                           # optional
 //! max_sls = 16                          # optional
-//! out_dir = "out/subnet0"               # optional: OpenSM dumps for `opensm -R file`
+//! out_dir = "out/subnet0"               # optional: OpenSM dumps for `opensm -R file`,
+//!                                       # and the controller's mapping (ibfabric-mapping.txt)
+//! mapping_file = "subnet0.map"          # optional: router ports for remote GIDs until the
+//!                                       # controller sends a mapping (the paper's Code 1)
 //! controllers = ["http://127.0.0.1:7100"]
 //! listen = "127.0.0.1:7200"             # optional: Agent.PathQuery service
 //! watch_topology = true                 # optional: re-route when the file changes
@@ -35,6 +38,8 @@ pub struct AgentConfig {
     pub max_sls: u8,
     #[serde(default)]
     pub out_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub mapping_file: Option<PathBuf>,
     #[serde(default)]
     pub controllers: Vec<String>,
     #[serde(default)]
@@ -76,6 +81,7 @@ impl AgentConfig {
         let dir = path.parent().unwrap_or(Path::new("."));
         c.topology = dir.join(&c.topology);
         c.out_dir = c.out_dir.map(|o| dir.join(o));
+        c.mapping_file = c.mapping_file.map(|o| dir.join(o));
         Ok(c)
     }
 

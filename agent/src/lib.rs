@@ -29,16 +29,19 @@ pub struct MappingState {
     pub version: u64,
     pub algorithm: String,
     pub mapping: Mapping,
-    by_dest: HashMap<Gid, (u64, u16)>,
+    /// Router ports (GUID, LID) per destination: its route, then backups.
+    by_dest: HashMap<Gid, Vec<(u64, u16)>>,
 }
 
 impl MappingState {
     fn new(version: u64, algorithm: String, mapping: Mapping) -> Self {
-        let by_dest = mapping
-            .entries
-            .iter()
-            .map(|e| (e.dest, (e.router_port_guid, e.router_port_lid)))
-            .collect();
+        let mut by_dest: HashMap<Gid, Vec<(u64, u16)>> = HashMap::new();
+        for e in &mapping.entries {
+            by_dest
+                .entry(e.dest)
+                .or_default()
+                .push((e.router_port_guid, e.router_port_lid));
+        }
         Self {
             version,
             algorithm,
@@ -66,7 +69,12 @@ pub enum AgentError {
     Task(String),
     #[error("path query service: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error("mapping file: {0}")]
+    Mapping(fabric::Error),
 }
+
+/// Where the agent writes the mapping in force, in the paper's format.
+pub const MAPPING_FILE: &str = "ibfabric-mapping.txt";
 
 impl Agent {
     pub fn new(cfg: AgentConfig) -> Arc<Self> {
@@ -102,6 +110,27 @@ impl Agent {
             .map_or(0, |d| d.as_millis() as u64);
         let prev = self.generation.load(Ordering::SeqCst);
         self.generation.store(now.max(prev + 1), Ordering::SeqCst);
+        // An operator's mapping file serves until the controller sends one
+        // (version 1 and up). It is read once, against the first topology:
+        // its backup lines are for router ports that later disappear, and a
+        // re-read would refuse exactly those.
+        if let Some(path) = self
+            .cfg
+            .mapping_file
+            .as_ref()
+            .filter(|_| self.mapping.load().is_none())
+        {
+            let ports = routed.router_port_views();
+            let mapping = fabric::formats::mapping::read(path, routed.prefix, &ports)
+                .map_err(AgentError::Mapping)?;
+            tracing::info!(file = %path.display(), entries = mapping.entries.len(), defaults = mapping.defaults.len(), "mapping file loaded");
+            let from_file = Arc::new(MappingState::new(0, "file".into(), mapping));
+            // A controller mapping accepted meanwhile wins.
+            self.mapping.rcu(|cur| match cur {
+                Some(c) if c.version > 0 => Some(Arc::clone(c)),
+                _ => Some(Arc::clone(&from_file)),
+            });
+        }
         self.subnet.store(Some(Arc::new(routed)));
         self.rerouted.notify_one();
         Ok(())
@@ -131,6 +160,19 @@ impl Agent {
             m.algorithm.clone(),
             mapping,
         ))));
+        if let Some(dir) = &self.cfg.out_dir {
+            let path = dir.join(MAPPING_FILE);
+            if let Some(cur) = self.mapping.load_full() {
+                // The mapping is in force either way; a full disk only
+                // costs the operator's copy.
+                if let Err(e) = fabric::formats::write_file(
+                    &path,
+                    &fabric::formats::mapping::write(&cur.mapping),
+                ) {
+                    tracing::warn!(error = %e, "could not write the mapping file");
+                }
+            }
+        }
         self.mapping_changed.send_replace(m.version);
         Ok(true)
     }
@@ -167,22 +209,22 @@ impl Agent {
             .mapping
             .load_full()
             .ok_or_else(|| Status::unavailable("no router-port mapping from the controller yet"))?;
-        let (port_guid, lid) = match m.by_dest.get(&dst) {
-            Some(&(g, l)) => (g, l),
-            None => {
-                let g = m.mapping.defaults.first().copied().ok_or_else(|| {
-                    Status::not_found(format!(
-                        "no route to {dst}: no mapping entry and no default route"
-                    ))
-                })?;
-                let l = s.router_port_lid(g).ok_or_else(|| {
-                    Status::internal(format!(
-                        "default router port {g:#018x} is not in this subnet"
-                    ))
-                })?;
-                (g, l)
-            }
-        };
+        // The destination's route, else its backups, else the default
+        // routes, in order: the first whose router port the subnet still
+        // has (a router that left the topology file takes no traffic).
+        let (port_guid, lid) = m
+            .by_dest
+            .get(&dst)
+            .into_iter()
+            .flatten()
+            .map(|&(g, _)| g)
+            .chain(m.mapping.defaults.iter().copied())
+            .find_map(|g| Some((g, s.router_port_lid(g)?)))
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no route to {dst}: no mapping entry or default route on a router port this subnet has"
+                ))
+            })?;
         Ok(v1::PathQueryReply {
             slid: slid as u32,
             dlid: lid as u32,

@@ -40,6 +40,23 @@ impl RoutedSubnet {
         self.lid_by_guid.get(&guid).copied()
     }
 
+    /// The router ports as the inter-subnet code sees them.
+    pub fn router_port_views(&self) -> Vec<fabric::intersubnet::RouterPortView> {
+        self.report
+            .router_ports
+            .iter()
+            .filter_map(|p| {
+                Some(fabric::intersubnet::RouterPortView {
+                    router_guid: p.router_guid,
+                    port: u8::try_from(p.port).ok()?,
+                    port_guid: p.port_guid,
+                    lid: u16::try_from(p.lid).ok()?,
+                    primary_lids: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
     /// LID of one of this subnet's router ports by port GUID.
     pub fn router_port_lid(&self, guid: u64) -> Option<u16> {
         self.router_port_lid.get(&guid).copied()
@@ -94,14 +111,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
     if let Some(dir) = &cfg.out_dir {
         fabric::formats::write_routing(&fabric, &routing, dir)?;
     }
-    // ISFR needs each router port's primary destinations, which only
-    // fat-tree routing defines; other engines leave the list empty and the
-    // controller falls back to ISSR for this subnet.
-    let primary = if cfg.engine == "ftree" {
-        fabric::intersubnet::primary_lids(&fabric, &routing.lfts)
-    } else {
-        Default::default()
-    };
+    let primary = fabric::intersubnet::reported_primary_lids(&cfg.engine, &fabric, &routing.lfts);
     let mut h = Sha256::new();
     routing.for_each_table_chunk(|c| h.update(c));
     let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();

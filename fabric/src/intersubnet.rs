@@ -805,6 +805,21 @@ impl InterSubnetRouting for Isfr {
     }
 }
 
+/// ISFR's primary destinations as a subnet routed by `engine` reports
+/// them: only fat-tree routing defines primary paths, so any other engine
+/// reports none and ISFR falls back to ISSR for that subnet.
+pub fn reported_primary_lids(
+    engine: &str,
+    f: &crate::Fabric,
+    lfts: &crate::tables::Lfts,
+) -> BTreeMap<u64, Vec<u16>> {
+    if engine == "ftree" {
+        primary_lids(f, lfts)
+    } else {
+        BTreeMap::new()
+    }
+}
+
 /// ISFR's primary destinations per router port of one subnet: for each CA
 /// destination, the top switch its routes from the other leaf switches turn
 /// at (the highest switch on the way, by hops from the CA switches; the
@@ -968,10 +983,13 @@ impl<'a> Tracer<'a> {
             .mappings
             .iter()
             .map(|m| {
-                m.entries
-                    .iter()
-                    .map(|e| (e.dest, e.router_port_guid))
-                    .collect()
+                // A destination listed again is a backup: every router port
+                // is alive here, so the first line rules.
+                let mut by_dest = HashMap::with_capacity(m.entries.len());
+                for e in &m.entries {
+                    by_dest.entry(e.dest).or_insert(e.router_port_guid);
+                }
+                by_dest
             })
             .collect();
         for (ti, table) in routes.routers.iter().enumerate() {

@@ -419,12 +419,10 @@ pub fn route_subnets(m: &MultiFabric, engine: &str) -> Result<Routed> {
                 s.name, rep.broken_examples
             )));
         }
-        if engine == "ftree" {
-            view.set_primary(
-                s.prefix,
-                &crate::intersubnet::primary_lids(&s.fabric, &r.lfts),
-            );
-        }
+        view.set_primary(
+            s.prefix,
+            &crate::intersubnet::reported_primary_lids(engine, &s.fabric, &r.lfts),
+        );
         routings.push(r);
     }
     Ok(Routed { routings, view })

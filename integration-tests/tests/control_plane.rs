@@ -116,6 +116,24 @@ async fn agents_report_routers_get_tables_and_every_cross_subnet_path_resolves()
     }
     // 3 subnets x 8 hosts x 16 remote hosts.
     assert_eq!(checked, 3 * 8 * 16);
+    // Each agent keeps the mapping in force as the paper's mapping file,
+    // and it reads back to exactly what the algorithm computed.
+    for (s, m) in view.subnets.iter().zip(&expect.mappings) {
+        let agent = c
+            .agents
+            .iter()
+            .find(|a| a.prefix == s.prefix)
+            .expect("agent per subnet");
+        let path = c
+            .dir
+            .path()
+            .join("out")
+            .join(&agent.name)
+            .join("ibfabric-mapping.txt");
+        let read = fabric::formats::mapping::read(&path, s.prefix, &s.router_ports)
+            .expect("agent's mapping file reads");
+        assert_eq!(&read, m, "{}", path.display());
+    }
     // Local pairs resolve without a router.
     let s = &view.subnets[0];
     let pq = path_query(

@@ -1,12 +1,14 @@
 //! File formats at the edges: ibnetdiscover topologies, OpenSM's
 //! `opensm-lfts.dump` and `opensm-sl2vl.dump`, `path-sl.txt`, and GUID
-//! lists such as Up*/Down* root switches, and the multi-subnet manifest.
+//! lists such as Up*/Down* root switches, the multi-subnet manifest and the
+//! inter-subnet mapping file.
 //! Every reader reports errors as `file:line: cause`.
 
 pub mod guids;
 pub mod ibnetdiscover;
 pub mod lft;
 pub mod manifest;
+pub mod mapping;
 pub mod pathsl;
 pub mod sl2vl;
 
