@@ -1,6 +1,7 @@
 //! `ibfabric`: the one user-facing binary.
 
 mod gen_cli;
+mod multi_cli;
 mod services;
 mod sim_cli;
 
@@ -46,6 +47,9 @@ enum Cmd {
     Info(InfoArgs),
     /// Route a topology with an engine, verify the result, write OpenSM files.
     Route(RouteArgs),
+    /// Route a multi-subnet fabric (manifest): every subnet, the inter-subnet
+    /// routes, a whole-fabric deadlock check; write tables and mapping files.
+    RouteMulti(multi_cli::RouteMultiArgs),
     /// Verify tables against a topology: connectivity, loops, deadlock freedom.
     Verify(VerifyArgs),
     /// List the routing engines.
@@ -157,6 +161,7 @@ fn main() {
         Cmd::Gen(a) => cmd_gen(a),
         Cmd::Info(a) => cmd_info(a),
         Cmd::Route(a) => cmd_route(a),
+        Cmd::RouteMulti(a) => multi_cli::cmd_route_multi(a),
         Cmd::Verify(a) => cmd_verify(a),
         Cmd::Agent(a) => services::cmd_agent(a),
         Cmd::Controller(a) => services::cmd_controller(a),

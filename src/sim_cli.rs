@@ -22,8 +22,8 @@ pub struct SimArgs {
     /// paper setups.
     #[arg(long)]
     manifest: Option<PathBuf>,
-    /// Routing engine of every subnet (ISFR needs ftree to find primary
-    /// paths; elsewhere it falls back to ISSR).
+    /// Routing engine of the subnets whose manifest entry names none (ISFR
+    /// needs ftree to find primary paths; elsewhere it falls back to ISSR).
     #[arg(long, default_value = "ftree")]
     engine: String,
     /// Inter-subnet algorithms to compare.
@@ -113,24 +113,34 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
         .iter()
         .map(|name| intersubnet::by_name(name))
         .collect::<Result<Vec<_>, _>>()?;
-    let setups: Vec<(String, MultiFabric)> = match &a.manifest {
-        Some(p) => vec![(
-            p.display().to_string(),
-            fabric::formats::manifest::read(p)?.fabric,
-        )],
+    // Each setup with its subnets' engines (a manifest may name them).
+    type Setup = (String, MultiFabric, Vec<Option<String>>);
+    let setups: Vec<Setup> = match &a.manifest {
+        Some(p) => {
+            let man = fabric::formats::manifest::read(p)?;
+            vec![(p.display().to_string(), man.fabric, man.engines)]
+        }
         None => a
             .paper
             .iter()
             .map(|&k| {
                 let t = TreeSubnets::paper(k)?;
-                Ok((format!("paper-{k}"), tree_subnets(&t)?))
+                Ok((
+                    format!("paper-{k}"),
+                    tree_subnets(&t)?,
+                    vec![None; k as usize],
+                ))
             })
             .collect::<Result<_>>()?,
     };
     let bar = progress(setups.len() * algorithms.len());
     let mut out = Vec::new();
-    for (name, m) in &setups {
-        let routed = sim::route_subnets(m, &a.engine)
+    for (name, m, engines) in &setups {
+        let engines: Vec<&str> = engines
+            .iter()
+            .map(|e| e.as_deref().unwrap_or(&a.engine))
+            .collect();
+        let routed = sim::route_each(m, &engines)
             .with_context(|| format!("routing the subnets of {name}"))?;
         let mut results = Vec::new();
         for algorithm in &algorithms {

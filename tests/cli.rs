@@ -386,3 +386,119 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("manifest.toml:3"), "{err}");
 }
+
+fn gen_multi(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
+    let mut args = vec!["gen", "multi", "--out", s(dir)];
+    args.extend_from_slice(extra);
+    let o = ibf(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    dir.join("manifest.toml")
+}
+
+#[test]
+fn route_multi_checks_the_whole_fabric_then_writes_tables_and_mapping_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = gen_multi(&dir.path().join("fab"), &[]);
+    // Subnet 1 names its own engine in the manifest; the others take --engine.
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    let text = text.replacen(
+        "topology = \"subnet1.net\"",
+        "topology = \"subnet1.net\"\nengine = \"updn\"",
+        1,
+    );
+    std::fs::write(&manifest, text).expect("manifest");
+    let out = dir.path().join("out");
+    let v = json(&ibf(&[
+        "route-multi",
+        "-m",
+        s(&manifest),
+        "-a",
+        "issr",
+        "-o",
+        s(&out),
+        "--json",
+    ]));
+    assert_eq!(v["written"], true);
+    assert_eq!(v["global"]["unreachable"], 0);
+    assert_eq!(v["global"]["cycle"], serde_json::Value::Null);
+    // 3 subnets of 16 HCAs: every ordered pair of the 48.
+    assert_eq!(v["global"]["pairs"], 48 * 47);
+    let engines: Vec<&str> = v["subnets"]
+        .as_array()
+        .expect("subnets")
+        .iter()
+        .map(|x| x["engine"].as_str().expect("engine"))
+        .collect();
+    assert_eq!(engines, ["ftree", "updn", "ftree"]);
+    // Each subnet's mapping file lists every remote HCA once and reads back
+    // (router ports resolved in its own subnet).
+    let m = fabric::formats::manifest::read(&manifest).expect("manifest reads");
+    let view = fabric::intersubnet::GlobalView::from_multi(&m.fabric);
+    for sv in &view.subnets {
+        let sdir = out.join(&sv.name);
+        assert!(sdir.join("opensm-lfts.dump").is_file());
+        let map = fabric::formats::mapping::read(
+            &sdir.join("ibfabric-mapping.txt"),
+            sv.prefix,
+            &sv.router_ports,
+        )
+        .expect("mapping file reads");
+        assert_eq!(map.entries.len(), 32);
+        assert!(map.entries.iter().all(|e| e.dest.prefix != sv.prefix));
+        assert_eq!(map.defaults.len(), 2, "one default route per router");
+    }
+    let egress = std::fs::read_to_string(out.join("router-egress.txt")).expect("egress");
+    assert_eq!(egress.matches("\nrouter 0x").count(), 2);
+
+    // Transit choices only issr has.
+    let o = ibf(&[
+        "route-multi",
+        "-m",
+        s(&manifest),
+        "-a",
+        "isfr",
+        "--transit",
+        "shortest",
+        "-o",
+        s(&out),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("issr only"));
+}
+
+#[test]
+fn route_multi_refuses_transit_routes_the_global_check_rejects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A ring of five subnets whose routers sit on two top switches each:
+    // traffic crossing a subnet enters on one top switch and must leave
+    // from another.
+    let manifest = gen_multi(
+        &dir.path().join("ring"),
+        &["--subnets", "5", "--routers", "5", "--join", "ring"],
+    );
+    for engine in ["ftree", "lash"] {
+        let out = dir.path().join(format!("out-{engine}"));
+        let o = ibf(&[
+            "route-multi",
+            "-m",
+            s(&manifest),
+            "-a",
+            "issr",
+            "-e",
+            engine,
+            "-o",
+            s(&out),
+            "--json",
+        ]);
+        assert!(!o.status.success(), "{engine}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        assert_eq!(v["written"], false);
+        assert!(
+            v["global"]["unreachable"].as_u64() > Some(0) || !v["global"]["cycle"].is_null(),
+            "{engine}: {v}"
+        );
+        assert!(!out.exists(), "{engine}: nothing written");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("nothing written"), "{err}");
+    }
+}

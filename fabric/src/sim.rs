@@ -400,23 +400,47 @@ fn find_cycle(start: &[usize], targets: &[usize]) -> Option<Vec<usize>> {
 /// builds from it.
 pub struct Routed {
     pub routings: Vec<Routing>,
+    /// The verifier's report of each subnet's tables.
+    pub reports: Vec<crate::verify::Report>,
     pub view: GlobalView,
 }
 
-/// Routes every subnet with `engine` and verifies each result (a sim over
-/// tables that could deadlock would measure a network that cannot run).
-/// With `ftree`, the view carries ISFR's primary destinations.
+/// Routes every subnet with `engine`; see [`route_each`].
 pub fn route_subnets(m: &MultiFabric, engine: &str) -> Result<Routed> {
-    let e = crate::routing::by_name(engine)?;
+    route_each(m, &vec![engine; m.subnets.len()])
+}
+
+/// Routes subnet `i` with `engines[i]` and verifies each result (tables
+/// that could deadlock or leave pairs unrouted are refused: a fabric built
+/// on them cannot run). The view carries ISFR's primary destinations of
+/// the subnets routed by fat-tree routing.
+pub fn route_each(m: &MultiFabric, engines: &[&str]) -> Result<Routed> {
+    if engines.len() != m.subnets.len() {
+        return Err(sim_err(format!(
+            "{} engines for {} subnets",
+            engines.len(),
+            m.subnets.len()
+        )));
+    }
     let mut view = GlobalView::from_multi(m);
     let mut routings = Vec::with_capacity(m.subnets.len());
-    for s in &m.subnets {
+    let mut reports = Vec::with_capacity(m.subnets.len());
+    for (s, &engine) in m.subnets.iter().zip(engines) {
+        let e = crate::routing::by_name(engine)?;
         let r = e.route(&s.fabric, &crate::routing::EngineOptions::default())?;
         let rep = crate::verify::verify(&s.fabric, &r);
         if !rep.ok() {
             return Err(sim_err(format!(
-                "engine '{engine}' gives subnet '{}' tables that fail verification: {:?}",
-                s.name, rep.broken_examples
+                "engine '{engine}' gives subnet '{}' tables that fail verification: {}",
+                s.name,
+                if rep.all_pairs_routed() {
+                    format!(
+                        "dependency cycle {}",
+                        rep.describe_cycle(&s.fabric).unwrap_or_default()
+                    )
+                } else {
+                    format!("{} of {} pairs unrouted", rep.broken_pairs, rep.pairs)
+                }
             )));
         }
         view.set_primary(
@@ -424,8 +448,13 @@ pub fn route_subnets(m: &MultiFabric, engine: &str) -> Result<Routed> {
             &crate::intersubnet::reported_primary_lids(engine, &s.fabric, &r.lfts),
         );
         routings.push(r);
+        reports.push(rep);
     }
-    Ok(Routed { routings, view })
+    Ok(Routed {
+        routings,
+        reports,
+        view,
+    })
 }
 
 /// Total order on non-NaN shares, for the heap.

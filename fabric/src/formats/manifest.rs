@@ -10,6 +10,7 @@
 //! name = "subnet0"
 //! prefix = "0xfec0000000000001"
 //! topology = "subnet0.net"      # relative to the manifest
+//! engine = "ftree"              # optional: this subnet's routing engine
 //!
 //! [[router]]
 //! name = "router0"
@@ -41,6 +42,8 @@ struct SubnetEntry {
     name: Spanned<String>,
     prefix: Spanned<String>,
     topology: Spanned<String>,
+    #[serde(default)]
+    engine: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -56,6 +59,8 @@ struct RouterEntry {
 pub struct Manifest {
     pub fabric: MultiFabric,
     pub files: Vec<PathBuf>,
+    /// Each subnet's routing engine when the manifest names one.
+    pub engines: Vec<Option<String>>,
 }
 
 fn line_of(text: &str, span: Range<usize>) -> usize {
@@ -89,6 +94,7 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut subnets = Vec::with_capacity(file.subnet.len());
     let mut files = Vec::with_capacity(file.subnet.len());
+    let mut engines = Vec::with_capacity(file.subnet.len());
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for s in &file.subnet {
         let prefix = hex(&s.prefix, "prefix")?;
@@ -108,6 +114,10 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
                 format!("topology file {} does not exist", topo.display()),
             ));
         }
+        if let Some(e) = &s.engine {
+            crate::routing::by_name(e.get_ref()).map_err(|why| at(e.span(), why.to_string()))?;
+        }
+        engines.push(s.engine.as_ref().map(|e| e.get_ref().clone()));
         let mut fabric = ibnetdiscover::read(&topo)?;
         fabric.subnet_prefix = prefix;
         subnets.push(Subnet {
@@ -154,7 +164,11 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
             }
         }
     }
-    Ok(Manifest { fabric: m, files })
+    Ok(Manifest {
+        fabric: m,
+        files,
+        engines,
+    })
 }
 
 #[derive(Serialize)]

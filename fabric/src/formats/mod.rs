@@ -4,6 +4,7 @@
 //! inter-subnet mapping file.
 //! Every reader reports errors as `file:line: cause`.
 
+pub mod egress;
 pub mod guids;
 pub mod ibnetdiscover;
 pub mod lft;

@@ -1,0 +1,243 @@
+//! `ibfabric route-multi`: routes every subnet of a multi-subnet manifest,
+//! computes the inter-subnet routes, checks the whole fabric (all host
+//! pairs through the routers, one channel dependency graph over every
+//! subnet and router hop) and only then writes the tables.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use fabric::formats::{egress, mapping, write_file};
+use fabric::intersubnet::{self, Transit};
+use fabric::sim::{self, GlobalReport, Network};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TransitArg {
+    /// Up*/Down* over the subnet graph: no cycle through the routers.
+    Updown,
+    /// Shortest subnet paths: can close a cycle through the routers on a
+    /// ring of subnets (the global check then refuses the tables).
+    Shortest,
+}
+
+#[derive(Args)]
+pub struct RouteMultiArgs {
+    /// Multi-subnet manifest (see `ibfabric gen multi`).
+    #[arg(long, short)]
+    manifest: PathBuf,
+    /// Engine for the subnets whose manifest entry names none.
+    #[arg(long, short, default_value = "ftree")]
+    engine: String,
+    /// Inter-subnet algorithm: prefix (OpenSM's prefix routes), issr or isfr.
+    #[arg(long, short, default_value = "isfr")]
+    algorithm: String,
+    /// How routes cross transit subnets (issr only; isfr and prefix always
+    /// use updown).
+    #[arg(long, value_enum, default_value = "updown")]
+    transit: TransitArg,
+    /// Output directory: one directory per subnet with the OpenSM dumps and
+    /// its mapping file (ibfabric-mapping.txt), and router-egress.txt.
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Machine-readable summary on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct SubnetOut {
+    name: String,
+    prefix: String,
+    engine: String,
+    hcas: usize,
+    switches: usize,
+    vls: u32,
+    deadlock_free: bool,
+    mapping_entries: usize,
+    default_routes: usize,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    algorithm: String,
+    transit: &'static str,
+    subnets: Vec<SubnetOut>,
+    routers: usize,
+    router_rules: usize,
+    global: GlobalReport,
+    written: bool,
+    files: Vec<String>,
+    route_seconds: f64,
+    inter_subnet_seconds: f64,
+    check_seconds: f64,
+}
+
+pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
+    let algorithm = intersubnet::by_name(&a.algorithm)?;
+    if matches!(a.transit, TransitArg::Shortest) && algorithm.name() != "issr" {
+        bail!(
+            "--transit shortest applies to issr only ('{}' always routes transit subnets up*/down*)",
+            algorithm.name()
+        );
+    }
+    let man = fabric::formats::manifest::read(&a.manifest)?;
+    let m = &man.fabric;
+    let engines: Vec<&str> = man
+        .engines
+        .iter()
+        .map(|e| e.as_deref().unwrap_or(&a.engine))
+        .collect();
+    fabric::routing::by_name(&a.engine)?;
+
+    let t = Instant::now();
+    let routed = sim::route_each(m, &engines)
+        .with_context(|| format!("routing the subnets of {}", a.manifest.display()))?;
+    let route_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let routes = match a.transit {
+        TransitArg::Shortest => intersubnet::issr_with_transit(&routed.view, Transit::Shortest)?,
+        TransitArg::Updown => algorithm.route(&routed.view)?,
+    };
+    let inter_subnet_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let net = Network::new(m, &routed.routings, &routed.view, &routes)?;
+    let global = sim::verify_global(&net);
+    let check_seconds = t.elapsed().as_secs_f64();
+    tracing::info!(
+        route_seconds,
+        inter_subnet_seconds,
+        check_seconds,
+        "routed and checked"
+    );
+
+    let mapping_of = |prefix: u64| routes.mappings.iter().find(|mp| mp.prefix == prefix);
+    let mut files = Vec::new();
+    if global.ok() {
+        for (i, s) in m.subnets.iter().enumerate() {
+            let dir = a.out.join(&s.name);
+            files.extend(fabric::formats::write_routing(
+                &s.fabric,
+                &routed.routings[i],
+                &dir,
+            )?);
+            if let Some(mp) = mapping_of(s.prefix) {
+                let p = dir.join("ibfabric-mapping.txt");
+                write_file(&p, &mapping::write(mp))?;
+                files.push(p);
+            }
+        }
+        let p = a.out.join("router-egress.txt");
+        write_file(&p, &egress::write(&routes.routers))?;
+        files.push(p);
+    }
+    let summary = Summary {
+        algorithm: routes.algorithm.clone(),
+        transit: match a.transit {
+            TransitArg::Updown => "updown",
+            TransitArg::Shortest => "shortest",
+        },
+        subnets: m
+            .subnets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let rep = &routed.reports[i];
+                let mp = mapping_of(s.prefix);
+                SubnetOut {
+                    name: s.name.clone(),
+                    prefix: format!("{:#018x}", s.prefix),
+                    engine: engines[i].to_string(),
+                    hcas: s.fabric.num_cas(),
+                    switches: s.fabric.switches().len(),
+                    vls: rep.vls_used,
+                    deadlock_free: rep.deadlock_free(),
+                    mapping_entries: mp.map_or(0, |mp| mp.entries.len()),
+                    default_routes: mp.map_or(0, |mp| mp.defaults.len()),
+                }
+            })
+            .collect(),
+        routers: routes.routers.len(),
+        router_rules: routes
+            .routers
+            .iter()
+            .flat_map(|r| &r.contexts)
+            .map(|c| c.rules.len())
+            .sum(),
+        written: global.ok(),
+        global,
+        files: files.iter().map(|p| p.display().to_string()).collect(),
+        route_seconds,
+        inter_subnet_seconds,
+        check_seconds,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_text(&summary);
+    }
+    let g = &summary.global;
+    if g.unreachable > 0 {
+        bail!(
+            "{} of {} host pairs are unreachable through the routers (first: {}); nothing written to {}",
+            g.unreachable,
+            g.pairs,
+            g.first_unreachable.as_deref().unwrap_or("?"),
+            a.out.display()
+        );
+    }
+    if let Some(c) = &g.cycle {
+        bail!(
+            "the routes close a channel dependency cycle of {} channels across the subnets ({}); nothing written to {}",
+            c.len(),
+            c.join(" -> "),
+            a.out.display()
+        );
+    }
+    Ok(0)
+}
+
+fn print_text(s: &Summary) {
+    println!(
+        "{:<12} {:<18} {:<8} {:>6} {:>8} {:>4} {:>13} {:>9}",
+        "subnet", "prefix", "engine", "HCAs", "switches", "VLs", "deadlock free", "mappings"
+    );
+    for x in &s.subnets {
+        println!(
+            "{:<12} {:<18} {:<8} {:>6} {:>8} {:>4} {:>13} {:>9}",
+            x.name,
+            x.prefix,
+            x.engine,
+            x.hcas,
+            x.switches,
+            x.vls,
+            if x.deadlock_free { "yes" } else { "NO" },
+            x.mapping_entries
+        );
+    }
+    println!(
+        "inter-subnet    {} (transit {}): {} routers, {} egress rules",
+        s.algorithm, s.transit, s.routers, s.router_rules
+    );
+    let g = &s.global;
+    println!(
+        "global check    {} host pairs, {} unreachable; CDG {} channels, {} dependencies, {} VLs; {}",
+        g.pairs,
+        g.unreachable,
+        g.channels,
+        g.dependencies,
+        g.vls_used,
+        if g.deadlock_free() {
+            "deadlock free"
+        } else {
+            "CYCLE"
+        }
+    );
+    println!(
+        "time            subnets {:.3} s, inter-subnet {:.3} s, global check {:.3} s",
+        s.route_seconds, s.inter_subnet_seconds, s.check_seconds
+    );
+    for f in &s.files {
+        println!("wrote           {f}");
+    }
+}
