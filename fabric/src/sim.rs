@@ -288,49 +288,57 @@ pub fn verify_global(net: &Network<'_>) -> GlobalReport {
     let chan = |(l, v): (u32, u8)| (l as u64) << 4 | v as u64;
     // Per source: dependencies, unreachable count, first reason, top VL.
     type PerSource = (Vec<(u64, u64)>, u64, Option<String>, u8);
-    let per_source: Vec<PerSource> = (0..n)
-        .into_par_iter()
-        .map(|src| {
-            let mut deps = Vec::new();
-            let mut bad = 0u64;
-            let mut why = None;
-            let mut maxvl = 0u8;
-            let mut ch = Vec::with_capacity(16);
-            for dst in 0..n {
-                if dst == src {
-                    continue;
+    let walk = |src: usize| -> PerSource {
+        let mut deps = Vec::new();
+        let mut bad = 0u64;
+        let mut why = None;
+        let mut maxvl = 0u8;
+        let mut ch = Vec::with_capacity(16);
+        for dst in 0..n {
+            if dst == src {
+                continue;
+            }
+            ch.clear();
+            match net.path_channels(src, dst, &mut ch) {
+                Ok(()) => {
+                    for w in ch.windows(2) {
+                        deps.push((chan(w[0]), chan(w[1])));
+                    }
+                    maxvl = ch.iter().map(|c| c.1).fold(maxvl, u8::max);
                 }
-                ch.clear();
-                match net.path_channels(src, dst, &mut ch) {
-                    Ok(()) => {
-                        for w in ch.windows(2) {
-                            deps.push((chan(w[0]), chan(w[1])));
-                        }
-                        maxvl = ch.iter().map(|c| c.1).fold(maxvl, u8::max);
-                    }
-                    Err(e) => {
-                        bad += 1;
-                        why.get_or_insert_with(|| e.to_string());
-                    }
+                Err(e) => {
+                    bad += 1;
+                    why.get_or_insert_with(|| e.to_string());
                 }
             }
-            deps.sort_unstable();
-            deps.dedup();
-            (deps, bad, why, maxvl)
-        })
-        .collect();
+        }
+        deps.sort_unstable();
+        deps.dedup();
+        (deps, bad, why, maxvl)
+    };
+    // Sources in batches, merged into one deduplicated set after each: the
+    // distinct dependencies are few (channels x turns), while every
+    // source's own list holds one entry per destination and hop, so keeping
+    // them all at once would cost memory in hosts squared.
     let mut deps: Vec<(u64, u64)> = Vec::new();
     let (mut unreachable, mut first, mut maxvl) = (0u64, None, 0u8);
-    for (d, b, w, v) in per_source {
-        deps.extend(d);
-        unreachable += b;
-        if first.is_none() {
-            first = w;
+    let batch = (rayon::current_num_threads() * 16).max(1);
+    for lo in (0..n).step_by(batch) {
+        let per_source: Vec<PerSource> = (lo..(lo + batch).min(n))
+            .into_par_iter()
+            .map(walk)
+            .collect();
+        for (d, b, w, v) in per_source {
+            deps.extend(d);
+            unreachable += b;
+            if first.is_none() {
+                first = w;
+            }
+            maxvl = maxvl.max(v);
         }
-        maxvl = maxvl.max(v);
+        deps.par_sort_unstable();
+        deps.dedup();
     }
-    deps.par_sort_unstable();
-    deps.dedup();
     let mut ids: Vec<u64> = deps.iter().flat_map(|&(a, b)| [a, b]).collect();
     ids.par_sort_unstable();
     ids.dedup();
