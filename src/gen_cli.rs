@@ -64,6 +64,23 @@ pub struct TreeShape {
     /// Routers on top of the subnets' spines.
     #[arg(long, default_value_t = 2)]
     pub routers: u32,
+    /// Which subnets a router joins: `all`; `chain` (router r joins
+    /// subnets r mod (K-1) and the next: distant subnets talk through
+    /// transit subnets); `ring` (a chain closed from last to first).
+    #[arg(long, default_value = "all")]
+    pub join: String,
+}
+
+impl TreeShape {
+    pub fn join(&self) -> Result<fabric::multi::Join> {
+        use fabric::multi::Join;
+        Ok(match self.join.as_str() {
+            "all" => Join::All,
+            "chain" => Join::Chain,
+            "ring" => Join::Ring,
+            j => anyhow::bail!("--join is 'all', 'chain' or 'ring', not '{j}'"),
+        })
+    }
 }
 
 /// The topology families `ibfabric gen` can build.
@@ -90,11 +107,6 @@ pub enum GenKind {
         /// router r on spine r mod spines of every subnet.
         #[arg(long, default_value = "all")]
         wiring: String,
-        /// Which subnets a router joins: `all`; `chain` (router r joins
-        /// subnets r mod (K-1) and the next: distant subnets talk through
-        /// transit subnets); `ring` (a chain closed from last to first).
-        #[arg(long, default_value = "all")]
-        join: String,
     },
     /// k-ary n-tree fat tree: n levels of k^(n-1) switches, k hosts per leaf.
     ///
@@ -235,13 +247,12 @@ pub enum GenKind {
 
 /// The multi-subnet shape of `gen multi`.
 pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>> {
-    use fabric::multi::{Join, TreeSubnets, Wiring};
+    use fabric::multi::{TreeSubnets, Wiring};
     let GenKind::Multi {
         paper,
         shape,
         router_links,
         wiring,
-        join,
     } = kind
     else {
         return Ok(None);
@@ -254,12 +265,7 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
         "stripe" => Wiring::Stripe,
         w => anyhow::bail!("--wiring is 'all' or 'stripe', not '{w}'"),
     };
-    let join = match join.as_str() {
-        "all" => Join::All,
-        "chain" => Join::Chain,
-        "ring" => Join::Ring,
-        j => anyhow::bail!("--join is 'all', 'chain' or 'ring', not '{j}'"),
-    };
+    let join = shape.join()?;
     Ok(Some(TreeSubnets {
         subnets: shape.subnets,
         leaves: shape.leaves,

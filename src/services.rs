@@ -115,7 +115,7 @@ async fn start_controller(
 #[derive(Args)]
 pub struct DemoArgs {
     /// The fabric: every router has one port on every spine of every
-    /// subnet.
+    /// subnet it joins.
     #[command(flatten)]
     shape: crate::gen_cli::TreeShape,
     /// Routing engine of every subnet's agent.
@@ -143,7 +143,24 @@ struct DemoRun {
 pub fn cmd_demo(a: DemoArgs) -> Result<i32> {
     let t0 = Instant::now();
     let t = &a.shape;
-    let m = fabric::multi::fat_tree_subnets(t.subnets, t.leaves, t.spines, t.hosts, t.routers)?;
+    let join = t.join()?;
+    if join != fabric::multi::Join::All && a.algorithm == "prefix" {
+        bail!(
+            "--algorithm prefix (OpenSM's prefix routes) does not cross transit subnets; \
+             use issr or isfr with --join {}",
+            t.join
+        );
+    }
+    let m = fabric::multi::tree_subnets(&fabric::multi::TreeSubnets {
+        subnets: t.subnets,
+        leaves: t.leaves,
+        spines: t.spines,
+        hosts: t.hosts,
+        routers: t.routers,
+        router_links: 1,
+        wiring: fabric::multi::Wiring::All,
+        join,
+    })?;
     fabric::routing::by_name(&a.engine)?;
     intersubnet::by_name(&a.algorithm)?;
     let tmp;
@@ -344,22 +361,56 @@ async fn wait_and_report(
                     pq.router_port_guid
                 )
             })?;
-        let raddr = run
-            .routers
-            .iter()
-            .find(|(g, _)| *g == rp.router_guid)
-            .map(|(_, a)| a.clone())
-            .ok_or_else(|| anyhow!("no router {:#018x}", rp.router_guid))?;
-        let mut rc = v1::router_fw_client::RouterFwClient::connect(raddr).await?;
-        let fd = rc
-            .forward(v1::ForwardQuery {
-                ingress_port: rp.port as u32,
-                slid: pq.slid,
-                destination: Some(proto::convert::gid_to_wire(dg)),
-            })
-            .await
-            .context("router forward query")?
-            .into_inner();
+        // Follow the packet router by router (a transit subnet adds a hop):
+        // each router rewrites the source LID to its egress port's LID and
+        // the destination LID to the next hop's, as in the paper's relay.
+        let routers = view.routers();
+        let (mut router, mut ingress, mut slid) = (rp.router_guid, rp.port, pq.slid);
+        let mut hops = Vec::new();
+        let fd = loop {
+            let raddr = run
+                .routers
+                .iter()
+                .find(|(g, _)| *g == router)
+                .map(|(_, a)| a.clone())
+                .ok_or_else(|| anyhow!("no router {router:#018x}"))?;
+            let mut rc = v1::router_fw_client::RouterFwClient::connect(raddr).await?;
+            let fd = rc
+                .forward(v1::ForwardQuery {
+                    ingress_port: ingress as u32,
+                    slid,
+                    destination: Some(proto::convert::gid_to_wire(dg)),
+                })
+                .await
+                .context("router forward query")?
+                .into_inner();
+            hops.push(serde_json::json!({
+                "router": format!("{router:#018x}"), "ingress_port": ingress,
+                "egress_port": fd.egress_port, "next_lid": fd.next_lid,
+            }));
+            if fd.next_lid == dst.lid as u32 || hops.len() > view.subnets.len() {
+                break fd;
+            }
+            // The subnet the egress port is in, and the router port there
+            // that owns the next LID.
+            let out = routers
+                .get(&router)
+                .and_then(|ps| ps.iter().find(|(_, p)| p.port as u32 == fd.egress_port))
+                .ok_or_else(|| anyhow!("router {router:#018x} has no port {}", fd.egress_port))?;
+            let (sn, out_port) = (out.0, out.1);
+            let next = view.subnets[sn]
+                .router_ports
+                .iter()
+                .find(|p| p.lid as u32 == fd.next_lid)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "router {router:#018x} sends {dg} to LID {} in '{}', which is neither the destination nor a router port",
+                        fd.next_lid,
+                        view.subnets[sn].name
+                    )
+                })?;
+            (router, ingress, slid) = (next.router_guid, next.port, out_port.lid as u32);
+        };
         let delivered = fd.next_lid == dst.lid as u32;
         paths.push(serde_json::json!({
             "source": sg.to_string(), "destination": dg.to_string(),
@@ -367,11 +418,12 @@ async fn wait_and_report(
             "router": format!("{:#018x}", rp.router_guid), "ingress_port": rp.port,
             "egress_port": fd.egress_port, "next_lid": fd.next_lid,
             "destination_lid": dst.lid, "delivered": delivered,
+            "router_hops": hops,
             "table_version": fd.table_version,
         }));
         if !delivered {
             bail!(
-                "router sends {dg} to LID {} but its LID is {}",
+                "the routers send {dg} to LID {} but its LID is {}",
                 fd.next_lid,
                 dst.lid
             );
@@ -443,15 +495,35 @@ async fn wait_and_report(
             );
         }
         println!();
-        println!("sample inter-subnet paths (agent path query, then the router's decision):");
+        println!("sample inter-subnet paths (agent path query, then each router's decision):");
         for p in &paths {
+            let hops: Vec<String> = p["router_hops"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| {
+                    format!(
+                        "router {} in port {} -> out port {} -> LID {}",
+                        h["router"].as_str().unwrap_or(""),
+                        h["ingress_port"],
+                        h["egress_port"],
+                        h["next_lid"]
+                    )
+                })
+                .collect();
             println!(
-                "  {} -> {}: SLID {} -> router port LID {} (SL {}), router {} in port {} -> out port {} -> LID {} {}",
+                "  {} -> {}: SLID {} -> router port LID {} (SL {}), {} {}",
                 p["source"].as_str().unwrap_or(""),
                 p["destination"].as_str().unwrap_or(""),
-                p["slid"], p["router_port_lid"], p["sl"], p["router"].as_str().unwrap_or(""),
-                p["ingress_port"], p["egress_port"], p["next_lid"],
-                if p["delivered"].as_bool() == Some(true) { "(the destination)" } else { "(WRONG)" }
+                p["slid"],
+                p["router_port_lid"],
+                p["sl"],
+                hops.join(", "),
+                if p["delivered"].as_bool() == Some(true) {
+                    "(the destination)"
+                } else {
+                    "(WRONG)"
+                }
             );
         }
         if let Some(k) = &a.keep {

@@ -467,38 +467,111 @@ fn route_multi_checks_the_whole_fabric_then_writes_tables_and_mapping_files() {
 }
 
 #[test]
-fn route_multi_refuses_transit_routes_the_global_check_rejects() {
+fn route_multi_crosses_transit_subnets_and_refuses_what_the_global_check_rejects() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // A ring of five subnets whose routers sit on two top switches each:
-    // traffic crossing a subnet enters on one top switch and must leave
-    // from another.
-    let manifest = gen_multi(
-        &dir.path().join("ring"),
-        &["--subnets", "5", "--routers", "5", "--join", "ring"],
-    );
-    for engine in ["ftree", "lash"] {
-        let out = dir.path().join(format!("out-{engine}"));
-        let o = ibf(&[
+    let run = |manifest: &Path, engine: &str, extra: &[&str], out: &Path| {
+        let mut args = vec![
             "route-multi",
             "-m",
-            s(&manifest),
+            s(manifest),
             "-a",
             "issr",
             "-e",
             engine,
             "-o",
-            s(&out),
+            s(out),
             "--json",
-        ]);
-        assert!(!o.status.success(), "{engine}");
+        ];
+        args.extend_from_slice(extra);
+        let o = ibf(&args);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        (o, v)
+    };
+    // A ring of five subnets, every router on both top switches of the two
+    // subnets it joins: subnets two apart talk through a transit subnet.
+    let ring = gen_multi(
+        &dir.path().join("ring"),
+        &["--subnets", "5", "--routers", "5", "--join", "ring"],
+    );
+    for engine in ["ftree", "lash"] {
+        let out = dir.path().join(format!("ring-{engine}"));
+        let (o, v) = run(&ring, engine, &[], &out);
+        assert!(o.status.success(), "{engine}: {v}");
+        assert_eq!(v["global"]["unreachable"], 0);
+        assert_eq!(v["global"]["pairs"], 80 * 79);
+        assert!(v["global"]["cycle"].is_null(), "{engine}: {v}");
+        assert!(out.join("router-egress.txt").is_file());
+    }
+    let refused = |o: &Output, v: &serde_json::Value, out: &Path| {
+        assert!(!o.status.success(), "{v}");
         assert_eq!(v["written"], false);
-        assert!(
-            v["global"]["unreachable"].as_u64() > Some(0) || !v["global"]["cycle"].is_null(),
-            "{engine}: {v}"
-        );
-        assert!(!out.exists(), "{engine}: nothing written");
+        assert!(!out.exists(), "nothing written");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("nothing written"), "{err}");
+    };
+    // Shortest subnet paths close a cycle through the routers.
+    let out = dir.path().join("ring-shortest");
+    let (o, v) = run(&ring, "ftree", &["--transit", "shortest"], &out);
+    refused(&o, &v, &out);
+    assert!(!v["global"]["cycle"].is_null(), "{v}");
+    // Routers striped over the top switches: crossing a subnet means going
+    // from one top switch to another, which fat-tree routing never routes.
+    let stripe = gen_multi(
+        &dir.path().join("stripe"),
+        &[
+            "--subnets",
+            "4",
+            "--routers",
+            "4",
+            "--join",
+            "chain",
+            "--wiring",
+            "stripe",
+        ],
+    );
+    let out = dir.path().join("stripe-ftree");
+    let (o, v) = run(&stripe, "ftree", &[], &out);
+    refused(&o, &v, &out);
+    assert!(v["global"]["unreachable"].as_u64() > Some(0), "{v}");
+    // An engine that routes between top switches crosses the same fabric.
+    let (o, v) = run(&stripe, "lash", &[], &dir.path().join("stripe-lash"));
+    assert!(o.status.success(), "{v}");
+}
+
+#[test]
+fn demo_crosses_transit_subnets_router_by_router() {
+    // A chain of four subnets: the first reaches the last through two
+    // transit subnets, each router relaying over the live services.
+    for (engine, algorithm) in [("updn", "issr"), ("ftree", "isfr")] {
+        let o = ibf(&[
+            "demo",
+            "--engine",
+            engine,
+            "--algorithm",
+            algorithm,
+            "--join",
+            "chain",
+            "--subnets",
+            "4",
+            "--routers",
+            "3",
+            "--json",
+        ]);
+        let v = json(&o);
+        assert_eq!(v["ok"], true);
+        let hops: Vec<usize> = v["paths"]
+            .as_array()
+            .expect("paths")
+            .iter()
+            .map(|p| {
+                assert_eq!(p["delivered"], true, "{p}");
+                assert_eq!(p["next_lid"], p["destination_lid"]);
+                p["router_hops"].as_array().expect("hops").len()
+            })
+            .collect();
+        assert_eq!(hops, [1, 2, 3], "{engine}/{algorithm}");
     }
+    let o = ibf(&["demo", "--join", "chain", "--algorithm", "prefix"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not cross transit subnets"));
 }

@@ -51,6 +51,7 @@ impl RoutedSubnet {
                     port: u8::try_from(p.port).ok()?,
                     port_guid: p.port_guid,
                     lid: u16::try_from(p.lid).ok()?,
+                    switch_guid: p.switch_guid,
                     primary_lids: Vec::new(),
                 })
             })
@@ -134,6 +135,10 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
                     port: fabric.port_of(e) as u32,
                     port_guid: guid,
                     lid: lid as u32,
+                    switch_guid: match fabric.remote(e) {
+                        NONE => 0,
+                        r => fabric.guid(fabric.node_of(r)),
+                    },
                     primary_lids: primary
                         .get(&guid)
                         .map(|v| v.iter().map(|&l| l as u32).collect())

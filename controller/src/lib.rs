@@ -315,6 +315,7 @@ impl Controller {
                                 port: proto::convert::port(p.port, "router port").ok()?,
                                 port_guid: p.port_guid,
                                 lid: proto::convert::lid(p.lid, "router port LID").ok()?,
+                                switch_guid: p.switch_guid,
                                 primary_lids: p
                                     .primary_lids
                                     .iter()

@@ -36,6 +36,8 @@ pub struct RouterPortView {
     pub port: u8,
     pub port_guid: u64,
     pub lid: u16,
+    /// Node GUID of the switch the port links to (0 when not reported).
+    pub switch_guid: u64,
     /// Destination LIDs whose primary fat-tree route comes down through
     /// the switch behind this port (ISFR); empty when unknown.
     pub primary_lids: Vec<u16>,
@@ -99,6 +101,7 @@ impl GlobalView {
                                 port: p.port,
                                 port_guid: p.port_guid,
                                 lid: p.lid,
+                                switch_guid: p.switch_guid,
                                 primary_lids: Vec::new(),
                             })
                     })
@@ -457,16 +460,56 @@ fn router_tables(
                     if cand.is_empty() {
                         continue;
                     }
-                    let out = ports_in(y);
-                    transit.extend(t.end_ports.iter().enumerate().map(|(k, e)| Rule {
-                        matches: Match::Gid(Gid {
+                    let gid = |e: &EndPortView| {
+                        Match::Gid(Gid {
                             prefix: t.prefix,
                             guid: e.guid,
-                        }),
-                        next_lid: cand[k % cand.len()].lid,
-                        ports: out.clone(),
-                        choice: Choice::Hash,
-                    }));
+                        })
+                    };
+                    // Hand the packet to a next router's port on the switch
+                    // it enters through, so it crosses `y` without a turn
+                    // there: between two top switches an up*/down* engine
+                    // has no route, and a down-up turn inside `y` chains
+                    // local traffic into the transit path, which can close a
+                    // cycle across subnets. Destinations are dealt over the
+                    // egress ports that have such a partner.
+                    let out: Vec<&RouterPortView> = ports
+                        .iter()
+                        .filter(|(s, _)| *s == y)
+                        .map(|(_, p)| *p)
+                        .collect();
+                    let partners: Vec<(u8, Vec<u16>)> = out
+                        .iter()
+                        .filter(|o| o.switch_guid != 0)
+                        .map(|o| {
+                            let lids = cand
+                                .iter()
+                                .filter(|c| c.router_guid != guid && c.switch_guid == o.switch_guid)
+                                .map(|c| c.lid)
+                                .collect::<Vec<u16>>();
+                            (o.port, lids)
+                        })
+                        .filter(|(_, lids)| !lids.is_empty())
+                        .collect();
+                    if partners.is_empty() {
+                        let out: Vec<u8> = out.iter().map(|p| p.port).collect();
+                        transit.extend(t.end_ports.iter().enumerate().map(|(k, e)| Rule {
+                            matches: gid(e),
+                            next_lid: cand[k % cand.len()].lid,
+                            ports: out.clone(),
+                            choice: Choice::Hash,
+                        }));
+                    } else {
+                        transit.extend(t.end_ports.iter().enumerate().map(|(k, e)| {
+                            let (port, lids) = &partners[k % partners.len()];
+                            Rule {
+                                matches: gid(e),
+                                next_lid: lids[(k / partners.len()) % lids.len()],
+                                ports: vec![*port],
+                                choice: Choice::First,
+                            }
+                        }));
+                    }
                 }
                 if !transit.is_empty() {
                     let mut rules = delivery.clone();

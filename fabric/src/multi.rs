@@ -26,6 +26,8 @@ pub struct RouterPortRef {
     pub port_guid: u64,
     /// LID of the port in its subnet.
     pub lid: u16,
+    /// Node GUID of the switch the port links to.
+    pub switch_guid: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +105,7 @@ impl MultiFabric {
                         subnet: si,
                         port_guid: f.port_guid(slot),
                         lid: f.lid_of_slot(slot),
+                        switch_guid: f.guid(f.node_of(f.remote(slot))),
                     });
                 }
             }

@@ -183,6 +183,7 @@ mod tests {
             port,
             port_guid,
             lid,
+            switch_guid: 0,
             primary_lids: Vec::new(),
         })
         .collect()
