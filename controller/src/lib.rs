@@ -504,11 +504,12 @@ pub async fn start(
         .await
         .map_err(|e| ControlError::Store(e.to_string()))?;
     let (tx, rx) = watch::channel(None);
+    let persist = Arc::new(store::StorePersist::new(st.clone()));
     let ctl = Controller::new(
         cfg.id.clone(),
         Duration::from_secs(cfg.lease_seconds),
         algo,
-        Arc::new(store::StorePersist(st.clone())),
+        persist.clone(),
         rx,
     );
     let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500))
@@ -558,6 +559,9 @@ pub async fn start(
                     continue;
                 }
             };
+            // Before anything is written in this term: a save that lands
+            // after the term ends must not land at all.
+            persist.fence(ELECTION, guard.revision());
             if let Err(e) = c.take_over().await {
                 tracing::error!(id = %c.id, "cannot load the previous leader's state, stepping down: {e}");
                 let _ = guard.resign().await;

@@ -89,6 +89,7 @@ on_both_stores!(
     one_leader_and_resign_hands_over,
     contention_has_exactly_one_leader,
     abandoned_leadership_expires_after_ttl,
+    a_leader_whose_term_ended_writes_nothing,
     followers_observe_the_leader,
 );
 
@@ -285,15 +286,18 @@ async fn watch_delivers_in_order(h: Handles) {
 }
 
 async fn persist_adapter_round_trip(h: Handles) {
-    let p = StorePersist(h.a.clone());
+    let p = StorePersist::new(h.a.clone());
     p.save("subnets/01", b"one".to_vec()).await.unwrap();
     p.save("subnets/02", b"two".to_vec()).await.unwrap();
     p.save("routes", b"r".to_vec()).await.unwrap();
-    StorePersist(h.other.clone())
+    StorePersist::new(h.other.clone())
         .save("subnets/03", b"theirs".to_vec())
         .await
         .unwrap();
-    let loaded = StorePersist(h.b.clone()).load("subnets/").await.unwrap();
+    let loaded = StorePersist::new(h.b.clone())
+        .load("subnets/")
+        .await
+        .unwrap();
     assert_eq!(
         loaded,
         vec![
@@ -384,6 +388,46 @@ async fn contention_has_exactly_one_leader(h: Handles) {
     for t in tasks {
         t.abort();
     }
+}
+
+/// A leader paused past its lease (it never noticed the loss) wakes up and
+/// saves: the write is refused, the successor's state stays.
+async fn a_leader_whose_term_ended_writes_nothing(h: Handles) {
+    let ga = within("campaign", STEP, h.a.campaign("ctl", "ctl-a", TTL))
+        .await
+        .unwrap();
+    let old = StorePersist::new(h.a.clone());
+    old.fence("ctl", ga.revision());
+    old.save("routes", b"a1".to_vec())
+        .await
+        .expect("leader writes");
+    assert_eq!(h.b.get("routes").await.unwrap().unwrap().0, b"a1");
+    // A fence names a term by its start; another term's revision fails
+    // even while a leader holds the key.
+    let r =
+        h.a.put_fenced("routes", b"x".to_vec(), "ctl", ga.revision() + 1000)
+            .await
+            .unwrap();
+    assert_eq!(r, None, "a term that never was");
+    // The pause: renewals stop, the lease runs out, ctl-b takes over.
+    let b = h.b.clone();
+    let follower = tokio::spawn(async move { b.campaign("ctl", "ctl-b", TTL).await });
+    drop(ga);
+    let gb = within("takeover", Duration::from_secs(10), follower)
+        .await
+        .unwrap()
+        .unwrap();
+    let new = StorePersist::new(h.b.clone());
+    new.fence("ctl", gb.revision());
+    new.save("routes", b"b1".to_vec())
+        .await
+        .expect("new leader writes");
+    let e = old
+        .save("routes", b"a2".to_vec())
+        .await
+        .expect_err("the old term is over");
+    assert!(e.contains("term"), "{e}");
+    assert_eq!(h.a.get("routes").await.unwrap().unwrap().0, b"b1");
 }
 
 /// A leader that stops renewing without resigning (its process died) is

@@ -217,6 +217,31 @@ impl Store for EtcdStore {
         Ok(Some(self.header_rev("put_if", r.header())?))
     }
 
+    async fn put_fenced(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        election: &str,
+        term: Revision,
+    ) -> Result<Option<Revision>, StoreError> {
+        let leader_key = self.full(&election_key(election)?);
+        // The term's leader key was created at `term`; a successor's key
+        // (or none, once the lease expired) has another create revision.
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                leader_key,
+                CompareOp::Equal,
+                term as i64,
+            )])
+            .and_then(vec![TxnOp::put(self.full(key), value, None)]);
+        let mut c = self.client.clone();
+        let r = self.call("put_fenced", c.txn(txn)).await?;
+        if !r.succeeded() {
+            return Ok(None);
+        }
+        Ok(Some(self.header_rev("put_fenced", r.header())?))
+    }
+
     async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError> {
         let mut c = self.client.clone();
         let r = self.call("delete", c.delete(self.full(key), None)).await?;

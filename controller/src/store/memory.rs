@@ -145,6 +145,29 @@ impl Store for MemoryStore {
         )))
     }
 
+    async fn put_fenced(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        election: &str,
+        term: Revision,
+    ) -> Result<Option<Revision>, StoreError> {
+        let leader_key = self.full(&election_key(election)?);
+        let full = self.full(key);
+        let mut st = self.inner.lock();
+        // The leader key is written once per term, so its revision is the
+        // revision the term began at.
+        if st.keys.get(&leader_key).map(|(_, r)| *r) != Some(term) {
+            return Ok(None);
+        }
+        Ok(Some(self.inner.write(
+            &mut st,
+            EventKind::Put,
+            &full,
+            value,
+        )))
+    }
+
     async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError> {
         let full = self.full(key);
         let mut st = self.inner.lock();

@@ -120,6 +120,20 @@ pub trait Store: Send + Sync {
         expected: Option<Revision>,
     ) -> Result<Option<Revision>, StoreError>;
 
+    /// Writes `key` only while the leadership term of `election` that
+    /// began at revision `term` ([`LeaderGuard::revision`]) still holds the
+    /// leader key, in one atomic step: a leader paused past its lease (a
+    /// stopped VM, a long GC) cannot overwrite its successor's state when
+    /// it wakes. Returns the new revision, or `Ok(None)` when the term is
+    /// over (nothing was written).
+    async fn put_fenced(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        election: &str,
+        term: Revision,
+    ) -> Result<Option<Revision>, StoreError>;
+
     /// Removes `key`; returns the revision of the deletion, or None when
     /// the key did not exist (which writes nothing).
     async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError>;
@@ -410,22 +424,53 @@ async fn leader_snapshot(
     Ok((w, cur))
 }
 
-/// The controller's [`crate::Persist`] on top of a store.
-pub struct StorePersist(pub Arc<dyn Store>);
+/// The controller's [`crate::Persist`] on top of a store. Once given a
+/// leadership term ([`StorePersist::fence`]), every save is fenced by it
+/// ([`Store::put_fenced`]): a controller whose term ended writes nothing.
+pub struct StorePersist {
+    store: Arc<dyn Store>,
+    term: std::sync::Mutex<Option<(String, Revision)>>,
+}
+
+impl StorePersist {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            term: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Fences the saves from now on by the term of `election` that began
+    /// at `term`.
+    pub fn fence(&self, election: &str, term: Revision) {
+        *self.term.lock().unwrap_or_else(|p| p.into_inner()) = Some((election.to_string(), term));
+    }
+}
 
 #[async_trait]
 impl crate::Persist for StorePersist {
     async fn save(&self, key: &str, value: Vec<u8>) -> Result<(), String> {
-        self.0
-            .put(key, value)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let term = self.term.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match term {
+            None => self.store.put(key, value).await.map(|_| ()),
+            Some((election, term)) => {
+                match self.store.put_fenced(key, value, &election, term).await {
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => {
+                        return Err(format!(
+                        "not written: the leadership term that began at revision {term} is over"
+                    ))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        }
+        .map_err(|e| e.to_string())
     }
 
     async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
         Ok(self
-            .0
+            .store
             .list(prefix)
             .await
             .map_err(|e| e.to_string())?
