@@ -353,7 +353,7 @@ fn cmd_info(a: InfoArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn progress_bar(label: &str) -> Option<indicatif::ProgressBar> {
+pub(crate) fn progress_bar(label: &str) -> Option<indicatif::ProgressBar> {
     if !std::io::stderr().is_terminal() {
         return None;
     }

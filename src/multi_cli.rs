@@ -102,7 +102,17 @@ pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
     let inter_subnet_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let net = Network::new(m, &routed.routings, &routed.view, &routes)?;
-    let global = sim::verify_global(&net);
+    let pb = crate::progress_bar("global check (sources)");
+    let cb = |done: u64, total: u64| {
+        if let Some(pb) = &pb {
+            pb.set_length(total);
+            pb.set_position(done);
+        }
+    };
+    let global = sim::verify_global_with(&net, Some(&cb));
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
     let check_seconds = t.elapsed().as_secs_f64();
     tracing::info!(
         route_seconds,

@@ -284,6 +284,15 @@ impl GlobalReport {
 /// See [`GlobalReport`]. Walks all host pairs, so it costs hosts squared
 /// path walks (0.4 M for the paper's 648 HCAs).
 pub fn verify_global(net: &Network<'_>) -> GlobalReport {
+    verify_global_with(net, None)
+}
+
+/// [`verify_global`], calling `progress(sources done, sources)` after each
+/// batch of sources.
+pub fn verify_global_with(
+    net: &Network<'_>,
+    progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+) -> GlobalReport {
     let n = net.hosts.len();
     let chan = |(l, v): (u32, u8)| (l as u64) << 4 | v as u64;
     // Per source: dependencies, unreachable count, first reason, top VL.
@@ -338,6 +347,9 @@ pub fn verify_global(net: &Network<'_>) -> GlobalReport {
         }
         deps.par_sort_unstable();
         deps.dedup();
+        if let Some(p) = progress {
+            p(((lo + batch).min(n)) as u64, n as u64);
+        }
     }
     let mut ids: Vec<u64> = deps.iter().flat_map(|&(a, b)| [a, b]).collect();
     ids.par_sort_unstable();
