@@ -155,22 +155,21 @@ impl Agent {
             return Ok(false);
         }
         let mapping = proto::convert::mapping_from_wire(m).map_err(|e| e.0)?;
-        self.mapping.store(Some(Arc::new(MappingState::new(
-            m.version,
-            m.algorithm.clone(),
-            mapping,
-        ))));
+        let state = Arc::new(MappingState::new(m.version, m.algorithm.clone(), mapping));
+        self.mapping.store(Some(state.clone()));
         if let Some(dir) = &self.cfg.out_dir {
+            // The mapping is in force either way; a full disk only costs the
+            // operator's copy. Written aside and renamed, so a reader never
+            // sees half a file.
             let path = dir.join(MAPPING_FILE);
-            if let Some(cur) = self.mapping.load_full() {
-                // The mapping is in force either way; a full disk only
-                // costs the operator's copy.
-                if let Err(e) = fabric::formats::write_file(
-                    &path,
-                    &fabric::formats::mapping::write(&cur.mapping),
-                ) {
-                    tracing::warn!(error = %e, "could not write the mapping file");
-                }
+            let tmp = dir.join(format!("{MAPPING_FILE}.tmp"));
+            let written =
+                fabric::formats::write_file(&tmp, &fabric::formats::mapping::write(&state.mapping))
+                    .and_then(|()| {
+                        std::fs::rename(&tmp, &path).map_err(|e| fabric::Error::io(&path, e))
+                    });
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "could not write the mapping file");
             }
         }
         self.mapping_changed.send_replace(m.version);

@@ -89,6 +89,15 @@ async fn routes_follow_the_file_then_its_backups_and_defaults() {
         assert_eq!(r.router_port_guid, r0.port_guid, "{d}");
         assert_eq!(r.dlid, r0_lid as u32);
     }
+
+    // An agent (re)started during the outage reads the same file: the lines
+    // for the absent router wait, the backups serve.
+    let b = Agent::new(config(dir.path(), local.prefix));
+    b.reroute().await.expect("starts during the outage");
+    for d in [dst(0), dst(1)] {
+        let r = b.path_query(src, d).expect("remote path");
+        assert_eq!(r.router_port_guid, r0.port_guid, "{d}");
+    }
 }
 
 #[tokio::test]

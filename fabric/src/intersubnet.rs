@@ -493,6 +493,15 @@ fn router_tables(
                         .collect();
                     if partners.is_empty() {
                         let out: Vec<u8> = out.iter().map(|p| p.port).collect();
+                        // Another router's port where there is one: handing
+                        // the packet to this router's own port only brings
+                        // it back here.
+                        let others: Vec<&RouterPortView> = cand
+                            .iter()
+                            .copied()
+                            .filter(|c| c.router_guid != guid)
+                            .collect();
+                        let cand = if others.is_empty() { &cand } else { &others };
                         transit.extend(t.end_ports.iter().enumerate().map(|(k, e)| Rule {
                             matches: gid(e),
                             next_lid: cand[k % cand.len()].lid,

@@ -225,14 +225,15 @@ impl Store for EtcdStore {
         term: Revision,
     ) -> Result<Option<Revision>, StoreError> {
         let leader_key = self.full(&election_key(election)?);
-        // The term's leader key was created at `term`; a successor's key
-        // (or none, once the lease expired) has another create revision.
+        // The term's leader key was created at `term` and never written
+        // since (keepalives do not write it); a successor's key, an
+        // overwrite, or no key (the lease expired) fails one of the two,
+        // as any write to the key ends the term in `monitor_etcd_term`.
         let txn = Txn::new()
-            .when(vec![Compare::create_revision(
-                leader_key,
-                CompareOp::Equal,
-                term as i64,
-            )])
+            .when(vec![
+                Compare::create_revision(leader_key.clone(), CompareOp::Equal, term as i64),
+                Compare::mod_revision(leader_key, CompareOp::Equal, term as i64),
+            ])
             .and_then(vec![TxnOp::put(self.full(key), value, None)]);
         let mut c = self.client.clone();
         let r = self.call("put_fenced", c.txn(txn)).await?;

@@ -98,6 +98,21 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for s in &file.subnet {
         let prefix = hex(&s.prefix, "prefix")?;
+        // Names become directory and file names in outputs.
+        let name = s.name.get_ref();
+        if name.is_empty()
+            || name.starts_with('.')
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(at(
+                s.name.span(),
+                format!(
+                    "subnet name '{name}': use letters, digits, '-', '_' and '.', not starting with '.'"
+                ),
+            ));
+        }
         if names
             .insert(s.name.get_ref().clone(), subnets.len())
             .is_some()
@@ -268,6 +283,17 @@ mod tests {
                 "linked in 'subnet0', not 'subnet1'",
             ),
             (text.replace("prefix", "prefx"), "unknown field"),
+            (
+                text.replace("name = \"subnet1\"", "name = \"../escape\""),
+                "subnet name '../escape'",
+            ),
+            (
+                text.replace(
+                    "topology = \"subnet0.net\"",
+                    "topology = \"subnet0.net\"\nengine = \"nosuch\"",
+                ),
+                "nosuch",
+            ),
         ];
         for (bad, want) in cases {
             std::fs::write(&p, &bad).expect("writes");

@@ -20,9 +20,12 @@
 //! form (`fe80::2:2:c903:0:11`) and `0x<prefix>:0x<guid>`.
 //!
 //! A file names router ports by GUID only: reading resolves each to its
-//! LID in the subnet's own router ports, so a file that names a router port
-//! the subnet lacks, or a destination inside the subnet itself, is refused
-//! with its line.
+//! LID in the subnet's own router ports. A line naming a router port the
+//! subnet lacks right now is kept with LID 0 and a warning: backup and
+//! default lines exist for routers that are down, and an agent restarted
+//! during such an outage must still start. A file where no line names a
+//! present router port, a malformed line, or a destination inside the
+//! subnet itself is refused with its line.
 
 use super::Lines;
 use crate::error::{Error, ParseError};
@@ -104,6 +107,10 @@ pub fn parse(
         defaults: Vec::new(),
     };
     let mut lines = Lines::new(input, file);
+    // The first line naming an absent router port, for the error when no
+    // line names a present one.
+    let mut first_absent: Option<(usize, u64)> = None;
+    let mut resolved = 0usize;
     while let Some((ln, line)) = lines.next_line()? {
         let mut f = line.split_whitespace();
         let (Some(dest), Some(port), None) = (f.next(), f.next(), f.next()) else {
@@ -120,11 +127,20 @@ pub fn parse(
                     format!("bad router port GUID '{port}' (expected 0x<hex>)"),
                 )
             })?;
-        let Some(&lid) = lid_of.get(&guid) else {
-            return Err(err(
-                ln,
-                format!("{guid:#018x} is not a router port of subnet {prefix:#018x}"),
-            ));
+        let lid = match lid_of.get(&guid) {
+            Some(&lid) => {
+                resolved += 1;
+                lid
+            }
+            None => {
+                tracing::warn!(
+                    file = %file.display(),
+                    line = ln,
+                    "{guid:#018x} is not a router port of subnet {prefix:#018x} now; line kept for when it is"
+                );
+                first_absent.get_or_insert((ln, guid));
+                0
+            }
         };
         if dest == "*" {
             m.defaults.push(guid);
@@ -150,6 +166,14 @@ pub fn parse(
             router_port_guid: guid,
             router_port_lid: lid,
         });
+    }
+    if let (0, Some((ln, guid))) = (resolved, first_absent) {
+        return Err(err(
+            ln,
+            format!(
+                "{guid:#018x} is not a router port of subnet {prefix:#018x}, and no line of the file names one that is"
+            ),
+        ));
     }
     Ok(m)
 }
@@ -260,6 +284,22 @@ dst4-gid B2
         assert_eq!(m.entries[0].router_port_guid, A1);
         assert_eq!(m.entries[1].router_port_guid, B1);
         assert!(m.defaults.is_empty());
+    }
+
+    #[test]
+    fn lines_for_absent_router_ports_are_kept_for_when_they_return() {
+        let t = format!(
+            "{d} 0x00000000000000ab\n{d} {A1:#x}\n* 0x00000000000000ab\n* {B1:#x}\n",
+            d = gid_text(dst(1))
+        );
+        let m = parse_str(&t).expect("parses");
+        assert_eq!(m.entries.len(), 2);
+        assert_eq!(
+            (m.entries[0].router_port_guid, m.entries[0].router_port_lid),
+            (0xab, 0)
+        );
+        assert_eq!(m.entries[1].router_port_lid, 40);
+        assert_eq!(m.defaults, vec![0xab, B1]);
     }
 
     #[test]
