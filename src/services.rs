@@ -277,11 +277,7 @@ async fn wait_and_report(
         .await;
         let mut ready = false;
         if let Some(st) = &st {
-            let all_reported = st.subnets.len() == m.subnets.len()
-                && st
-                    .subnets
-                    .iter()
-                    .all(|s| s.routing.is_some() && s.mapping_version > 0);
+            let all_reported = proto::convert::subnets_mapped(st, m.subnets.len());
             let mut routers_ready = true;
             for (_, addr) in &run.routers {
                 let v = async {
@@ -294,14 +290,7 @@ async fn wait_and_report(
                         .map(|r| r.into_inner())
                 }
                 .await;
-                // Ready means the router holds the table the controller
-                // publishes for it now, not an older one still being replaced.
-                routers_ready &= v.is_some_and(|rs| {
-                    rs.version > 0
-                        && st.routers.iter().any(|r| {
-                            r.router_guid == rs.router_guid && r.egress_version == rs.version
-                        })
-                });
+                routers_ready &= v.is_some_and(|rs| proto::convert::router_current(st, &rs));
             }
             ready = all_reported && routers_ready;
         }

@@ -45,16 +45,7 @@ impl RoutedSubnet {
         self.report
             .router_ports
             .iter()
-            .filter_map(|p| {
-                Some(fabric::intersubnet::RouterPortView {
-                    router_guid: p.router_guid,
-                    port: u8::try_from(p.port).ok()?,
-                    port_guid: p.port_guid,
-                    lid: u16::try_from(p.lid).ok()?,
-                    switch_guid: p.switch_guid,
-                    primary_lids: Vec::new(),
-                })
-            })
+            .filter_map(|p| proto::convert::router_port_from_wire(p).ok())
             .collect()
     }
 

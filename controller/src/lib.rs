@@ -18,7 +18,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-use fabric::intersubnet::{GlobalView, InterSubnetRouting, RouterPortView, SubnetView};
+use fabric::intersubnet::{GlobalView, InterSubnetRouting, SubnetView};
 use prost::Message;
 use proto::v1;
 use std::collections::BTreeMap;
@@ -309,20 +309,7 @@ impl Controller {
                     router_ports: r
                         .router_ports
                         .iter()
-                        .filter_map(|p| {
-                            Some(RouterPortView {
-                                router_guid: p.router_guid,
-                                port: proto::convert::port(p.port, "router port").ok()?,
-                                port_guid: p.port_guid,
-                                lid: proto::convert::lid(p.lid, "router port LID").ok()?,
-                                switch_guid: p.switch_guid,
-                                primary_lids: p
-                                    .primary_lids
-                                    .iter()
-                                    .filter_map(|&l| proto::convert::lid(l, "primary LID").ok())
-                                    .collect(),
-                            })
-                        })
+                        .filter_map(|p| proto::convert::router_port_from_wire(p).ok())
                         .collect(),
                 })
             })

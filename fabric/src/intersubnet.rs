@@ -492,7 +492,7 @@ fn router_tables(
                         .filter(|(_, lids)| !lids.is_empty())
                         .collect();
                     if partners.is_empty() {
-                        let out: Vec<u8> = out.iter().map(|p| p.port).collect();
+                        let out = ports_in(y);
                         // Another router's port where there is one: handing
                         // the packet to this router's own port only brings
                         // it back here.

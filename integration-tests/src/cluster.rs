@@ -293,30 +293,12 @@ impl Cluster {
         let n = self.fabric.subnets.len();
         let r = wait_for("the control plane to converge", limit, || async {
             let st = self.state(ctl).await?;
-            let ok = st.leader
-                && st.subnets.len() == n
-                && st
-                    .subnets
-                    .iter()
-                    .all(|s| s.routing.is_some() && s.mapping_version > 0);
-            if !ok {
-                return None;
-            }
-            // A router holding some table is not enough: the controller may
-            // have published a newer one (the last report's) that is still on
-            // its way. Converged means every router holds what the leader
-            // publishes for it now.
-            if st.routers.len() < self.routers.len() {
+            if !(st.leader && proto::convert::subnets_mapped(&st, n)) {
                 return None;
             }
             for i in 0..self.routers.len() {
                 let rs = self.router_state(i).await?;
-                let want = st
-                    .routers
-                    .iter()
-                    .find(|r| r.router_guid == rs.router_guid)?
-                    .egress_version;
-                if rs.version == 0 || rs.version != want {
+                if !proto::convert::router_current(&st, &rs) {
                     return None;
                 }
             }

@@ -4,7 +4,9 @@
 //! naming the field, never a panic or a silently truncated value.
 
 use crate::v1;
-use fabric::intersubnet::{Choice, Context, Gid, MapEntry, Mapping, Match, RouterTable, Rule};
+use fabric::intersubnet::{
+    Choice, Context, Gid, MapEntry, Mapping, Match, RouterPortView, RouterTable, Rule,
+};
 
 /// Why a wire message was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +47,44 @@ pub fn port(v: u32, what: &str) -> Result<u8, Invalid> {
             "{what}: {v} is not a port number (1..=254)"
         )))
     }
+}
+
+/// A reported router port as the inter-subnet code sees it. A primary LID
+/// out of range is left out: the port still serves, ISFR only loses that
+/// destination's dedicated port.
+pub fn router_port_from_wire(p: &v1::RouterPort) -> Result<RouterPortView, Invalid> {
+    Ok(RouterPortView {
+        router_guid: p.router_guid,
+        port: port(p.port, "router port")?,
+        port_guid: p.port_guid,
+        lid: lid(p.lid, "router port LID")?,
+        switch_guid: p.switch_guid,
+        primary_lids: p
+            .primary_lids
+            .iter()
+            .filter_map(|&l| lid(l, "primary LID").ok())
+            .collect(),
+    })
+}
+
+/// Whether every one of `subnets` subnets has reported a routing and
+/// received a mapping, as the controller's state says.
+pub fn subnets_mapped(st: &v1::ControllerState, subnets: usize) -> bool {
+    st.subnets.len() == subnets
+        && st
+            .subnets
+            .iter()
+            .all(|s| s.routing.is_some() && s.mapping_version > 0)
+}
+
+/// Whether a router holds the table the controller publishes for it now:
+/// some table is not enough, a newer one may still be on its way.
+pub fn router_current(st: &v1::ControllerState, rs: &v1::RouterState) -> bool {
+    rs.version > 0
+        && st
+            .routers
+            .iter()
+            .any(|r| r.router_guid == rs.router_guid && r.egress_version == rs.version)
 }
 
 pub fn rule_to_wire(r: &Rule) -> v1::EgressRule {

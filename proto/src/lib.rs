@@ -19,19 +19,8 @@ impl v1::Gid {
 impl std::fmt::Display for v1::Gid {
     /// The usual GID notation: eight groups of 16 bits.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p = self.prefix;
-        let g = self.guid;
-        write!(
-            f,
-            "{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}",
-            p >> 48,
-            (p >> 32) & 0xffff,
-            (p >> 16) & 0xffff,
-            p & 0xffff,
-            g >> 48,
-            (g >> 32) & 0xffff,
-            (g >> 16) & 0xffff,
-            g & 0xffff
-        )
+        f.write_str(&fabric::formats::mapping::gid_text(convert::gid_from_wire(
+            self,
+        )))
     }
 }
