@@ -96,7 +96,8 @@ impl AgentConfig {
         c.prefix().map_err(invalid)?;
         fabric::routing::by_name(&c.engine).map_err(|e| invalid(e.to_string()))?;
         if let Some(b) = &c.base {
-            b.parse::<fabric::routing::Base>().map_err(invalid)?;
+            b.parse::<fabric::routing::Base>()
+                .map_err(|e| invalid(e.to_string()))?;
         }
         if !(1..=15).contains(&c.max_vls) {
             return Err(invalid(format!("max_vls {} is outside 1..=15", c.max_vls)));

@@ -75,7 +75,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
         base: match &cfg.base {
-            Some(b) => b.parse().map_err(RouteError::Config)?,
+            Some(b) => b.parse()?,
             None => routing::Base::default(),
         },
         progress: None,
@@ -103,7 +103,8 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
     if let Some(dir) = &cfg.out_dir {
         fabric::formats::write_routing(&fabric, &routing, dir)?;
     }
-    let primary = fabric::intersubnet::reported_primary_lids(&cfg.engine, &fabric, &routing.lfts);
+    let primary =
+        fabric::intersubnet::reported_primary_lids(engine.as_ref(), &fabric, &routing.lfts);
     let mut h = Sha256::new();
     routing.for_each_table_chunk(|c| h.update(c));
     let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();

@@ -255,22 +255,73 @@ pub trait InterSubnetRouting: Send + Sync {
     fn route(&self, view: &GlobalView) -> Result<InterSubnetRoutes>;
 }
 
+/// The inter-subnet algorithms the product ships: a closed set, so configs
+/// and the command line refuse unknown names when they are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum AlgorithmKind {
+    Prefix,
+    Issr,
+    Isfr,
+}
+
+impl AlgorithmKind {
+    pub const ALL: [AlgorithmKind; 3] = [
+        AlgorithmKind::Prefix,
+        AlgorithmKind::Issr,
+        AlgorithmKind::Isfr,
+    ];
+
+    pub fn algorithm(self) -> Box<dyn InterSubnetRouting> {
+        match self {
+            AlgorithmKind::Prefix => Box::new(PrefixBaseline),
+            AlgorithmKind::Issr => Box::new(Issr),
+            AlgorithmKind::Isfr => Box::new(Isfr),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AlgorithmKind::Prefix => "prefix",
+            AlgorithmKind::Issr => "issr",
+            AlgorithmKind::Isfr => "isfr",
+        }
+    }
+}
+
+impl std::fmt::Display for AlgorithmKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for AlgorithmKind {
+    type Err = Error;
+    fn from_str(name: &str) -> Result<Self> {
+        AlgorithmKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = AlgorithmKind::ALL.iter().map(|k| k.name()).collect();
+                Error::InterSubnet {
+                    algorithm: name.to_string(),
+                    reason: format!("unknown algorithm (known: {})", known.join(", ")),
+                }
+            })
+    }
+}
+
 /// Every inter-subnet algorithm the product ships.
 pub fn registry() -> Vec<Box<dyn InterSubnetRouting>> {
-    vec![Box::new(PrefixBaseline), Box::new(Issr), Box::new(Isfr)]
+    AlgorithmKind::ALL
+        .into_iter()
+        .map(AlgorithmKind::algorithm)
+        .collect()
 }
 
 pub fn by_name(name: &str) -> Result<Box<dyn InterSubnetRouting>> {
-    let all = registry();
-    let known: Vec<&str> = all.iter().map(|a| a.name()).collect();
-    let known = known.join(", ");
-    registry()
-        .into_iter()
-        .find(|a| a.name() == name)
-        .ok_or_else(|| Error::InterSubnet {
-            algorithm: name.to_string(),
-            reason: format!("unknown algorithm (known: {known})"),
-        })
+    name.parse::<AlgorithmKind>().map(AlgorithmKind::algorithm)
 }
 
 /// How traffic crosses subnets that share no router with its destination.
@@ -858,14 +909,14 @@ impl InterSubnetRouting for Isfr {
 }
 
 /// ISFR's primary destinations as a subnet routed by `engine` reports
-/// them: only fat-tree routing defines primary paths, so any other engine
-/// reports none and ISFR falls back to ISSR for that subnet.
+/// them: only engines that define primary paths (fat-tree routing) report
+/// any; for the others ISFR falls back to ISSR in that subnet.
 pub fn reported_primary_lids(
-    engine: &str,
+    engine: &dyn crate::routing::RoutingEngine,
     f: &crate::Fabric,
     lfts: &crate::tables::Lfts,
 ) -> BTreeMap<u64, Vec<u16>> {
-    if engine == "ftree" {
+    if engine.reports_primary_paths() {
         primary_lids(f, lfts)
     } else {
         BTreeMap::new()

@@ -465,7 +465,7 @@ pub fn route_each(m: &MultiFabric, engines: &[&str]) -> Result<Routed> {
         }
         view.set_primary(
             s.prefix,
-            &crate::intersubnet::reported_primary_lids(engine, &s.fabric, &r.lfts),
+            &crate::intersubnet::reported_primary_lids(e.as_ref(), &s.fabric, &r.lfts),
         );
         routings.push(r);
         reports.push(rep);

@@ -20,8 +20,8 @@ fn fail(reason: String) -> Error {
 }
 
 impl RoutingEngine for DfD2 {
-    fn name(&self) -> &'static str {
-        "dfd2"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Dfd2
     }
     fn description(&self) -> &'static str {
         "DF-D2: deadlock free with 2 VLs on diameter-2 fabrics (Slim Fly), SL 0 for all pairs; --base minhop|sssp"

@@ -29,8 +29,8 @@ fn fail(reason: String) -> Error {
 }
 
 impl RoutingEngine for DfDn {
-    fn name(&self) -> &'static str {
-        "dfdn"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Dfdn
     }
     fn description(&self) -> &'static str {
         "DF-DN: any minimal routing made deadlock free by raising the VL per hop (VLs = diameter); --base minhop|sssp"

@@ -19,8 +19,8 @@ use crate::tables::{PathSl, Routing};
 pub struct DfSssp;
 
 impl RoutingEngine for DfSssp {
-    fn name(&self) -> &'static str {
-        "dfsssp"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Dfsssp
     }
     fn description(&self) -> &'static str {
         "DF-SSSP: SSSP routes split over VL layers until every layer is acyclic, then balanced over the VLs allowed"

@@ -26,8 +26,8 @@ use crate::tables::Routing;
 pub struct DnUp;
 
 impl RoutingEngine for DnUp {
-    fn name(&self) -> &'static str {
-        "dnup"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Dnup
     }
     fn description(&self) -> &'static str {
         "Down*/Up* (OpenSM dnup): ranks from the HCA switches, deadlock free with 1 VL on any connected fabric"

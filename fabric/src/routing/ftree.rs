@@ -55,8 +55,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct FTree;
 
 impl RoutingEngine for FTree {
-    fn name(&self) -> &'static str {
-        "ftree"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Ftree
+    }
+    fn reports_primary_paths(&self) -> bool {
+        true
     }
     fn description(&self) -> &'static str {
         "fat-tree routing (OpenSM ftree): non-blocking shift permutations on full fat trees, 1 VL; refuses other topologies"

@@ -22,8 +22,8 @@ use crate::tables::{PathSl, Routing};
 pub struct Lash;
 
 impl RoutingEngine for Lash {
-    fn name(&self) -> &'static str {
-        "lash"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Lash
     }
     fn description(&self) -> &'static str {
         "LASH: minimal routes (--base minhop|sssp), each in the lowest VL layer it keeps acyclic"

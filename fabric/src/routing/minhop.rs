@@ -62,8 +62,8 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
 }
 
 impl RoutingEngine for MinHop {
-    fn name(&self) -> &'static str {
-        "minhop"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Minhop
     }
     fn description(&self) -> &'static str {
         "shortest paths, balanced by port load (OpenSM minhop); not deadlock free on rings, tori, Dragonflies"

@@ -17,21 +17,122 @@ use crate::model::Fabric;
 use crate::tables::Routing;
 
 /// The minimal routing that DF-D2 and DF-DN make deadlock free.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Base {
     #[default]
+    #[cfg_attr(feature = "clap", value(name = "minhop"))]
     MinHop,
     Sssp,
 }
 
+impl Base {
+    pub fn name(self) -> &'static str {
+        match self {
+            Base::MinHop => "minhop",
+            Base::Sssp => "sssp",
+        }
+    }
+}
+
+impl std::fmt::Display for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Base {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
         match s {
             "minhop" => Ok(Base::MinHop),
             "sssp" => Ok(Base::Sssp),
-            _ => Err(format!("unknown base routing '{s}' (known: minhop, sssp)")),
+            _ => Err(Error::Invalid(format!(
+                "unknown base routing '{s}' (known: minhop, sssp)"
+            ))),
         }
+    }
+}
+
+/// The routing engines the product ships: a closed set, so configs and the
+/// command line refuse unknown names when they are read and `--help` can
+/// list them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum EngineKind {
+    Minhop,
+    Sssp,
+    Dfd2,
+    Dfdn,
+    Dfsssp,
+    Lash,
+    Updn,
+    Dnup,
+    Ftree,
+    Nue,
+}
+
+impl EngineKind {
+    /// Every engine, in the order listings show them.
+    pub const ALL: [EngineKind; 10] = [
+        EngineKind::Minhop,
+        EngineKind::Sssp,
+        EngineKind::Dfd2,
+        EngineKind::Dfdn,
+        EngineKind::Dfsssp,
+        EngineKind::Lash,
+        EngineKind::Updn,
+        EngineKind::Dnup,
+        EngineKind::Ftree,
+        EngineKind::Nue,
+    ];
+
+    pub fn engine(self) -> Box<dyn RoutingEngine> {
+        match self {
+            EngineKind::Minhop => Box::new(minhop::MinHop),
+            EngineKind::Sssp => Box::new(sssp::Sssp),
+            EngineKind::Dfd2 => Box::new(dfd2::DfD2),
+            EngineKind::Dfdn => Box::new(dfdn::DfDn),
+            EngineKind::Dfsssp => Box::new(dfsssp::DfSssp),
+            EngineKind::Lash => Box::new(lash::Lash),
+            EngineKind::Updn => Box::new(updn::UpDn),
+            EngineKind::Dnup => Box::new(dnup::DnUp),
+            EngineKind::Ftree => Box::new(ftree::FTree),
+            EngineKind::Nue => Box::new(nue::Nue),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Minhop => "minhop",
+            EngineKind::Sssp => "sssp",
+            EngineKind::Dfd2 => "dfd2",
+            EngineKind::Dfdn => "dfdn",
+            EngineKind::Dfsssp => "dfsssp",
+            EngineKind::Lash => "lash",
+            EngineKind::Updn => "updn",
+            EngineKind::Dnup => "dnup",
+            EngineKind::Ftree => "ftree",
+            EngineKind::Nue => "nue",
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| Error::UnknownEngine(s.to_string(), names().join(", ")))
     }
 }
 
@@ -86,7 +187,10 @@ impl EngineOptions<'_> {
 /// A routing engine turns a subnet into tables. Engines are pure: no I/O,
 /// no global state; the caller verifies and writes the result.
 pub trait RoutingEngine: Send + Sync {
-    fn name(&self) -> &'static str;
+    fn kind(&self) -> EngineKind;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
     /// One line for `--help` and listings.
     fn description(&self) -> &'static str;
     /// Whether the engine promises deadlock freedom (the verifier checks it anyway).
@@ -96,32 +200,28 @@ pub trait RoutingEngine: Send + Sync {
     fn uses_roots(&self) -> bool {
         false
     }
+    /// Whether the engine defines primary paths per destination (fat-tree
+    /// routing): a subnet routed by such an engine reports ISFR's primary
+    /// destinations per router port; the others report none and ISFR falls
+    /// back to ISSR there.
+    fn reports_primary_paths(&self) -> bool {
+        false
+    }
     fn route(&self, fabric: &Fabric, opts: &EngineOptions) -> Result<Routing>;
 }
 
 /// Every engine the product ships, in the order listings show them.
 pub fn registry() -> Vec<Box<dyn RoutingEngine>> {
-    vec![
-        Box::new(minhop::MinHop),
-        Box::new(sssp::Sssp),
-        Box::new(dfd2::DfD2),
-        Box::new(dfdn::DfDn),
-        Box::new(dfsssp::DfSssp),
-        Box::new(lash::Lash),
-        Box::new(updn::UpDn),
-        Box::new(dnup::DnUp),
-        Box::new(ftree::FTree),
-        Box::new(nue::Nue),
-    ]
+    EngineKind::ALL
+        .into_iter()
+        .map(EngineKind::engine)
+        .collect()
 }
 
 pub fn names() -> Vec<&'static str> {
-    registry().iter().map(|e| e.name()).collect()
+    EngineKind::ALL.into_iter().map(EngineKind::name).collect()
 }
 
 pub fn by_name(name: &str) -> Result<Box<dyn RoutingEngine>> {
-    registry()
-        .into_iter()
-        .find(|e| e.name() == name)
-        .ok_or_else(|| Error::UnknownEngine(name.to_string(), names().join(", ")))
+    name.parse::<EngineKind>().map(EngineKind::engine)
 }

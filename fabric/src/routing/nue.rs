@@ -86,8 +86,8 @@ fn fail(reason: impl Into<String>) -> Error {
 }
 
 impl RoutingEngine for Nue {
-    fn name(&self) -> &'static str {
-        "nue"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Nue
     }
     fn description(&self) -> &'static str {
         "Nue: routes on the channel dependency graph, deadlock free with any --max-vls (Domke et al.)"

@@ -19,8 +19,8 @@ use crate::tables::{Lfts, Routing, NO_PATH};
 pub struct Sssp;
 
 impl RoutingEngine for Sssp {
-    fn name(&self) -> &'static str {
-        "sssp"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Sssp
     }
     fn description(&self) -> &'static str {
         "SSSP: minimal routes balanced globally by link load (Hoefler et al.); not deadlock free by itself"

@@ -49,8 +49,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct UpDn;
 
 impl RoutingEngine for UpDn {
-    fn name(&self) -> &'static str {
-        "updn"
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Updn
     }
     fn description(&self) -> &'static str {
         "Up*/Down* (OpenSM updn): deadlock free with 1 VL on any connected fabric; roots: tree tops or graph centre, or --root-guids"
