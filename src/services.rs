@@ -117,7 +117,7 @@ pub struct DemoArgs {
     /// The fabric: every router has one port on every spine of every
     /// subnet it joins.
     #[command(flatten)]
-    shape: crate::gen_cli::TreeShape,
+    shape: crate::cmd::gen::TreeShape,
     /// Routing engine of every subnet's agent.
     #[arg(long, default_value = "updn")]
     engine: String,

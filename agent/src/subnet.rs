@@ -5,8 +5,9 @@ use crate::config::AgentConfig;
 use fabric::formats::ibnetdiscover;
 use fabric::graph::SwitchGraph;
 use fabric::model::{NodeKind, NONE};
-use fabric::routing::{self, EngineOptions};
+use fabric::routing::{self, EngineOptions, RoutingEngine};
 use fabric::tables::Routing;
+use fabric::verify::{Policy, Verified};
 use fabric::Fabric;
 use proto::v1;
 use sha2::{Digest, Sha256};
@@ -18,15 +19,19 @@ pub enum RouteError {
     Fabric(#[from] fabric::Error),
     #[error("{0}")]
     Config(String),
-    #[error("engine '{engine}' produced tables the verifier refuses: {why}")]
-    Refused { engine: String, why: String },
+    #[error("engine '{engine}' produced tables the verifier refuses: {refusal}")]
+    Refused {
+        engine: String,
+        refusal: fabric::verify::Refusal,
+    },
 }
 
 /// A routed, verified subnet and what the controller needs to know of it.
 pub struct RoutedSubnet {
     pub prefix: u64,
     pub fabric: Fabric,
-    pub routing: Routing,
+    /// The tables, accepted by the verification gate.
+    pub routing: Verified<Routing>,
     /// Topology, end ports, router ports and routing result; the session
     /// and generation are filled in when it is sent.
     pub report: v1::SubnetReport,
@@ -57,20 +62,31 @@ impl RoutedSubnet {
     /// SL for a pair of LIDs (0 when the engine sets no path SLs).
     pub fn sl(&self, slid: u16, dlid: u16) -> u8 {
         self.routing
+            .get()
             .path_sl
             .as_ref()
             .map_or(0, |p| p.get(slid, dlid))
     }
 }
 
-/// Reads the topology, routes it with the configured engine, verifies the
-/// tables and (when configured) writes the OpenSM dumps. Unverified tables
-/// are an error: an agent never hands out routes the verifier refused.
+/// Reads the topology, routes it with the configured engine, passes the
+/// tables through the verification gate and (when configured) writes the
+/// OpenSM dumps. An agent never hands out routes the gate refused, and it
+/// accepts no dependency cycle, whatever the engine: its tables feed a live
+/// fabric and the controller's inter-subnet routes.
 pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
+    let engine = routing::by_name(&cfg.engine)?;
+    route_subnet_with(cfg, engine.as_ref())
+}
+
+/// [`route_subnet`] with the engine given rather than named by the config.
+pub fn route_subnet_with(
+    cfg: &AgentConfig,
+    engine: &dyn RoutingEngine,
+) -> Result<RoutedSubnet, RouteError> {
     let prefix = cfg.prefix().map_err(RouteError::Config)?;
     let mut fabric = ibnetdiscover::read(&cfg.topology)?;
     fabric.subnet_prefix = prefix;
-    let engine = routing::by_name(&cfg.engine)?;
     let opts = EngineOptions {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
@@ -84,29 +100,19 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
     let t = std::time::Instant::now();
     let routing = engine.route(&fabric, &opts)?;
     let route_seconds = t.elapsed().as_secs_f64();
-    let rep = fabric::verify::verify(&fabric, &routing);
-    if !rep.all_pairs_routed() {
-        return Err(RouteError::Refused {
-            engine: cfg.engine.clone(),
-            why: format!("{} of {} pairs not routed", rep.broken_pairs, rep.pairs),
-        });
-    }
-    if !rep.deadlock_free() && engine.claims_deadlock_free() {
-        return Err(RouteError::Refused {
-            engine: cfg.engine.clone(),
-            why: format!(
-                "dependency cycle {}",
-                rep.describe_cycle(&fabric).unwrap_or_default()
-            ),
-        });
-    }
+    let routing =
+        fabric::verify::accept(&fabric, engine, routing, Policy::DeadlockFree).map_err(|r| {
+            RouteError::Refused {
+                engine: engine.name().to_string(),
+                refusal: r.refusal,
+            }
+        })?;
     if let Some(dir) = &cfg.out_dir {
         fabric::formats::write_routing(&fabric, &routing, dir)?;
     }
-    let primary =
-        fabric::intersubnet::reported_primary_lids(engine.as_ref(), &fabric, &routing.lfts);
+    let primary = fabric::intersubnet::reported_primary_lids(engine, &fabric, &routing.get().lfts);
     let mut h = Sha256::new();
-    routing.for_each_table_chunk(|c| h.update(c));
+    routing.get().for_each_table_chunk(|c| h.update(c));
     let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
 
     let mut lid_by_guid = HashMap::new();
@@ -144,6 +150,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
             }),
         }
     }
+    let rep = routing.report();
     let g = SwitchGraph::new(&fabric);
     let links = (0..fabric.num_slots() as u32)
         .filter(|&s| fabric.remote(s) != NONE)
@@ -164,7 +171,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
         end_ports,
         router_ports,
         routing: Some(v1::RoutingResult {
-            engine: cfg.engine.clone(),
+            engine: engine.name().to_string(),
             vls: rep.vls_used,
             sls: rep.sls_used,
             verified: rep.all_pairs_routed(),
@@ -176,7 +183,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
     };
     tracing::info!(
         subnet = %format!("{prefix:#018x}"),
-        engine = %cfg.engine,
+        engine = engine.name(),
         switches = fabric.switches().len(),
         cas = fabric.num_cas(),
         vls = rep.vls_used,

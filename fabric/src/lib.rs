@@ -13,9 +13,13 @@ pub mod graph;
 pub mod intersubnet;
 pub mod model;
 pub mod multi;
+pub mod network;
+pub mod pipeline;
 pub mod routing;
 pub mod sim;
 pub mod tables;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod verify;
 
 pub use error::{Error, Result};

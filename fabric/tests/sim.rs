@@ -4,7 +4,11 @@
 use fabric::intersubnet;
 use fabric::intersubnet::InterSubnetRoutes;
 use fabric::multi::{tree_subnets, TreeSubnets};
-use fabric::sim::{self, Network, Routed, Uniform};
+use fabric::network::Network;
+use fabric::pipeline::{self, Routed};
+use fabric::routing::EngineKind;
+use fabric::sim::{self, Uniform};
+use fabric::verify::verify_global;
 
 fn routes_of(routed: &Routed, algorithm: &str) -> InterSubnetRoutes {
     intersubnet::by_name(algorithm)
@@ -17,11 +21,11 @@ fn routes_of(routed: &Routed, algorithm: &str) -> InterSubnetRoutes {
 fn random_rings_rank_prefix_below_issr_below_isfr() {
     for k in [2, 3, 6] {
         let m = tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates");
-        let routed = sim::route_subnets(&m, "ftree").expect("routes");
+        let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
         let mut avg = Vec::new();
         for name in ["prefix", "issr", "isfr"] {
             let routes = routes_of(&routed, name);
-            let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
+            let net = Network::new(&m, routed.tables(), &routed.view, &routes).expect("network");
             assert_eq!(net.hosts().len(), 648);
             let r = sim::rings(&net, 8, 1).expect("simulates");
             // Shift permutations on a fat tree are non-blocking.
@@ -41,7 +45,7 @@ fn random_rings_rank_prefix_below_issr_below_isfr() {
 #[test]
 fn local_uniform_traffic_does_not_depend_on_the_inter_subnet_algorithm() {
     let m = tree_subnets(&TreeSubnets::paper(2).expect("valid")).expect("generates");
-    let routed = sim::route_subnets(&m, "ftree").expect("routes");
+    let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
     let u = Uniform {
         isp: 0.0,
         hot_spot: 0.0,
@@ -51,7 +55,7 @@ fn local_uniform_traffic_does_not_depend_on_the_inter_subnet_algorithm() {
     let mut seen = Vec::new();
     for name in ["prefix", "isfr"] {
         let routes = routes_of(&routed, name);
-        let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
+        let net = Network::new(&m, routed.tables(), &routed.view, &routes).expect("network");
         seen.push(sim::uniform(&net, &u).expect("simulates"));
     }
     assert_eq!(seen[0], seen[1]);
@@ -76,11 +80,11 @@ fn ring_of_subnets(k: u32, spines: u32) -> fabric::multi::MultiFabric {
 #[test]
 fn the_paper_setups_are_deadlock_free_across_subnets_with_every_algorithm() {
     let m = tree_subnets(&TreeSubnets::paper(3).expect("valid")).expect("generates");
-    let routed = sim::route_subnets(&m, "ftree").expect("routes");
+    let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
     for name in ["prefix", "issr", "isfr"] {
         let routes = routes_of(&routed, name);
-        let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
-        let g = sim::verify_global(&net);
+        let net = Network::new(&m, routed.tables(), &routed.view, &routes).expect("network");
+        let g = verify_global(&net);
         assert!(g.ok(), "{name}: {g:?}");
         assert_eq!(g.pairs, 648 * 647);
         assert_eq!(g.vls_used, 1);
@@ -93,32 +97,37 @@ fn shortest_transit_on_a_ring_of_subnets_deadlocks_and_up_down_does_not() {
     // With two spines every router sits on both top switches of a subnet:
     // crossing one must not turn between them (no up*/down* route there,
     // and a cycle through local traffic with engines that have one).
-    for (spines, engine) in [(1, "updn"), (1, "ftree"), (2, "ftree"), (2, "lash")] {
+    for (spines, engine) in [
+        (1, EngineKind::Updn),
+        (1, EngineKind::Ftree),
+        (2, EngineKind::Ftree),
+        (2, EngineKind::Lash),
+    ] {
         let m = ring_of_subnets(5, spines);
         assert_eq!(m.routers.len(), 5);
         for r in &m.routers {
             assert_eq!(r.subnets().len(), 2, "each router joins two neighbours");
         }
-        let routed = sim::route_subnets(&m, engine).expect("routes");
+        let routed = pipeline::route_subnets(&m, engine).expect("routes");
         // Subnets two apart share no router: their traffic crosses one.
         let naive = issr_with_transit(&routed.view, Transit::Shortest).expect("routes");
-        let net = Network::new(&m, &routed.routings, &routed.view, &naive).expect("network");
-        let g = sim::verify_global(&net);
+        let net = Network::new(&m, routed.tables(), &routed.view, &naive).expect("network");
+        let g = verify_global(&net);
         assert_eq!(g.unreachable, 0, "{engine}: {g:?}");
         let cycle = g.cycle.expect("the clockwise transit routes close a cycle");
         assert!(cycle.iter().any(|c| c.contains("router")), "{cycle:?}");
         let ours = issr_with_transit(&routed.view, Transit::UpDown).expect("routes");
-        let net = Network::new(&m, &routed.routings, &routed.view, &ours).expect("network");
-        let g = sim::verify_global(&net);
+        let net = Network::new(&m, routed.tables(), &routed.view, &ours).expect("network");
+        let g = verify_global(&net);
         assert!(g.ok(), "{engine}: {g:?}");
         // Router hops add no VL: the fabric needs what its subnets do.
-        let subnet_vls = routed.reports.iter().map(|r| r.vls_used).max();
+        let subnet_vls = routed.routings.iter().map(|r| r.report().vls_used).max();
         assert_eq!(Some(g.vls_used as u32), subnet_vls, "{engine}");
         // The registered algorithms use the same transit policy.
         for name in ["issr", "isfr"] {
             let routes = routes_of(&routed, name);
-            let net = Network::new(&m, &routed.routings, &routed.view, &routes).expect("network");
-            let g = sim::verify_global(&net);
+            let net = Network::new(&m, routed.tables(), &routed.view, &routes).expect("network");
+            let g = verify_global(&net);
             assert!(g.ok(), "{engine} {name}: {g:?}");
         }
     }

@@ -28,7 +28,7 @@ pub fn write(f: &Fabric, lfts: &Lfts) -> String {
 /// Streams the dump. A Dragonfly with 16k HCAs gives a 2.5 GB file, so
 /// switches are rendered in parallel batches and written in GUID order
 /// without holding the whole text.
-pub fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::Result<()> {
     let max_lid = f.max_lid();
     // Row text is the same for every switch but for the port: "0x%04x " and
     // " # <label>\n" are built once per LID.

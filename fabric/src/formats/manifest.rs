@@ -60,7 +60,7 @@ pub struct Manifest {
     pub fabric: MultiFabric,
     pub files: Vec<PathBuf>,
     /// Each subnet's routing engine when the manifest names one.
-    pub engines: Vec<Option<String>>,
+    pub engines: Vec<Option<crate::routing::EngineKind>>,
 }
 
 fn line_of(text: &str, span: Range<usize>) -> usize {
@@ -129,10 +129,16 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
                 format!("topology file {} does not exist", topo.display()),
             ));
         }
-        if let Some(e) = &s.engine {
-            crate::routing::by_name(e.get_ref()).map_err(|why| at(e.span(), why.to_string()))?;
-        }
-        engines.push(s.engine.as_ref().map(|e| e.get_ref().clone()));
+        engines.push(
+            s.engine
+                .as_ref()
+                .map(|e| {
+                    e.get_ref()
+                        .parse::<crate::routing::EngineKind>()
+                        .map_err(|why| at(e.span(), why.to_string()))
+                })
+                .transpose()?,
+        );
         let mut fabric = ibnetdiscover::read(&topo)?;
         fabric.subnet_prefix = prefix;
         subnets.push(Subnet {

@@ -19,12 +19,20 @@ use std::path::Path;
 
 /// Writes an engine's tables into `dir` under OpenSM's file names:
 /// `opensm-lfts.dump`, plus `opensm-sl2vl.dump` and `path-sl.txt` when the
-/// routing sets them. Returns the files written.
+/// routing sets them. Returns the files written. Only tables the
+/// verification gate accepted for this very fabric can be written.
 pub fn write_routing(
     f: &Fabric,
-    r: &crate::tables::Routing,
+    v: &crate::verify::Verified<crate::tables::Routing>,
     dir: &Path,
 ) -> Result<Vec<std::path::PathBuf>, Error> {
+    if !v.is_for(f) {
+        return Err(Error::Invalid(format!(
+            "{}: the tables were verified against another topology; nothing written",
+            dir.display()
+        )));
+    }
+    let r = v.get();
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let mut out = Vec::new();
     let p = dir.join("opensm-lfts.dump");

@@ -26,7 +26,7 @@ pub fn write(f: &Fabric, p: &PathSl) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub fn write_to(f: &Fabric, p: &PathSl, w: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn write_to(f: &Fabric, p: &PathSl, w: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         w,
         "# ibfabric path SLs: <source LID> <one char per destination LID 0..max: SL hex digit, '-' = no path>"

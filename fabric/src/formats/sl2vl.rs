@@ -34,7 +34,7 @@ pub fn write(f: &Fabric, t: &Sl2Vl) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub fn write_to(f: &Fabric, t: &Sl2Vl, w: &mut impl std::io::Write) -> std::io::Result<()> {
+pub(crate) fn write_to(f: &Fabric, t: &Sl2Vl, w: &mut impl std::io::Write) -> std::io::Result<()> {
     // (port guid, slot) for every addressable port, in OpenSM's order.
     let mut ports: Vec<(u64, Slot)> = Vec::new();
     for n in 0..f.num_nodes() as u32 {

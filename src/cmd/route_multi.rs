@@ -6,8 +6,11 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fabric::formats::{egress, mapping, write_file};
-use fabric::intersubnet::{self, Transit};
-use fabric::sim::{self, GlobalReport, Network};
+use fabric::intersubnet::{self, AlgorithmKind, Transit};
+use fabric::network::Network;
+use fabric::pipeline;
+use fabric::routing::EngineKind;
+use fabric::verify::{verify_global_with, GlobalReport};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -27,11 +30,11 @@ pub struct RouteMultiArgs {
     #[arg(long, short)]
     manifest: PathBuf,
     /// Engine for the subnets whose manifest entry names none.
-    #[arg(long, short, default_value = "ftree")]
-    engine: String,
+    #[arg(long, short, value_enum, default_value_t = EngineKind::Ftree)]
+    engine: EngineKind,
     /// Inter-subnet algorithm: prefix (OpenSM's prefix routes), issr or isfr.
-    #[arg(long, short, default_value = "isfr")]
-    algorithm: String,
+    #[arg(long, short, value_enum, default_value_t = AlgorithmKind::Isfr)]
+    algorithm: AlgorithmKind,
     /// How routes cross transit subnets (issr only; isfr and prefix always
     /// use updown).
     #[arg(long, value_enum, default_value = "updown")]
@@ -49,7 +52,7 @@ pub struct RouteMultiArgs {
 struct SubnetOut {
     name: String,
     prefix: String,
-    engine: String,
+    engine: EngineKind,
     hcas: usize,
     switches: usize,
     vls: u32,
@@ -73,9 +76,9 @@ struct Summary {
     check_seconds: f64,
 }
 
-pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
-    let algorithm = intersubnet::by_name(&a.algorithm)?;
-    if matches!(a.transit, TransitArg::Shortest) && algorithm.name() != "issr" {
+pub fn run(a: RouteMultiArgs) -> Result<i32> {
+    let algorithm = a.algorithm.algorithm();
+    if matches!(a.transit, TransitArg::Shortest) && a.algorithm != AlgorithmKind::Issr {
         bail!(
             "--transit shortest applies to issr only ('{}' always routes transit subnets up*/down*)",
             algorithm.name()
@@ -83,15 +86,10 @@ pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
     }
     let man = fabric::formats::manifest::read(&a.manifest)?;
     let m = &man.fabric;
-    let engines: Vec<&str> = man
-        .engines
-        .iter()
-        .map(|e| e.as_deref().unwrap_or(&a.engine))
-        .collect();
-    fabric::routing::by_name(&a.engine)?;
+    let engines: Vec<EngineKind> = man.engines.iter().map(|e| e.unwrap_or(a.engine)).collect();
 
     let t = Instant::now();
-    let routed = sim::route_each(m, &engines)
+    let routed = pipeline::route_each(m, &engines)
         .with_context(|| format!("routing the subnets of {}", a.manifest.display()))?;
     let route_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -101,15 +99,15 @@ pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
     };
     let inter_subnet_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let net = Network::new(m, &routed.routings, &routed.view, &routes)?;
-    let pb = crate::progress_bar("global check (sources)");
+    let net = Network::new(m, routed.tables(), &routed.view, &routes)?;
+    let pb = super::progress_bar("global check (sources)");
     let cb = |done: u64, total: u64| {
         if let Some(pb) = &pb {
             pb.set_length(total);
             pb.set_position(done);
         }
     };
-    let global = sim::verify_global_with(&net, Some(&cb));
+    let global = verify_global_with(&net, Some(&cb));
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
@@ -152,12 +150,12 @@ pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let rep = &routed.reports[i];
+                let rep = routed.routings[i].report();
                 let mp = mapping_of(s.prefix);
                 SubnetOut {
                     name: s.name.clone(),
                     prefix: format!("{:#018x}", s.prefix),
-                    engine: engines[i].to_string(),
+                    engine: engines[i],
                     hcas: s.fabric.num_cas(),
                     switches: s.fabric.switches().len(),
                     vls: rep.vls_used,
@@ -182,7 +180,7 @@ pub fn cmd_route_multi(a: RouteMultiArgs) -> Result<i32> {
         check_seconds,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        super::print_json(&summary)?;
     } else {
         print_text(&summary);
     }

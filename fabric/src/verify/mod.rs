@@ -18,6 +18,12 @@
 //! out port and SL), so each `(o, s)` state is expanded once per destination;
 //! later arrivals only add their own CDG edge.
 
+pub mod gate;
+pub mod global;
+
+pub use gate::{accept, Policy, Refusal, Refused, Verified};
+pub use global::{verify_global, verify_global_with, GlobalReport};
+
 use crate::model::{Fabric, NodeKind, Slot, NONE};
 use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
 use rayon::prelude::*;

@@ -1,12 +1,17 @@
-//! Command-line front of the topology generators (`ibfabric gen <KIND>`):
-//! one clap subcommand per topology family, turned into a
+//! `ibfabric gen <KIND>`: the topology generators' command-line front, one
+//! clap subcommand per topology family, turned into a
 //! [`fabric::gen::Topology`] by [`topology`].
 
-use anyhow::Result;
+use super::info::Info;
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use fabric::formats::{ibnetdiscover, write_file};
 use fabric::gen::Topology;
+use serde::Serialize;
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Instant;
 
 /// Lattice dimensions written as sizes joined by `x`, e.g. `4x4x4`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -331,6 +336,102 @@ pub fn topology(kind: &GenKind) -> Result<Topology> {
             seed: *seed,
         },
     })
+}
+
+/// `ibfabric gen`: the command's arguments.
+#[derive(Args)]
+pub struct GenArgs {
+    #[command(subcommand)]
+    kind: GenKind,
+    /// Output file ("-" for standard output).
+    #[arg(short, long, global = true, default_value = "-")]
+    out: PathBuf,
+    /// Print a JSON summary on stdout (needs --out FILE).
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct MultiJson {
+    manifest: String,
+    subnets: usize,
+    routers: usize,
+    cas: usize,
+}
+
+#[derive(Serialize)]
+struct GenJson {
+    #[serde(flatten)]
+    info: Info,
+    topology: String,
+    file: String,
+    seconds: f64,
+}
+
+pub fn run(a: GenArgs) -> Result<i32> {
+    if let Some(t) = tree_subnets(&a.kind)? {
+        return gen_multi(&t, &a);
+    }
+    let topo = topology(&a.kind)?;
+    let t = Instant::now();
+    let f = fabric::gen::generate(&topo)?;
+    let seconds = t.elapsed().as_secs_f64();
+    let text = ibnetdiscover::write(&f);
+    if a.out.as_os_str() == "-" {
+        if a.json {
+            bail!("--json needs --out FILE (the topology itself goes to stdout otherwise)");
+        }
+        print!("{text}");
+        return Ok(0);
+    }
+    write_file(&a.out, &text)?;
+    let info = Info::of(&f, false);
+    if a.json {
+        super::print_json(&GenJson {
+            info,
+            topology: topo.name(),
+            file: a.out.display().to_string(),
+            seconds,
+        })?;
+    } else {
+        eprintln!(
+            "{}: {} switches, {} CAs, {} links, diameter {} -> {}",
+            topo.name(),
+            info.switches,
+            info.cas,
+            info.links,
+            info.diameter
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "disconnected".into()),
+            a.out.display()
+        );
+    }
+    Ok(0)
+}
+
+fn gen_multi(t: &fabric::multi::TreeSubnets, a: &GenArgs) -> Result<i32> {
+    if a.out.as_os_str() == "-" {
+        bail!("'gen multi' writes a directory: pass --out DIR");
+    }
+    let m = fabric::multi::tree_subnets(t)?;
+    let p = fabric::formats::manifest::write(&m, &a.out)?;
+    let cas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
+    if a.json {
+        super::print_json(&MultiJson {
+            manifest: p.display().to_string(),
+            subnets: m.subnets.len(),
+            routers: m.routers.len(),
+            cas,
+        })?;
+    } else {
+        eprintln!(
+            "{} subnets, {} routers, {cas} CAs -> {}",
+            m.subnets.len(),
+            m.routers.len(),
+            p.display()
+        );
+    }
+    Ok(0)
 }
 
 #[cfg(test)]

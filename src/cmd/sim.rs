@@ -3,9 +3,14 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fabric::intersubnet;
+
+use fabric::intersubnet::AlgorithmKind;
 use fabric::multi::{tree_subnets, MultiFabric, TreeSubnets};
-use fabric::sim::{self, Network, RingStats, Uniform};
+use fabric::network::Network;
+use fabric::pipeline;
+use fabric::routing::EngineKind;
+use fabric::sim::{self, RingStats, Uniform};
+use fabric::verify::{verify_global, GlobalReport};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -24,11 +29,16 @@ pub struct SimArgs {
     manifest: Option<PathBuf>,
     /// Routing engine of the subnets whose manifest entry names none (ISFR
     /// needs ftree to find primary paths; elsewhere it falls back to ISSR).
-    #[arg(long, default_value = "ftree")]
-    engine: String,
+    #[arg(long, value_enum, default_value_t = EngineKind::Ftree)]
+    engine: EngineKind,
     /// Inter-subnet algorithms to compare.
-    #[arg(long, value_delimiter = ',', default_value = "prefix,issr,isfr")]
-    algorithms: Vec<String>,
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "prefix,issr,isfr"
+    )]
+    algorithms: Vec<AlgorithmKind>,
     /// Random-order rings (the paper: 499, with the natural-order one).
     #[arg(long, default_value_t = 499)]
     rings: usize,
@@ -59,7 +69,7 @@ pub struct SimArgs {
 struct AlgResult {
     algorithm: String,
     /// Every host pair walked, global channel dependency graph checked.
-    global: sim::GlobalReport,
+    global: GlobalReport,
     /// Traffic figures; absent when some pairs are unreachable.
     traffic: Option<Traffic>,
 }
@@ -88,7 +98,7 @@ struct SetupResult {
 
 #[derive(Serialize)]
 struct SimReport {
-    engine: String,
+    engine: EngineKind,
     link_mbs: f64,
     seed: u64,
     hot_spot: f64,
@@ -97,7 +107,7 @@ struct SimReport {
     seconds: f64,
 }
 
-pub fn cmd_sim(a: SimArgs) -> Result<i32> {
+pub fn run(a: SimArgs) -> Result<i32> {
     let t0 = Instant::now();
     if !(a.link_mbs > 0.0 && a.link_mbs.is_finite()) {
         bail!("--link-mbs must be a positive number, not {}", a.link_mbs);
@@ -108,13 +118,9 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
     if let Some(bad) = a.isp.iter().find(|&&p| p > 100) {
         bail!("--isp takes percentages 0..=100, not {bad}");
     }
-    let algorithms = a
-        .algorithms
-        .iter()
-        .map(|name| intersubnet::by_name(name))
-        .collect::<Result<Vec<_>, _>>()?;
+    let algorithms: Vec<_> = a.algorithms.iter().map(|k| k.algorithm()).collect();
     // Each setup with its subnets' engines (a manifest may name them).
-    type Setup = (String, MultiFabric, Vec<Option<String>>);
+    type Setup = (String, MultiFabric, Vec<Option<EngineKind>>);
     let setups: Vec<Setup> = match &a.manifest {
         Some(p) => {
             let man = fabric::formats::manifest::read(p)?;
@@ -136,18 +142,15 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
     let bar = progress(setups.len() * algorithms.len());
     let mut out = Vec::new();
     for (name, m, engines) in &setups {
-        let engines: Vec<&str> = engines
-            .iter()
-            .map(|e| e.as_deref().unwrap_or(&a.engine))
-            .collect();
-        let routed = sim::route_each(m, &engines)
+        let engines: Vec<EngineKind> = engines.iter().map(|e| e.unwrap_or(a.engine)).collect();
+        let routed = pipeline::route_each(m, &engines)
             .with_context(|| format!("routing the subnets of {name}"))?;
         let mut results = Vec::new();
         for algorithm in &algorithms {
             let alg = algorithm.name();
             let routes = algorithm.route(&routed.view)?;
-            let net = Network::new(m, &routed.routings, &routed.view, &routes)?;
-            let global = sim::verify_global(&net);
+            let net = Network::new(m, routed.tables(), &routed.view, &routes)?;
+            let global = verify_global(&net);
             if !global.ok() {
                 tracing::warn!(setup = %name, algorithm = %alg, "global check failed: {} unreachable pairs, cycle: {}", global.unreachable, global.cycle.is_some());
             }
@@ -178,7 +181,7 @@ pub fn cmd_sim(a: SimArgs) -> Result<i32> {
         b.finish_and_clear();
     }
     let report = SimReport {
-        engine: a.engine.clone(),
+        engine: a.engine,
         link_mbs: a.link_mbs,
         seed: a.seed,
         hot_spot: a.hot_spot,

@@ -1,0 +1,172 @@
+//! The one gate every routing passes before it leaves a process.
+//!
+//! The policy, the same for the command line, the agent and the
+//! multi-subnet pipeline:
+//!
+//! - a routing that leaves any source/destination pair undelivered (no
+//!   route, a loop, a dead port, a wrong end port, no SL) is refused;
+//! - a routing whose channel dependency graph has a cycle is refused when
+//!   the engine claims deadlock freedom (the engine is wrong, whatever the
+//!   caller wants) and under [`Policy::DeadlockFree`];
+//! - only under [`Policy::AllowCycles`], which a caller must ask for
+//!   explicitly, is a cyclic routing from an engine that does not claim
+//!   deadlock freedom (MinHop, SSSP) accepted; the [`Verified`] value then
+//!   says so (`report().deadlock_free()` is false).
+//!
+//! [`Verified`] can only be made here, and the writers of table files and
+//! the reports an agent sends take it, so an unverified routing cannot be
+//! written or reported. It remembers the fabric it was checked against,
+//! and writers refuse it for another one.
+
+use super::{verify, Report};
+use crate::model::{Fabric, NONE};
+use crate::routing::{EngineKind, RoutingEngine};
+use crate::tables::Routing;
+
+/// What a caller accepts beyond the rule that every pair is delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// The channel dependency graph must be acyclic.
+    #[default]
+    DeadlockFree,
+    /// A cycle is accepted from an engine that does not claim deadlock
+    /// freedom. Never the default: only where an operator asked for it.
+    AllowCycles,
+}
+
+/// Why the gate refused a routing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("{broken} of {pairs} pairs are not routed{}", first.as_ref().map(|f| format!(" (first: {f})")).unwrap_or_default())]
+    Unrouted {
+        broken: u64,
+        pairs: u64,
+        first: Option<String>,
+    },
+    #[error("engine '{engine}' claims deadlock freedom but its tables have a channel dependency cycle: {cycle}")]
+    EngineBroken { engine: EngineKind, cycle: String },
+    #[error(
+        "the tables of engine '{engine}' are not deadlock free (channel dependency cycle: {cycle})"
+    )]
+    Cycle { engine: EngineKind, cycle: String },
+}
+
+/// A refused routing, with the verifier's report for the caller to show.
+#[derive(Debug, thiserror::Error)]
+#[error("{refusal}")]
+pub struct Refused {
+    pub refusal: Refusal,
+    pub report: Box<Report>,
+}
+
+/// A routing the gate accepted, bound to the fabric it was checked on.
+#[derive(Debug, Clone)]
+pub struct Verified<T> {
+    inner: T,
+    report: Report,
+    engine: EngineKind,
+    fabric_id: u64,
+}
+
+impl<T> Verified<T> {
+    pub fn get(&self) -> &T {
+        &self.inner
+    }
+    /// The verifier's report of the accepted tables.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+    pub fn engine(&self) -> EngineKind {
+        self.engine
+    }
+    /// Whether these tables were checked on `f` (same nodes, GUIDs, links
+    /// and LIDs).
+    pub fn is_for(&self, f: &Fabric) -> bool {
+        self.fabric_id == fingerprint(f)
+    }
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+}
+
+/// Verifies `routing` (made by `engine` for `f`) and applies the policy.
+pub fn accept(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    routing: Routing,
+    policy: Policy,
+) -> Result<Verified<Routing>, Refused> {
+    let report = verify(f, &routing);
+    match decide(f, engine, &report, policy) {
+        Ok(()) => Ok(Verified {
+            inner: routing,
+            report,
+            engine: engine.kind(),
+            fabric_id: fingerprint(f),
+        }),
+        Err(refusal) => Err(Refused {
+            refusal,
+            report: Box::new(report),
+        }),
+    }
+}
+
+/// The policy alone, on a report already made.
+pub fn decide(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    report: &Report,
+    policy: Policy,
+) -> Result<(), Refusal> {
+    if !report.all_pairs_routed() {
+        return Err(Refusal::Unrouted {
+            broken: report.broken_pairs,
+            pairs: report.pairs,
+            first: report
+                .broken_examples
+                .first()
+                .map(|b| format!("LID {} -> LID {}: {:?}", b.src_lid, b.dst_lid, b.fault)),
+        });
+    }
+    if report.deadlock_free() {
+        return Ok(());
+    }
+    let cycle = report.describe_cycle(f).unwrap_or_default();
+    if engine.claims_deadlock_free() {
+        return Err(Refusal::EngineBroken {
+            engine: engine.kind(),
+            cycle,
+        });
+    }
+    match policy {
+        Policy::AllowCycles => Ok(()),
+        Policy::DeadlockFree => Err(Refusal::Cycle {
+            engine: engine.kind(),
+            cycle,
+        }),
+    }
+}
+
+/// A hash of what tables depend on: nodes, GUIDs, links and LIDs (FNV-1a;
+/// it tells fabrics apart, it guards against no adversary).
+fn fingerprint(f: &Fabric) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |v: u64| {
+        for b in v.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    mix(f.num_nodes() as u64);
+    mix(f.num_slots() as u64);
+    for n in 0..f.num_nodes() as u32 {
+        mix(f.guid(n));
+    }
+    for s in 0..f.num_slots() as u32 {
+        let r = f.remote(s);
+        mix(if r == NONE { u64::MAX } else { u64::from(r) });
+        mix(f.port_guid(s));
+        mix(u64::from(f.lid_of_slot(s)));
+    }
+    h
+}

@@ -1,0 +1,104 @@
+//! `ibfabric info`: counts, diameter and radix of a topology file.
+
+use anyhow::Result;
+use clap::Args;
+use fabric::graph::SwitchGraph;
+use fabric::Fabric;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct InfoArgs {
+    /// Topology file (ibnetdiscover grammar).
+    file: PathBuf,
+    /// Machine-readable output (includes the sorted node GUIDs).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+pub struct Info {
+    pub switches: usize,
+    pub cas: usize,
+    pub routers: usize,
+    pub links: usize,
+    /// Connected CA and router ports.
+    pub ports: usize,
+    pub max_lid: u16,
+    /// Switch-graph diameter in hops; null when disconnected.
+    pub diameter: Option<u32>,
+    /// Most ports on one switch.
+    pub max_radix: u8,
+    pub hosts_per_switch_min: usize,
+    pub hosts_per_switch_max: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guids: Vec<String>,
+}
+
+impl Info {
+    pub fn of(f: &Fabric, with_guids: bool) -> Info {
+        let g = SwitchGraph::new(f);
+        let mut hosts = vec![0usize; f.switches().len()];
+        for &e in f.endports() {
+            let r = f.remote(e);
+            if let Some(si) = f.switch_index(f.node_of(r)) {
+                hosts[si as usize] += 1;
+            }
+        }
+        let mut guids: Vec<String> = if with_guids {
+            (0..f.num_nodes() as u32)
+                .map(|n| format!("0x{:016x}", f.guid(n)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        guids.sort();
+        Info {
+            switches: f.switches().len(),
+            cas: f.num_cas(),
+            routers: f.num_routers(),
+            links: f.num_links(),
+            ports: f.endports().len(),
+            max_lid: f.max_lid(),
+            diameter: g.diameter(),
+            max_radix: f
+                .switches()
+                .iter()
+                .map(|&s| f.num_ports(s))
+                .max()
+                .unwrap_or(0),
+            hosts_per_switch_min: hosts.iter().copied().min().unwrap_or(0),
+            hosts_per_switch_max: hosts.iter().copied().max().unwrap_or(0),
+            guids,
+        }
+    }
+
+    fn print(&self) {
+        println!("switches        {}", self.switches);
+        println!("CAs             {}", self.cas);
+        println!("routers         {}", self.routers);
+        println!("links           {}", self.links);
+        println!("end ports       {}", self.ports);
+        println!("max LID         {}", self.max_lid);
+        match self.diameter {
+            Some(d) => println!("diameter        {d} (switch hops)"),
+            None => println!("diameter        disconnected"),
+        }
+        println!("max radix       {}", self.max_radix);
+        println!(
+            "hosts/switch    {}..{}",
+            self.hosts_per_switch_min, self.hosts_per_switch_max
+        );
+    }
+}
+
+pub fn run(a: InfoArgs) -> Result<i32> {
+    let f = super::load(&a.file)?;
+    let i = Info::of(&f, a.json);
+    if a.json {
+        super::print_json(&i)?;
+    } else {
+        i.print();
+    }
+    Ok(0)
+}

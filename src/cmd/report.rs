@@ -1,0 +1,75 @@
+//! The verifier's report as `route` and `verify` print it.
+
+use fabric::verify::{self, BrokenPair, Report};
+use fabric::Fabric;
+use serde::Serialize;
+
+/// The verifier's findings on one subnet's tables, for `--json`.
+#[derive(Serialize)]
+pub struct TablesJson {
+    pub deadlock_free: bool,
+    pub all_pairs_routed: bool,
+    pub pairs: u64,
+    pub broken_pairs: u64,
+    pub broken_examples: Vec<BrokenPair>,
+    pub vls: u32,
+    pub max_vl: u8,
+    pub sls: u32,
+    pub max_hops: u32,
+    pub cdg_vertices: u64,
+    pub cdg_edges: u64,
+    pub cycle: Option<Vec<String>>,
+}
+
+impl TablesJson {
+    pub fn new(r: &Report, f: &Fabric) -> Self {
+        Self {
+            deadlock_free: r.deadlock_free(),
+            all_pairs_routed: r.all_pairs_routed(),
+            pairs: r.pairs,
+            broken_pairs: r.broken_pairs,
+            broken_examples: r.broken_examples.clone(),
+            vls: r.vls_used,
+            max_vl: r.max_vl,
+            sls: r.sls_used,
+            max_hops: r.max_hops,
+            cdg_vertices: r.cdg_vertices,
+            cdg_edges: r.cdg_edges,
+            cycle: r.cycle.as_ref().map(|c| {
+                c.iter()
+                    .map(|vc| verify::describe_channel(f, *vc))
+                    .collect()
+            }),
+        }
+    }
+}
+
+pub fn print_report(r: &Report, f: &Fabric) {
+    println!("pairs           {} ({} broken)", r.pairs, r.broken_pairs);
+    for b in &r.broken_examples {
+        println!(
+            "  broken: LID {} -> LID {}: {:?}",
+            b.src_lid, b.dst_lid, b.fault
+        );
+    }
+    println!(
+        "VLs used        {} (switch-to-switch channels, max VL {})",
+        r.vls_used, r.max_vl
+    );
+    println!("SLs used        {}", r.sls_used);
+    println!("max hops        {} (switch-to-switch links)", r.max_hops);
+    println!(
+        "CDG             {} virtual channels, {} dependencies",
+        r.cdg_vertices, r.cdg_edges
+    );
+    match r.describe_cycle(f) {
+        None => println!("deadlock free   yes"),
+        Some(c) => {
+            println!(
+                "deadlock free   NO: channel dependency cycle of {} channels:",
+                r.cycle.as_ref().map_or(0, |c| c.len())
+            );
+            println!("  {c}");
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! `ibfabric route`: route one subnet, pass the tables through the
+//! verification gate, write the OpenSM files.
+
+use super::report::{print_report, TablesJson};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fabric::formats::guids;
+use fabric::routing::{Base, EngineKind, EngineOptions, RoutingEngine};
+use fabric::verify::{self, Policy};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct RouteArgs {
+    /// Topology file (ibnetdiscover grammar).
+    #[arg(long, short)]
+    topology: PathBuf,
+    /// Routing engine (`ibfabric engines` describes them).
+    #[arg(long, short, value_enum, default_value_t = EngineKind::Minhop)]
+    engine: EngineKind,
+    /// Output directory; receives opensm-lfts.dump, and opensm-sl2vl.dump and
+    /// path-sl.txt when the engine sets VLs or SLs.
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Data VLs the hardware offers.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=15))]
+    max_vls: u8,
+    /// Service levels the engine may hand out.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=16))]
+    max_sls: u8,
+    /// Base routing for dfdn and dfd2.
+    #[arg(long, value_enum, default_value_t = Base::MinHop)]
+    base: Base,
+    /// Root switches for updn: a file with one switch node GUID per line
+    /// (0x...), `#` comments allowed. Default: the tree's top switches, or
+    /// the graph centre.
+    #[arg(long, value_name = "FILE")]
+    root_guids: Option<PathBuf>,
+    /// Refuse to write tables that are not deadlock free, whatever the engine.
+    #[arg(long)]
+    require_deadlock_free: bool,
+    /// Machine-readable summary on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct RouteJson {
+    engine: EngineKind,
+    switches: usize,
+    hcas: usize,
+    routers: usize,
+    vls_needed: u32,
+    /// Routing time.
+    seconds: f64,
+    verify_seconds: f64,
+    files: Vec<String>,
+    written: bool,
+    #[serde(flatten)]
+    tables: TablesJson,
+}
+
+pub fn run(a: RouteArgs) -> Result<i32> {
+    let engine = a.engine.engine();
+    run_with(&a, engine.as_ref())
+}
+
+/// `route` with the engine given (tests hand it engines the registry does
+/// not have).
+fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
+    let f = super::load(&a.topology)?;
+    let roots = match &a.root_guids {
+        Some(p) if !engine.uses_roots() => bail!(
+            "--root-guids {} given, but engine '{}' takes no root switches (updn does)",
+            p.display(),
+            engine.name()
+        ),
+        Some(p) => Some(
+            guids::read_switch_guids(&f, p)
+                .with_context(|| format!("root switches for {}", engine.name()))?,
+        ),
+        None => None,
+    };
+    let pb = super::progress_bar(&format!("routing ({})", engine.name()));
+    let cb = |done: u64, total: u64| {
+        if let Some(pb) = &pb {
+            pb.set_length(total);
+            pb.set_position(done);
+        }
+    };
+    let opts = EngineOptions {
+        max_vls: a.max_vls,
+        max_sls: a.max_sls,
+        base: a.base,
+        progress: Some(&cb),
+        roots: roots.as_deref(),
+    };
+    let t = Instant::now();
+    let routing = engine.route(&f, &opts)?;
+    let route_secs = t.elapsed().as_secs_f64();
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let vls_needed = routing.vls_needed;
+    // Cycles from engines that do not claim deadlock freedom are written
+    // (with a warning) unless the operator asks for deadlock freedom.
+    let policy = if a.require_deadlock_free {
+        Policy::DeadlockFree
+    } else {
+        Policy::AllowCycles
+    };
+    let t = Instant::now();
+    let outcome = verify::accept(&f, engine, routing, policy);
+    let verify_secs = t.elapsed().as_secs_f64();
+    tracing::info!(route_secs, verify_secs, "routed and verified");
+
+    let (report, files) = match &outcome {
+        Ok(v) => (v.report(), fabric::formats::write_routing(&f, v, &a.out)?),
+        Err(refused) => (&*refused.report, Vec::new()),
+    };
+    if a.json {
+        super::print_json(&RouteJson {
+            engine: engine.kind(),
+            switches: f.switches().len(),
+            hcas: f.num_cas(),
+            routers: f.num_routers(),
+            vls_needed: vls_needed.map_or(report.vls_used, u32::from),
+            seconds: route_secs,
+            verify_seconds: verify_secs,
+            files: files.iter().map(|p| p.display().to_string()).collect(),
+            written: outcome.is_ok(),
+            tables: TablesJson::new(report, &f),
+        })?;
+    } else {
+        println!("engine          {}", engine.name());
+        println!("switches        {}", f.switches().len());
+        println!("HCAs            {}", f.num_cas());
+        println!("routing time    {route_secs:.3} s");
+        println!("verify time     {verify_secs:.3} s");
+        print_report(report, &f);
+        if let Some(n) = vls_needed {
+            println!("VLs needed      {n} (routes then spread over the VLs allowed)");
+        }
+        for p in &files {
+            println!("wrote           {}", p.display());
+        }
+    }
+    match outcome {
+        Err(refused) => bail!(
+            "{}; nothing written to {}",
+            refused.refusal,
+            a.out.display()
+        ),
+        Ok(v) if !v.report().deadlock_free() => tracing::warn!(
+            engine = engine.name(),
+            "tables written although they are NOT deadlock free"
+        ),
+        Ok(_) => {}
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric::testing::{cyclic_torus, MislabelledEngine};
+
+    fn args(topology: PathBuf, out: PathBuf) -> RouteArgs {
+        RouteArgs {
+            topology,
+            engine: EngineKind::Dfdn,
+            out,
+            max_vls: 8,
+            max_sls: 16,
+            base: Base::MinHop,
+            root_guids: None,
+            require_deadlock_free: false,
+            json: true,
+        }
+    }
+
+    #[test]
+    fn route_refuses_a_cyclic_routing_from_an_engine_that_claims_deadlock_freedom() {
+        let d = tempfile::tempdir().expect("tmp");
+        let net = d.path().join("torus.net");
+        let f = cyclic_torus().expect("torus");
+        fabric::formats::write_file(&net, &fabric::formats::ibnetdiscover::write(&f))
+            .expect("write");
+        let out = d.path().join("out");
+        // Even without --require-deadlock-free: the engine's claim is wrong.
+        let err =
+            run_with(&args(net.clone(), out.clone()), &MislabelledEngine).expect_err("refused");
+        assert!(err.to_string().contains("claims deadlock freedom"), "{err}");
+        assert!(err.to_string().contains("nothing written"), "{err}");
+        assert!(!out.exists(), "nothing written");
+        // The real DF-DN on the same file passes and writes its three files.
+        let dfdn = EngineKind::Dfdn.engine();
+        assert_eq!(
+            run_with(&args(net, out.clone()), dfdn.as_ref()).expect("routes"),
+            0
+        );
+        assert!(out.join("opensm-lfts.dump").is_file());
+        assert!(out.join("opensm-sl2vl.dump").is_file());
+        assert!(out.join("path-sl.txt").is_file());
+    }
+}
