@@ -2,42 +2,21 @@
 //! in tests/data are the ones the OpenSM comparison runs use).
 
 use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl};
-use fabric::model::{FabricBuilder, NodeKind, NONE};
+use fabric::model::{NodeKind, NONE};
 use fabric::routing::{self, EngineOptions};
 use fabric::tables::{PathSl, Routing, Sl2Vl, NO_PATH, SL_NONE};
 use fabric::verify::{self, PairFault};
 use fabric::Fabric;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
-
-fn load(name: &str) -> Fabric {
-    ibnetdiscover::read(&data(name)).expect("reference net parses")
-}
+mod common;
+use common::{load, ring};
 
 fn minhop(f: &Fabric) -> Routing {
     routing::by_name("minhop")
         .expect("registered")
         .route(f, &EngineOptions::default())
         .expect("minhop routes")
-}
-
-/// A ring of `n` switches with one CA each: switch i port 1 -> i+1 port 2.
-fn ring(n: u32) -> Fabric {
-    let mut b = FabricBuilder::new();
-    let sw: Vec<_> = (0..n)
-        .map(|i| b.add_node(NodeKind::Switch, 0x2000 + i as u64, format!("s{i}"), 3))
-        .collect();
-    for i in 0..n as usize {
-        b.connect(sw[i], 1, sw[(i + 1) % n as usize], 2).unwrap();
-        let h = b.add_node(NodeKind::Ca, 0x1000 + 16 * i as u64, format!("h{i}"), 1);
-        b.connect(h, 1, sw[i], 3).unwrap();
-    }
-    b.build().unwrap()
 }
 
 #[test]

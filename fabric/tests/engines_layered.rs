@@ -3,23 +3,14 @@
 //! the same name need on the same fabrics (measured on ibsim, see
 //! BENCHMARKS.md).
 
-use fabric::gen::{generate, Topology};
+use fabric::gen::Topology;
 use fabric::routing::{self, Base, EngineOptions};
 use fabric::tables::Routing;
 use fabric::verify::{self, Report};
 use fabric::Fabric;
 
-fn gen(t: Topology) -> Fabric {
-    generate(&t).expect("generator")
-}
-
-fn torus(dims: &[u32]) -> Fabric {
-    gen(Topology::Mesh {
-        dims: dims.to_vec(),
-        torus: true,
-        hosts: 1,
-    })
-}
+mod common;
+use common::{gen, torus};
 
 fn route(f: &Fabric, engine: &str, opts: &EngineOptions) -> fabric::Result<Routing> {
     routing::by_name(engine).expect("registered").route(f, opts)

@@ -13,6 +13,9 @@ use fabric::Fabric;
 use proptest::prelude::*;
 use std::path::Path;
 
+mod common;
+use common::{gen, ring};
+
 fn nue(f: &Fabric, max_vls: u8) -> fabric::Result<Routing> {
     let opts = EngineOptions {
         max_vls,
@@ -21,24 +24,6 @@ fn nue(f: &Fabric, max_vls: u8) -> fabric::Result<Routing> {
     routing::by_name("nue")
         .expect("nue is registered")
         .route(f, &opts)
-}
-
-fn gen(t: Topology) -> Fabric {
-    generate(&t).expect("valid generator parameters")
-}
-
-/// A ring of `n` switches with one CA each.
-fn ring(n: u32) -> Fabric {
-    let mut b = FabricBuilder::new();
-    let sw: Vec<_> = (0..n)
-        .map(|i| b.add_node(NodeKind::Switch, 0x2000 + i as u64, format!("s{i}"), 3))
-        .collect();
-    for i in 0..n as usize {
-        b.connect(sw[i], 1, sw[(i + 1) % n as usize], 2).unwrap();
-        let h = b.add_node(NodeKind::Ca, 0x1000 + 16 * i as u64, format!("h{i}"), 1);
-        b.connect(h, 1, sw[i], 3).unwrap();
-    }
-    b.build().unwrap()
 }
 
 /// Routes with `max_vls`, verifies, and checks the properties every Nue

@@ -2,8 +2,8 @@
 //! on every family, root selection and root files, minimal routes and
 //! non-blocking shift permutations on fat trees, refusals elsewhere.
 
-use fabric::formats::{guids, ibnetdiscover};
-use fabric::gen::{generate, Topology};
+use fabric::formats::guids;
+use fabric::gen::Topology;
 use fabric::graph::SwitchGraph;
 use fabric::model::{FabricBuilder, NodeKind, NONE};
 use fabric::routing::{self, ftree, updn, EngineOptions};
@@ -11,25 +11,9 @@ use fabric::tables::{Routing, NO_PATH};
 use fabric::verify;
 use fabric::{Fabric, NodeId, Slot};
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
-
-fn gen(t: Topology) -> Fabric {
-    generate(&t).expect("generator parameters are valid")
-}
-
-fn torus(dims: &[u32]) -> Fabric {
-    gen(Topology::Mesh {
-        dims: dims.to_vec(),
-        torus: true,
-        hosts: 1,
-    })
-}
+mod common;
+use common::{gen, load, ring, torus};
 
 fn kary(k: u32, n: u32) -> Fabric {
     gen(Topology::KaryNTree { k, n })
@@ -50,20 +34,6 @@ fn random_regular() -> Fabric {
         hosts: 2,
         seed: 3,
     })
-}
-
-/// A ring of `n` switches with one CA each: switch i port 1 -> i+1 port 2.
-fn ring(n: u32) -> Fabric {
-    let mut b = FabricBuilder::new();
-    let sw: Vec<_> = (0..n)
-        .map(|i| b.add_node(NodeKind::Switch, 0x2000 + i as u64, format!("s{i}"), 3))
-        .collect();
-    for i in 0..n as usize {
-        b.connect(sw[i], 1, sw[(i + 1) % n as usize], 2).unwrap();
-        let h = b.add_node(NodeKind::Ca, 0x1000 + 16 * i as u64, format!("h{i}"), 1);
-        b.connect(h, 1, sw[i], 3).unwrap();
-    }
-    b.build().unwrap()
 }
 
 fn route(engine: &str, f: &Fabric) -> fabric::Result<Routing> {
@@ -140,10 +110,7 @@ fn assert_deadlock_free_one_vl(name: &str, engine: &str, f: &Fabric, r: &Routing
 fn all_families() -> Vec<(&'static str, Fabric)> {
     vec![
         ("torus-4x4x4", torus(&[4, 4, 4])),
-        (
-            "torus3x3.net",
-            ibnetdiscover::read(&data("torus3x3.net")).unwrap(),
-        ),
+        ("torus3x3.net", load("torus3x3.net")),
         ("dragonfly-p2", dragonfly(2)),
         ("dragonfly-p4", dragonfly(4)),
         ("slimfly-q5", slimfly(5)),
@@ -151,10 +118,7 @@ fn all_families() -> Vec<(&'static str, Fabric)> {
         ("kary-4-3", kary(4, 3)),
         ("ft648", gen(Topology::ft648())),
         ("ring-9", ring(9)),
-        (
-            "ring4.net",
-            ibnetdiscover::read(&data("ring4.net")).unwrap(),
-        ),
+        ("ring4.net", load("ring4.net")),
         ("random-40-d5", random_regular()),
         (
             "hyperx-4x4",
@@ -202,10 +166,7 @@ fn updn_and_dnup_route_trees_minimally() {
         ("kary-4-3", kary(4, 3)),
         ("kary-3-4", kary(3, 4)),
         ("ft648", gen(Topology::ft648())),
-        (
-            "ft2_4l2s.net",
-            ibnetdiscover::read(&data("ft2_4l2s.net")).unwrap(),
-        ),
+        ("ft2_4l2s.net", load("ft2_4l2s.net")),
     ] {
         for engine in ["updn", "dnup"] {
             let r = route(engine, &f).unwrap();
@@ -412,14 +373,8 @@ fn fat_trees() -> Vec<(&'static str, Fabric)> {
         ("kary-4-3", kary(4, 3)),
         ("kary-3-4", kary(3, 4)),
         ("ft648", gen(Topology::ft648())),
-        (
-            "kary2_3.net",
-            ibnetdiscover::read(&data("kary2_3.net")).unwrap(),
-        ),
-        (
-            "ft2_4l2s.net",
-            ibnetdiscover::read(&data("ft2_4l2s.net")).unwrap(),
-        ),
+        ("kary2_3.net", load("kary2_3.net")),
+        ("ft2_4l2s.net", load("ft2_4l2s.net")),
         (
             "ft2-6x3-h4-l2",
             gen(Topology::FatTree2 {

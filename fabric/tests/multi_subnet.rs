@@ -3,14 +3,16 @@
 //! the inter-subnet algorithms reach every cross-subnet pair.
 
 use fabric::intersubnet::{self, Gid, GlobalView};
-use fabric::multi::{tree_subnets, TreeSubnets};
 use fabric::routing::{self, EngineOptions};
 use fabric::verify;
+
+mod common;
+use common::paper_subnets;
 
 #[test]
 fn paper_subnets_route_with_ftree_on_one_vl() {
     for k in [2, 3, 6] {
-        let m = tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates");
+        let m = paper_subnets(k);
         for s in &m.subnets {
             let r = routing::by_name("ftree")
                 .expect("registered")
@@ -26,7 +28,7 @@ fn paper_subnets_route_with_ftree_on_one_vl() {
 
 #[test]
 fn every_algorithm_reaches_every_cross_subnet_pair_of_the_paper_setup() {
-    let m = tree_subnets(&TreeSubnets::paper(3).expect("valid")).expect("generates");
+    let m = paper_subnets(3);
     let view = GlobalView::from_multi(&m);
     for alg in intersubnet::registry() {
         let routes = alg.route(&view).expect("routes");
@@ -62,7 +64,7 @@ fn every_algorithm_reaches_every_cross_subnet_pair_of_the_paper_setup() {
 #[test]
 fn isfr_gives_every_destination_a_dedicated_down_port_on_its_primary_router() {
     use std::collections::BTreeMap;
-    let m = tree_subnets(&TreeSubnets::paper(3).expect("valid")).expect("generates");
+    let m = paper_subnets(3);
     let mut view = GlobalView::from_multi(&m);
     for s in &m.subnets {
         let r = routing::by_name("ftree")

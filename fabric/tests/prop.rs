@@ -6,12 +6,13 @@ use fabric::gen::{generate, Topology};
 use fabric::routing::{self, EngineOptions};
 use fabric::verify;
 use proptest::prelude::*;
+
+mod common;
+use common::load;
 use std::path::Path;
 
 fn sample() -> (fabric::Fabric, String, String) {
-    let f =
-        ibnetdiscover::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ring4.net"))
-            .unwrap();
+    let f = load("ring4.net");
     let r = routing::by_name("minhop")
         .unwrap()
         .route(&f, &EngineOptions::default())

@@ -10,6 +10,9 @@ use fabric::routing::EngineKind;
 use fabric::sim::{self, Uniform};
 use fabric::verify::verify_global;
 
+mod common;
+use common::paper_subnets;
+
 fn routes_of(routed: &Routed, algorithm: &str) -> InterSubnetRoutes {
     intersubnet::by_name(algorithm)
         .expect("known")
@@ -20,7 +23,7 @@ fn routes_of(routed: &Routed, algorithm: &str) -> InterSubnetRoutes {
 #[test]
 fn random_rings_rank_prefix_below_issr_below_isfr() {
     for k in [2, 3, 6] {
-        let m = tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates");
+        let m = paper_subnets(k);
         let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
         let mut avg = Vec::new();
         for name in ["prefix", "issr", "isfr"] {
@@ -44,7 +47,7 @@ fn random_rings_rank_prefix_below_issr_below_isfr() {
 
 #[test]
 fn local_uniform_traffic_does_not_depend_on_the_inter_subnet_algorithm() {
-    let m = tree_subnets(&TreeSubnets::paper(2).expect("valid")).expect("generates");
+    let m = paper_subnets(2);
     let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
     let u = Uniform {
         isp: 0.0,
@@ -79,7 +82,7 @@ fn ring_of_subnets(k: u32, spines: u32) -> fabric::multi::MultiFabric {
 
 #[test]
 fn the_paper_setups_are_deadlock_free_across_subnets_with_every_algorithm() {
-    let m = tree_subnets(&TreeSubnets::paper(3).expect("valid")).expect("generates");
+    let m = paper_subnets(3);
     let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
     for name in ["prefix", "issr", "isfr"] {
         let routes = routes_of(&routed, name);

@@ -1,8 +1,9 @@
-//! DF-D2 (Domke, Hoefler, Matsuoka, HPDC'16, section IV): on a switch graph
-//! of diameter two with minimal routes, VL 0 up to the second switch and VL 1
-//! after it make the channel dependency graph acyclic. The SL-to-VL tables
-//! decide it from the input port alone, so every pair uses SL 0 and no
-//! path-SL table is needed.
+//! DF-D2 (Schneider, Bibartiu, Hoefler, "Ensuring Deadlock-Freedom in
+//! Low-Diameter InfiniBand Networks", HOTI'16, section IV): on a switch
+//! graph of diameter two with minimal routes, VL 0 up to the second switch
+//! and VL 1 after it make the channel dependency graph acyclic. The
+//! SL-to-VL tables decide it from the input port alone, so every pair uses
+//! SL 0 and no path-SL table is needed.
 
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};

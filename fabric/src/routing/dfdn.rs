@@ -1,4 +1,5 @@
-//! DF-DN (Domke, Hoefler, Matsuoka, HPDC'16, section V): keep a minimal
+//! DF-DN (Schneider, Bibartiu, Hoefler, "Ensuring Deadlock-Freedom in
+//! Low-Diameter InfiniBand Networks", HOTI'16, section V): keep a minimal
 //! base routing and make it deadlock free by raising the VL by one at every
 //! switch-to-switch hop. The SL-to-VL table of a switch only sees (in port,
 //! out port, SL), so each route gets an SL whose entries along the route are

@@ -39,7 +39,7 @@ impl RoutingEngine for DnUp {
         if opts.roots.is_some() {
             return Err(fail(
                 "dnup",
-                "dnup ranks switches from the HCA switches and takes no root switches".into(),
+                "dnup ranks switches from the HCA switches and takes no root switches",
             ));
         }
         let g = SwitchGraph::new(f);

@@ -42,7 +42,8 @@
 
 use super::minhop::{least_loaded, lid_targets};
 use super::updn::{
-    fail, legal_ports, orient_from_roots, tree_levels, unreachable_pair, Plan, DOWN, HOPS,
+    fail, legal_ports, orient_from_roots, tree_levels, unreachable_pair, Plan, PlanError,
+    TreeError, DOWN, HOPS,
 };
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
@@ -74,7 +75,18 @@ impl RoutingEngine for FTree {
     }
 }
 
-fn not_a_fat_tree(reason: String) -> Error {
+/// Why the fabric is not a fat tree ftree can route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotAFatTree {
+    #[error(transparent)]
+    Levels(#[from] TreeError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("leaf switches '{a}' and '{b}' have no common switch above them")]
+    NoCommonSwitch { a: String, b: String },
+}
+
+fn not_a_fat_tree(reason: NotAFatTree) -> Error {
     fail("ftree", format!("not a fat tree: {reason}"))
 }
 
@@ -108,7 +120,7 @@ struct Tree {
 }
 
 impl Tree {
-    fn detect(f: &Fabric, g: &SwitchGraph) -> std::result::Result<Self, String> {
+    fn detect(f: &Fabric, g: &SwitchGraph) -> Result<Self, NotAFatTree> {
         let lv = tree_levels(f, g)?;
         let n = g.len();
         let tops: Vec<u32> = (0..n as u32)
@@ -117,11 +129,10 @@ impl Tree {
         let plan = orient_from_roots(f, g, tops)?;
         let is_leaf: Vec<bool> = lv.level.iter().map(|&l| l == 0).collect();
         if let Some((a, b)) = unreachable_pair(&plan, &is_leaf, n) {
-            return Err(format!(
-                "leaf switches '{}' and '{}' have no common switch above them",
-                f.desc(f.switches()[a as usize]),
-                f.desc(f.switches()[b as usize])
-            ));
+            return Err(NotAFatTree::NoCommonSwitch {
+                a: f.desc(f.switches()[a as usize]).to_string(),
+                b: f.desc(f.switches()[b as usize]).to_string(),
+            });
         }
         let mut leaf_ids: Vec<u32> = (0..n as u32).filter(|&i| is_leaf[i as usize]).collect();
         leaf_ids.sort_by_key(|&i| f.guid(f.switches()[i as usize]));

@@ -5,10 +5,10 @@
 //!
 //! OpenSM's lash re-searches the whole dependency graph for every route,
 //! which does not finish on a Dragonfly p=6 in ten minutes. Here each layer
-//! keeps a topological order of its channels (Pearce and Kelly's dynamic
-//! topological sort, JEA 2006): a route whose turns are already in the
-//! layer costs a lookup per turn, and a new turn only searches the channels
-//! between its two ends in that order.
+//! keeps a topological order of its channels ([`crate::graph::topo_order`],
+//! Pearce and Kelly's dynamic topological sort): a route whose turns are
+//! already in the layer costs a lookup per turn, and a new turn only
+//! searches the channels between its two ends in that order.
 //!
 //! The base routing is MinHop (or SSSP with `--base sssp`); routes are
 //! taken destination by destination, source switch by source switch.
@@ -16,6 +16,7 @@
 use super::paths::{identity_sl2vl, sources, write_layers, RouteSet, Topo};
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
+use crate::graph::topo_order::{Digraph, TopoOrder};
 use crate::model::Fabric;
 use crate::tables::{PathSl, Routing};
 
@@ -59,18 +60,32 @@ struct Layer {
     /// routes that do not fit a layer are turned away by this lookup
     /// instead of a search.
     blocked: Vec<bool>,
-    /// Position of each channel in the order.
-    ord: Vec<u32>,
+    order: TopoOrder,
 }
 
-/// Scratch for the searches, shared by all layers.
-struct Search {
-    mark: Vec<u32>,
-    stamp: u32,
-    stack: Vec<u32>,
-    fwd: Vec<u32>,
-    bwd: Vec<u32>,
-    slots: Vec<u32>,
+/// A layer's channel dependency graph: the turns with routes through them.
+struct LayerCdg<'a> {
+    topo: &'a Topo,
+    count: &'a [u32],
+}
+
+impl Digraph for LayerCdg<'_> {
+    fn successors(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
+        self.topo
+            .turns_from(c)
+            .filter(|&(row, _)| self.count[row as usize] != 0)
+            .map(|(_, next)| next)
+    }
+    fn predecessors(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
+        self.topo
+            .turns_into(c)
+            .filter(|&(row, _)| self.count[row as usize] != 0)
+            .map(|(_, prev)| prev)
+    }
+}
+
+/// Channels at both ends of each turn row.
+struct TurnEnds {
     from: Vec<u32>,
     to: Vec<u32>,
 }
@@ -91,16 +106,7 @@ fn assign_layers(
             to[row as usize] = nxt;
         }
     }
-    let mut s = Search {
-        mark: vec![0; nch],
-        stamp: 0,
-        stack: Vec::new(),
-        fwd: Vec::new(),
-        bwd: Vec::new(),
-        slots: Vec::new(),
-        from,
-        to,
-    };
+    let ends = TurnEnds { from, to };
     let mut layers: Vec<Layer> = Vec::new();
     let mut layer = vec![0u8; routes.len()];
     let mut added: Vec<u32> = Vec::new();
@@ -122,10 +128,10 @@ fn assign_layers(
                 layers.push(Layer {
                     count: vec![0; rows],
                     blocked: vec![false; rows],
-                    ord: (0..nch as u32).collect(),
+                    order: TopoOrder::new(nch),
                 });
             }
-            if try_add(topo, &mut layers[l], &mut s, turns, &mut added) {
+            if try_add(topo, &mut layers[l], &ends, turns, &mut added) {
                 break;
             }
             l += 1;
@@ -143,7 +149,7 @@ fn assign_layers(
 fn try_add(
     topo: &Topo,
     ly: &mut Layer,
-    s: &mut Search,
+    ends: &TurnEnds,
     turns: &[u32],
     added: &mut Vec<u32>,
 ) -> bool {
@@ -155,8 +161,12 @@ fn try_add(
         if ly.count[t as usize] > 0 {
             continue;
         }
-        let (u, v) = (s.from[t as usize], s.to[t as usize]);
-        if ly.ord[u as usize] < ly.ord[v as usize] || insert(topo, ly, s, u, v) {
+        let (u, v) = (ends.from[t as usize], ends.to[t as usize]);
+        let cdg = LayerCdg {
+            topo,
+            count: &ly.count,
+        };
+        if ly.order.try_add_edge(&cdg, u, v).is_ok() {
             // Present from now on, so later turns of this route see it.
             ly.count[t as usize] = 1;
             added.push(t);
@@ -176,70 +186,6 @@ fn try_add(
         if !added.contains(&t) {
             ly.count[t as usize] += 1;
         }
-    }
-    true
-}
-
-/// Pearce-Kelly insertion of dependency u -> v with ord[u] > ord[v]: false
-/// when v already reaches u (the dependency would close a cycle); else the
-/// channels between the two are reordered so that the order stays valid.
-fn insert(topo: &Topo, ly: &mut Layer, s: &mut Search, u: u32, v: u32) -> bool {
-    let (lb, ub) = (ly.ord[v as usize], ly.ord[u as usize]);
-    s.stamp = s.stamp.wrapping_add(1);
-    if s.stamp == 0 {
-        s.mark.iter_mut().for_each(|m| *m = 0);
-        s.stamp = 1;
-    }
-    let stamp = s.stamp;
-    // Forward from v over channels ordered before u.
-    s.fwd.clear();
-    s.stack.clear();
-    s.stack.push(v);
-    s.mark[v as usize] = stamp;
-    while let Some(w) = s.stack.pop() {
-        s.fwd.push(w);
-        for (row, x) in topo.turns_from(w) {
-            if ly.count[row as usize] == 0 {
-                continue;
-            }
-            if x == u {
-                return false;
-            }
-            let ox = ly.ord[x as usize];
-            if ox < ub && s.mark[x as usize] != stamp {
-                s.mark[x as usize] = stamp;
-                s.stack.push(x);
-            }
-        }
-    }
-    // Backward from u over channels ordered after v.
-    s.bwd.clear();
-    s.stack.push(u);
-    s.mark[u as usize] = stamp;
-    while let Some(w) = s.stack.pop() {
-        s.bwd.push(w);
-        for (row, x) in topo.turns_into(w) {
-            if ly.count[row as usize] == 0 {
-                continue;
-            }
-            let ox = ly.ord[x as usize];
-            if ox > lb && s.mark[x as usize] != stamp {
-                s.mark[x as usize] = stamp;
-                s.stack.push(x);
-            }
-        }
-    }
-    // Everything reaching u goes first, then everything v reaches, each in
-    // its old relative order, on the positions the two sets held.
-    let ord = &mut ly.ord;
-    s.bwd.sort_unstable_by_key(|&c| ord[c as usize]);
-    s.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
-    s.slots.clear();
-    s.slots
-        .extend(s.bwd.iter().chain(s.fwd.iter()).map(|&c| ord[c as usize]));
-    s.slots.sort_unstable();
-    for (&c, &pos) in s.bwd.iter().chain(s.fwd.iter()).zip(s.slots.iter()) {
-        ord[c as usize] = pos;
     }
     true
 }

@@ -72,11 +72,81 @@ impl RoutingEngine for UpDn {
     }
 }
 
-pub(crate) fn fail(engine: &str, reason: String) -> Error {
+/// The engine boundary: every reason becomes the crate's routing error,
+/// named after the engine that met it.
+pub(crate) fn fail(engine: &str, reason: impl std::fmt::Display) -> Error {
     Error::Routing {
         engine: engine.into(),
-        reason,
+        reason: reason.to_string(),
     }
+}
+
+/// Why no orientation gives legal routes (or the roots asked for are not
+/// usable); the engines wrap it with their name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PlanError {
+    #[error("root switches apply to updn only")]
+    RootsOnlyForUpdn,
+    #[error("the root list is empty")]
+    NoRoots,
+    #[error("root GUID 0x{guid:016x} is not a node of this fabric")]
+    UnknownRoot { guid: u64 },
+    #[error("root GUID 0x{guid:016x} is '{node}', which is not a switch")]
+    RootNotASwitch { guid: u64, node: String },
+    #[error(
+        "with the given roots, switch '{from}' has no up*/down* route to switch '{to}' \
+         (two switches connect only through a switch above both of them; give one \
+         root, or roots above every pair of switches with end ports)"
+    )]
+    RootsLeavePairApart { from: String, to: String },
+    #[error("internal error: switch '{from}' has no route to '{to}' from the graph centre")]
+    CentreLeavesPairApart { from: String, to: String },
+    #[error(
+        "the switch graph is disconnected: '{first}' and '{other}' are not linked by any path"
+    )]
+    Disconnected { first: String, other: String },
+    /// Found while measuring eccentricities, where no switch pair is at hand.
+    #[error("the switch graph is disconnected")]
+    NoCentre,
+    #[error("the fabric has no switches")]
+    NoSwitches,
+    #[error("some legal route would be longer than {} switch hops", FAR - 1)]
+    RouteTooLong,
+}
+
+/// Why a fabric is not layered like a tree (see [`tree_levels`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TreeError {
+    #[error("the fabric has no switches")]
+    NoSwitches,
+    #[error("no switch has HCAs or routers attached")]
+    NoLeaves,
+    #[error("the switch graph is disconnected: switch '{switch}' reaches no switch with HCAs")]
+    Disconnected { switch: String },
+    #[error(
+        "all {switches} switches have HCAs attached; a fat tree has switches without HCAs above its leaf switches"
+    )]
+    AllLeaves { switches: usize },
+    #[error(
+        "switches '{a}' and '{b}' both have HCAs and are linked to each other; \
+         a fat tree links leaf switches only to the level above"
+    )]
+    LinkedLeaves { a: String, b: String },
+    #[error(
+        "switches '{a}' and '{b}' are linked but both at level {level} \
+         ({level} hops from the nearest switch with HCAs); a fat tree links only adjacent levels"
+    )]
+    SameLevel { a: String, b: String, level: u32 },
+    #[error(
+        "switch '{switch}' at level {level} has no link to level {}, so the leaf switches are not all \
+         at the same depth below the top level {height}",
+        .level + 1
+    )]
+    ShortBranch {
+        switch: String,
+        level: u32,
+        height: u32,
+    },
 }
 
 /// The root switches Up*/Down* uses on `f`: the given GUIDs, or the
@@ -126,13 +196,13 @@ impl Plan {
 }
 
 /// Builds the orientation for `mode` and computes the route states; the
-/// error is the reason, for the caller to wrap with its engine name.
+/// caller wraps the error with its engine name.
 pub(crate) fn plan(
     f: &Fabric,
     g: &SwitchGraph,
     mode: Mode,
     roots: Option<&[u64]>,
-) -> std::result::Result<Plan, String> {
+) -> Result<Plan, PlanError> {
     let n = g.len();
     if n == 0 {
         return Ok(Plan {
@@ -145,18 +215,15 @@ pub(crate) fn plan(
     let leaves = leaf_flags(f, n);
     if let Some(guids) = roots {
         if mode != Mode::UpDown {
-            return Err("root switches apply to updn only".into());
+            return Err(PlanError::RootsOnlyForUpdn);
         }
         let rs = root_indices(f, guids)?;
         let p = orient_from_roots(f, g, rs)?;
         if let Some((a, t)) = unreachable_pair(&p, &leaves, n) {
-            return Err(format!(
-                "with the given roots, switch '{}' has no up*/down* route to switch '{}' \
-                 (two switches connect only through a switch above both of them; give one \
-                 root, or roots above every pair of switches with end ports)",
-                f.desc(f.switches()[a as usize]),
-                f.desc(f.switches()[t as usize])
-            ));
+            return Err(PlanError::RootsLeavePairApart {
+                from: f.desc(f.switches()[a as usize]).to_string(),
+                to: f.desc(f.switches()[t as usize]).to_string(),
+            });
         }
         return Ok(p);
     }
@@ -211,11 +278,10 @@ pub(crate) fn plan(
     };
     match unreachable_pair(&p, &leaves, n) {
         None => Ok(p),
-        Some((a, t)) => Err(format!(
-            "internal error: switch '{}' has no route to '{}' from the graph centre",
-            f.desc(f.switches()[a as usize]),
-            f.desc(f.switches()[t as usize])
-        )),
+        Some((a, t)) => Err(PlanError::CentreLeavesPairApart {
+            from: f.desc(f.switches()[a as usize]).to_string(),
+            to: f.desc(f.switches()[t as usize]).to_string(),
+        }),
     }
 }
 
@@ -225,7 +291,7 @@ pub(crate) fn orient_from_roots(
     f: &Fabric,
     g: &SwitchGraph,
     roots: Vec<u32>,
-) -> std::result::Result<Plan, String> {
+) -> Result<Plan, PlanError> {
     let rank = bfs_ranks(g, &roots);
     let pos = order_by(g.len(), |i| {
         (rank[i as usize], f.guid(f.switches()[i as usize]))
@@ -233,11 +299,7 @@ pub(crate) fn orient_from_roots(
     with_states(g, pos, roots)
 }
 
-fn with_states(
-    g: &SwitchGraph,
-    pos: Vec<u32>,
-    roots: Vec<u32>,
-) -> std::result::Result<Plan, String> {
+fn with_states(g: &SwitchGraph, pos: Vec<u32>, roots: Vec<u32>) -> Result<Plan, PlanError> {
     let by_dest = route_states(g, &pos)?;
     Ok(Plan {
         states: transpose(&by_dest, g.len()),
@@ -298,40 +360,37 @@ pub(crate) fn leaf_flags(f: &Fabric, n: usize) -> Vec<bool> {
     leaves
 }
 
-fn check_connected(f: &Fabric, g: &SwitchGraph) -> std::result::Result<(), String> {
+fn check_connected(f: &Fabric, g: &SwitchGraph) -> Result<(), PlanError> {
     let rank = bfs_ranks(g, &[0]);
     match rank.iter().position(|&r| r == u32::MAX) {
         None => Ok(()),
-        Some(i) => Err(format!(
-            "the switch graph is disconnected: '{}' and '{}' are not linked by any path",
-            f.desc(f.switches()[0]),
-            f.desc(f.switches()[i])
-        )),
+        Some(i) => Err(PlanError::Disconnected {
+            first: f.desc(f.switches()[0]).to_string(),
+            other: f.desc(f.switches()[i]).to_string(),
+        }),
     }
 }
 
-fn root_indices(f: &Fabric, guids: &[u64]) -> std::result::Result<Vec<u32>, String> {
+fn root_indices(f: &Fabric, guids: &[u64]) -> Result<Vec<u32>, PlanError> {
     if guids.is_empty() {
-        return Err("the root list is empty".into());
+        return Err(PlanError::NoRoots);
     }
     guids
         .iter()
         .map(|&guid| {
             let n = f
                 .find_node_by_guid(guid)
-                .ok_or_else(|| format!("root GUID 0x{guid:016x} is not a node of this fabric"))?;
-            f.switch_index(n).ok_or_else(|| {
-                format!(
-                    "root GUID 0x{guid:016x} is '{}', which is not a switch",
-                    f.desc(n)
-                )
+                .ok_or(PlanError::UnknownRoot { guid })?;
+            f.switch_index(n).ok_or_else(|| PlanError::RootNotASwitch {
+                guid,
+                node: f.desc(n).to_string(),
             })
         })
         .collect()
 }
 
 /// The switch of minimum eccentricity, ties to the lowest GUID.
-fn centre(f: &Fabric, g: &SwitchGraph) -> std::result::Result<u32, String> {
+fn centre(f: &Fabric, g: &SwitchGraph) -> Result<u32, PlanError> {
     let n = g.len();
     let ecc: Vec<u8> = (0..n as u32)
         .into_par_iter()
@@ -344,11 +403,11 @@ fn centre(f: &Fabric, g: &SwitchGraph) -> std::result::Result<u32, String> {
         )
         .collect();
     if ecc.contains(&UNREACHABLE) {
-        return Err("the switch graph is disconnected".into());
+        return Err(PlanError::NoCentre);
     }
     (0..n as u32)
         .min_by_key(|&i| (ecc[i as usize], f.guid(f.switches()[i as usize])))
-        .ok_or_else(|| "the fabric has no switches".to_string())
+        .ok_or(PlanError::NoSwitches)
 }
 
 /// A pair of switches with end ports (source, destination) that has no
@@ -368,7 +427,7 @@ pub(crate) fn unreachable_pair(p: &Plan, leaves: &[bool], n: usize) -> Option<(u
 /// that neighbour routes down only, and then becomes a down-mode switch
 /// itself. FIFO order finishes every distance-k switch before any switch at
 /// k+1 is expanded, so the mode of each switch is final when it is read.
-fn route_states(g: &SwitchGraph, pos: &[u32]) -> std::result::Result<Vec<u8>, String> {
+fn route_states(g: &SwitchGraph, pos: &[u32]) -> Result<Vec<u8>, PlanError> {
     let n = g.len();
     let mut m = vec![FAR; n * n];
     let too_long = AtomicBool::new(false);
@@ -405,10 +464,7 @@ fn route_states(g: &SwitchGraph, pos: &[u32]) -> std::result::Result<Vec<u8>, St
             }
         });
     if too_long.load(Ordering::Relaxed) {
-        return Err(format!(
-            "some legal route would be longer than {} switch hops",
-            FAR - 1
-        ));
+        return Err(PlanError::RouteTooLong);
     }
     Ok(m)
 }
@@ -487,29 +543,26 @@ pub(crate) struct Levels {
 /// ports (level 0), some has none, every switch-to-switch link joins two
 /// adjacent levels, and every switch below the top level links to the level
 /// above, so every leaf switch sits exactly `height` levels below the top.
-pub(crate) fn tree_levels(f: &Fabric, g: &SwitchGraph) -> std::result::Result<Levels, String> {
+pub(crate) fn tree_levels(f: &Fabric, g: &SwitchGraph) -> Result<Levels, TreeError> {
     let n = g.len();
     if n == 0 {
-        return Err("the fabric has no switches".into());
+        return Err(TreeError::NoSwitches);
     }
     let leaves = leaf_flags(f, n);
     let sources: Vec<u32> = (0..n as u32).filter(|&i| leaves[i as usize]).collect();
     if sources.is_empty() {
-        return Err("no switch has HCAs or routers attached".into());
+        return Err(TreeError::NoLeaves);
     }
     let level = bfs_ranks(g, &sources);
-    let desc = |i: u32| f.desc(f.switches()[i as usize]);
+    let desc = |i: u32| f.desc(f.switches()[i as usize]).to_string();
     if let Some(i) = level.iter().position(|&l| l == u32::MAX) {
-        return Err(format!(
-            "the switch graph is disconnected: switch '{}' reaches no switch with HCAs",
-            desc(i as u32)
-        ));
+        return Err(TreeError::Disconnected {
+            switch: desc(i as u32),
+        });
     }
     let height = level.iter().copied().max().unwrap_or(0);
     if height == 0 {
-        return Err(format!(
-            "all {n} switches have HCAs attached; a fat tree has switches without HCAs above its leaf switches"
-        ));
+        return Err(TreeError::AllLeaves { switches: n });
     }
     for a in 0..n as u32 {
         let la = level[a as usize];
@@ -518,30 +571,26 @@ pub(crate) fn tree_levels(f: &Fabric, g: &SwitchGraph) -> std::result::Result<Le
             let lb = level[b as usize];
             if lb == la && a < b {
                 return Err(if la == 0 {
-                    format!(
-                        "switches '{}' and '{}' both have HCAs and are linked to each other; \
-                         a fat tree links leaf switches only to the level above",
-                        desc(a),
-                        desc(b)
-                    )
+                    TreeError::LinkedLeaves {
+                        a: desc(a),
+                        b: desc(b),
+                    }
                 } else {
-                    format!(
-                        "switches '{}' and '{}' are linked but both at level {la} \
-                         ({la} hops from the nearest switch with HCAs); a fat tree links only adjacent levels",
-                        desc(a),
-                        desc(b)
-                    )
+                    TreeError::SameLevel {
+                        a: desc(a),
+                        b: desc(b),
+                        level: la,
+                    }
                 });
             }
             has_up |= lb == la + 1;
         }
         if la < height && !has_up {
-            return Err(format!(
-                "switch '{}' at level {la} has no link to level {}, so the leaf switches are not all \
-                 at the same depth below the top level {height}",
-                desc(a),
-                la + 1
-            ));
+            return Err(TreeError::ShortBranch {
+                switch: desc(a),
+                level: la,
+                height,
+            });
         }
     }
     Ok(Levels { level, height })

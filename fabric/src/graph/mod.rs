@@ -1,5 +1,9 @@
 //! Switch-to-switch adjacency in CSR form and all-pairs hop counts, the
-//! shared basis of generators' checks, routing engines and `info`.
+//! shared basis of generators' checks, routing engines and `info`; and the
+//! incremental topological order ([`topo_order`]) that keeps channel
+//! dependency graphs acyclic as routes add to them.
+
+pub mod topo_order;
 
 use crate::model::{Fabric, NodeKind, Slot, NONE};
 use rayon::prelude::*;

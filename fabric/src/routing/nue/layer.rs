@@ -1,0 +1,444 @@
+//! One virtual layer: its destinations, CDG and escape tree, and the
+//! per-destination Dijkstra that grows its routes on the CDG.
+
+use super::escape::{insert_escape_turns, EscapeTree};
+use super::net::{Cdg, Net, BLOCKED, UNUSED, USED};
+use super::partition::Dest;
+use super::repair::repair;
+use super::{fail, HOP_COST};
+use crate::error::Result;
+use crate::graph::topo_order::TopoOrder;
+use crate::model::NONE;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One virtual layer: its destinations, escape tree, CDG and scratch space.
+pub(super) struct Layer {
+    pub(super) sl: u8,
+    pub(super) dests: Vec<Dest>,
+    /// Whether impasses try a local repair before the escape paths.
+    pub(super) repair: bool,
+    /// Next destination to route.
+    pub(super) next: usize,
+    /// Per switch: the channel toward its escape-tree parent (NONE at the root).
+    pub(super) up: Vec<u32>,
+    pub(super) turns: Vec<u8>,
+    pub(super) order: TopoOrder,
+    /// Load this layer added since the current round started, and its sum.
+    pub(super) delta: Vec<u64>,
+    pub(super) delta_sum: u64,
+    /// Per routed destination: the out port of every switch.
+    pub(super) cols: Vec<u8>,
+    pub(super) s: Scratch,
+    pub(super) fallbacks: u64,
+    pub(super) repairs: u64,
+    pub(super) fixed_total: u64,
+    pub(super) reruns: u64,
+    pub(super) blocked: u64,
+}
+
+/// Per-destination working arrays, reused; stamps avoid clearing them.
+pub(super) struct Scratch {
+    pub(super) pass: u32,
+    pub(super) seen: Vec<u32>,
+    pub(super) dist: Vec<u64>,
+    pub(super) out: Vec<u32>,
+    /// Cheapest key queued per unreached switch (valid when `bstamp` = pass).
+    pub(super) best: Vec<(u64, u32)>,
+    pub(super) bstamp: Vec<u32>,
+    pub(super) settled: Vec<u32>,
+    pub(super) heap: BinaryHeap<Reverse<(u64, u32)>>,
+    pub(super) added: Vec<u32>,
+    /// Per turn: the pass that added it (to tell this pass's turns apart).
+    pub(super) astamp: Vec<u32>,
+    pub(super) blocked_now: Vec<u32>,
+    /// A repair changed an out channel, so `settled` may list a switch
+    /// before its next hop.
+    pub(super) rerouted: bool,
+    pub(super) hops: Vec<u32>,
+    pub(super) hstamp: Vec<u32>,
+    pub(super) cands: Vec<(u64, u32, u32)>,
+    pub(super) tentative: Vec<u32>,
+    pub(super) dest_stamp: u32,
+    /// Ancestors of the destination in the escape tree, with the channel
+    /// down toward it.
+    pub(super) anc: Vec<u32>,
+    pub(super) down: Vec<u32>,
+    /// Switches fixed to their escape route, with its hops and weight.
+    pub(super) fixed: Vec<u32>,
+    pub(super) fixed_list: Vec<u32>,
+    pub(super) ehops: Vec<u32>,
+    pub(super) edist: Vec<u64>,
+    pub(super) path: Vec<u32>,
+    pub(super) flow: Vec<u64>,
+}
+
+impl Scratch {
+    /// Offers the channels into the settled switch `x` to their tails.
+    #[inline]
+    pub(super) fn relax(&mut self, net: &Net, x: u32, pass: u32, w: impl Fn(u32) -> u64) {
+        let dx = self.dist[x as usize];
+        for o in net.outs(x) {
+            let c = net.rev[o as usize];
+            let y = net.tail[c as usize] as usize;
+            if self.seen[y] == pass {
+                continue;
+            }
+            let key = dx + w(c);
+            if self.bstamp[y] != pass || (key, c) < self.best[y] {
+                self.bstamp[y] = pass;
+                self.best[y] = (key, c);
+                self.heap.push(Reverse((key, c)));
+            }
+        }
+    }
+}
+
+impl Layer {
+    pub(super) fn new(
+        net: &Net,
+        sl: u8,
+        members: &[u32],
+        weight: &[u64],
+        dests: Vec<Dest>,
+        repair: bool,
+    ) -> Result<Self> {
+        let n = net.nsw;
+        let nch = net.nch();
+        let tree = EscapeTree::new(net, members, weight)?;
+        let mut order = tree.initial_order(net)?;
+        let mut turns = vec![UNUSED; net.nturns];
+        insert_escape_turns(net, &tree, &mut turns, &mut order)?;
+        let mut layer = Layer {
+            sl,
+            dests,
+            next: 0,
+            repair,
+            up: tree.up,
+            turns,
+            order,
+            delta: vec![0; nch],
+            delta_sum: 0,
+            cols: Vec::new(),
+            s: Scratch {
+                pass: 0,
+                seen: vec![0; n],
+                dist: vec![0; n],
+                out: vec![NONE; n],
+                best: vec![(0, 0); n],
+                bstamp: vec![0; n],
+                settled: Vec::with_capacity(n),
+                heap: BinaryHeap::new(),
+                added: Vec::new(),
+                astamp: vec![0; net.nturns],
+                blocked_now: Vec::new(),
+                rerouted: false,
+                hops: vec![0; n],
+                hstamp: vec![0; n],
+                cands: Vec::new(),
+                tentative: Vec::new(),
+                dest_stamp: 0,
+                anc: vec![0; n],
+                down: vec![NONE; n],
+                fixed: vec![0; n],
+                fixed_list: Vec::new(),
+                ehops: vec![0; n],
+                edist: vec![0; n],
+                path: Vec::new(),
+                flow: vec![0; n],
+            },
+            fallbacks: 0,
+            repairs: 0,
+            fixed_total: 0,
+            reruns: 0,
+            blocked: 0,
+        };
+        layer.cols.reserve(layer.dests.len() * n);
+        Ok(layer)
+    }
+
+    pub(super) fn route_round(
+        &mut self,
+        net: &Net,
+        global: &[u64],
+        global_sum: u64,
+        nlayers: u64,
+        round: usize,
+    ) -> Result<()> {
+        let end = (self.next + round).min(self.dests.len());
+        while self.next < end {
+            let d = self.dests[self.next];
+            // The other layers are assumed to have added as much as this one
+            // since the round started.
+            let sum = global_sum + self.delta_sum * nlayers;
+            let hop = HOP_COST * sum / net.nch().max(1) as u64 + 1;
+            self.route_dest(net, global, hop, d)?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    fn route_dest(&mut self, net: &Net, global: &[u64], hop: u64, d: Dest) -> Result<()> {
+        let n = net.nsw;
+        let t = d.switch;
+        let Layer {
+            sl,
+            repair: try_repair,
+            up,
+            turns,
+            order,
+            delta,
+            delta_sum,
+            cols,
+            s,
+            fallbacks,
+            repairs,
+            fixed_total,
+            reruns,
+            blocked,
+            ..
+        } = self;
+        let w = |delta: &[u64], c: u32| global[c as usize] + delta[c as usize] + hop;
+
+        s.dest_stamp += 1;
+        let ds = s.dest_stamp;
+        let mut a = t;
+        while up[a as usize] != NONE {
+            let c = up[a as usize];
+            let p = net.head[c as usize];
+            s.anc[p as usize] = ds;
+            s.down[p as usize] = net.rev[c as usize];
+            a = p;
+        }
+        // Escape-route out channel toward the destination.
+        let esc = |anc: &[u32], down: &[u32], v: u32| {
+            if anc[v as usize] == ds {
+                down[v as usize]
+            } else {
+                up[v as usize]
+            }
+        };
+        s.fixed_list.clear();
+
+        let mut first = true;
+        loop {
+            if !first {
+                *reruns += 1;
+            }
+            first = false;
+            s.pass += 1;
+            let pass = s.pass;
+            s.settled.clear();
+            s.heap.clear();
+            s.added.clear();
+            s.tentative.clear();
+            s.blocked_now.clear();
+            s.seen[t as usize] = pass;
+            s.dist[t as usize] = 0;
+            s.out[t as usize] = NONE;
+            s.settled.push(t);
+            for i in 0..s.fixed_list.len() {
+                let v = s.fixed_list[i];
+                s.seen[v as usize] = pass;
+                s.dist[v as usize] = s.edist[v as usize];
+                s.out[v as usize] = esc(&s.anc, &s.down, v);
+                s.settled.push(v);
+            }
+            // Each unreached switch keeps only its cheapest way in on the
+            // heap; the others are looked up again if that one is refused.
+            for i in 0..s.settled.len() {
+                let x = s.settled[i];
+                s.relax(net, x, pass, |c| w(delta, c));
+            }
+            s.rerouted = false;
+            loop {
+                while let Some(Reverse((du, c))) = s.heap.pop() {
+                    let u = net.tail[c as usize];
+                    if s.seen[u as usize] == pass {
+                        continue;
+                    }
+                    let x = net.head[c as usize];
+                    let admitted =
+                        x == t || admit(net, turns, order, s, pass, c, s.out[x as usize]);
+                    if !admitted {
+                        // Only the cheapest way in was queued; queue all the
+                        // others that are still open (none is cheaper than
+                        // the refused one, which was the cheapest).
+                        let mut best = (u64::MAX, NONE);
+                        for o in net.outs(u) {
+                            let x2 = net.head[o as usize];
+                            if s.seen[x2 as usize] != pass
+                                || (x2 != t && turns[net.turn(o, s.out[x2 as usize])] == BLOCKED)
+                            {
+                                continue;
+                            }
+                            let key = s.dist[x2 as usize] + w(delta, o);
+                            best = best.min((key, o));
+                            s.heap.push(Reverse((key, o)));
+                        }
+                        s.best[u as usize] = best;
+                        continue;
+                    }
+                    s.seen[u as usize] = pass;
+                    s.dist[u as usize] = du;
+                    s.out[u as usize] = c;
+                    s.settled.push(u);
+                    s.relax(net, u, pass, |c| w(delta, c));
+                }
+                if s.settled.len() == n
+                    || !*try_repair
+                    || !repair(net, turns, order, s, t, pass, ds, &|c| w(delta, c))
+                {
+                    break;
+                }
+                *repairs += 1;
+            }
+            *blocked += s.blocked_now.len() as u64;
+            if s.settled.len() == n {
+                break;
+            }
+
+            // Impasse: withdraw this destination's new turns (and the blocks
+            // judged against them), fix the unreached switches and the rest of
+            // their escape routes, and try again around them.
+            if s.fixed_list.is_empty() {
+                *fallbacks += 1;
+            }
+            for &tid in s.added.iter().chain(&s.blocked_now) {
+                turns[tid as usize] = UNUSED;
+            }
+            let before = s.fixed_list.len();
+            for u in 0..n as u32 {
+                if s.seen[u as usize] == pass || s.fixed[u as usize] == ds {
+                    continue;
+                }
+                s.path.clear();
+                let mut v = u;
+                while v != t && s.fixed[v as usize] != ds {
+                    s.fixed[v as usize] = ds;
+                    s.path.push(v);
+                    let e = esc(&s.anc, &s.down, v);
+                    if e == NONE {
+                        return Err(fail("internal error: escape route leaves the tree"));
+                    }
+                    v = net.head[e as usize];
+                }
+                let (mut h, mut dd) = if v == t {
+                    (0, 0)
+                } else {
+                    (s.ehops[v as usize], s.edist[v as usize])
+                };
+                for &p in s.path.iter().rev() {
+                    let e = esc(&s.anc, &s.down, p);
+                    h += 1;
+                    dd += w(delta, e);
+                    s.ehops[p as usize] = h;
+                    s.edist[p as usize] = dd;
+                    s.fixed_list.push(p);
+                }
+            }
+            *fixed_total += (s.fixed_list.len() - before) as u64;
+            if s.fixed_list.len() == before {
+                return Err(fail(format!(
+                    "internal error: no progress routing to LID {} in layer {sl}",
+                    d.lid
+                )));
+            }
+            let ehops = &s.ehops;
+            s.fixed_list
+                .sort_unstable_by_key(|&v| (ehops[v as usize], v));
+            // Escape turns were inserted up front; check rather than trust.
+            for &v in &s.fixed_list {
+                let e = esc(&s.anc, &s.down, v);
+                let x = net.head[e as usize];
+                if x != t && turns[net.turn(e, esc(&s.anc, &s.down, x))] != USED {
+                    return Err(fail("internal error: an escape turn is missing"));
+                }
+            }
+        }
+
+        // Loads: each switch's end ports cross every channel of its route.
+        if d.end_port() {
+            if s.rerouted {
+                s.order_by_hops(net, t, s.pass);
+            }
+            s.flow.copy_from_slice(&net.hosts);
+            for &v in s.settled.iter().rev() {
+                if v == t {
+                    continue;
+                }
+                let c = s.out[v as usize];
+                let fl = s.flow[v as usize];
+                delta[c as usize] += fl;
+                *delta_sum += fl;
+                s.flow[net.head[c as usize] as usize] += fl;
+            }
+        }
+        for v in 0..n {
+            cols.push(if v as u32 == t {
+                d.port
+            } else {
+                net.port[s.out[v] as usize]
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether turn `a -> b` is in the layer's CDG or joins it without closing
+/// a cycle; records what it decided for this pass.
+pub(super) fn admit(
+    net: &Net,
+    turns: &mut [u8],
+    order: &mut TopoOrder,
+    s: &mut Scratch,
+    pass: u32,
+    a: u32,
+    b: u32,
+) -> bool {
+    let tid = net.turn(a, b);
+    match turns[tid] {
+        USED => true,
+        BLOCKED => false,
+        _ => {
+            if order.try_add_edge(&Cdg { net, turns }, a, b).is_ok() {
+                turns[tid] = USED;
+                s.added.push(tid as u32);
+                s.astamp[tid] = pass;
+                s.tentative.push(tid as u32);
+                true
+            } else {
+                turns[tid] = BLOCKED;
+                s.blocked_now.push(tid as u32);
+                false
+            }
+        }
+    }
+}
+
+impl Scratch {
+    /// Reorders `settled` by hops to the destination `t`, so every switch
+    /// comes after its next hop again.
+    fn order_by_hops(&mut self, net: &Net, t: u32, pass: u32) {
+        let mut path = std::mem::take(&mut self.path);
+        for i in 0..self.settled.len() {
+            let u = self.settled[i];
+            path.clear();
+            let mut v = u;
+            while v != t && self.hstamp[v as usize] != pass {
+                path.push(v);
+                v = net.head[self.out[v as usize] as usize];
+            }
+            let mut h = if v == t { 0 } else { self.hops[v as usize] };
+            for &p in path.iter().rev() {
+                h += 1;
+                self.hops[p as usize] = h;
+                self.hstamp[p as usize] = pass;
+            }
+        }
+        self.hops[t as usize] = 0;
+        self.path = path;
+        let hops = &self.hops;
+        self.settled.sort_by_key(|&v| hops[v as usize]);
+    }
+}

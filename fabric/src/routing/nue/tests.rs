@@ -1,0 +1,43 @@
+use super::*;
+use crate::gen::{generate, Topology};
+use crate::verify::verify;
+
+#[test]
+fn impasses_are_repaired_or_escape_and_stay_deadlock_free() {
+    let mut with = Stats::default();
+    let mut without = Stats::default();
+    for seed in 0..40u64 {
+        for (switches, degree) in [(12, 3), (16, 2), (20, 4), (30, 3)] {
+            let f = generate(&Topology::RandomRegular {
+                switches,
+                degree,
+                hosts: 2,
+                seed,
+            })
+            .unwrap();
+            for vls in [1, 2] {
+                let opts = EngineOptions {
+                    max_vls: vls,
+                    ..EngineOptions::default()
+                };
+                for (repair, total) in [(true, &mut with), (false, &mut without)] {
+                    let (r, st) = route_with_stats(&f, &opts, repair).unwrap();
+                    let rep = verify(&f, &r);
+                    assert!(
+                        rep.ok(),
+                        "seed {seed} {switches}/{degree} vls {vls} repair {repair}"
+                    );
+                    total.repairs += st.repairs;
+                    total.fallbacks += st.fallbacks;
+                    total.fixed += st.fixed;
+                }
+            }
+        }
+    }
+    // Both ways out of an impasse were taken, and repairs spare most
+    // escape routes.
+    assert!(with.repairs > 0 && without.repairs == 0, "{with:?}");
+    assert!(without.fallbacks > with.fallbacks, "{with:?} {without:?}");
+    assert!(without.fixed > 0);
+    println!("with repair {with:?}, without {without:?}");
+}

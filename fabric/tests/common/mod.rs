@@ -1,0 +1,56 @@
+//! Fixtures the test files share: reference nets, generated fabrics, a
+//! hand-built ring and the inter-subnet paper's setups.
+
+// Each test binary compiles this module and uses only some of it.
+#![allow(dead_code)]
+
+use fabric::formats::ibnetdiscover;
+use fabric::gen::{generate, Topology};
+use fabric::model::{FabricBuilder, NodeKind};
+use fabric::multi::{tree_subnets, MultiFabric, TreeSubnets};
+use fabric::Fabric;
+use std::path::{Path, PathBuf};
+
+/// A file in `tests/data` (the reference nets the OpenSM comparison uses).
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// A reference net from `tests/data`.
+pub fn load(name: &str) -> Fabric {
+    ibnetdiscover::read(&data(name)).expect("reference net parses")
+}
+
+pub fn gen(t: Topology) -> Fabric {
+    generate(&t).expect("valid generator parameters")
+}
+
+/// A torus with one CA per switch.
+pub fn torus(dims: &[u32]) -> Fabric {
+    gen(Topology::Mesh {
+        dims: dims.to_vec(),
+        torus: true,
+        hosts: 1,
+    })
+}
+
+/// A ring of `n` switches with one CA each: switch i port 1 -> i+1 port 2.
+pub fn ring(n: u32) -> Fabric {
+    let mut b = FabricBuilder::new();
+    let sw: Vec<_> = (0..n)
+        .map(|i| b.add_node(NodeKind::Switch, 0x2000 + i as u64, format!("s{i}"), 3))
+        .collect();
+    for i in 0..n as usize {
+        b.connect(sw[i], 1, sw[(i + 1) % n as usize], 2).unwrap();
+        let h = b.add_node(NodeKind::Ca, 0x1000 + 16 * i as u64, format!("h{i}"), 1);
+        b.connect(h, 1, sw[i], 3).unwrap();
+    }
+    b.build().unwrap()
+}
+
+/// The inter-subnet paper's setup with `k` subnets.
+pub fn paper_subnets(k: u32) -> MultiFabric {
+    tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates")
+}
