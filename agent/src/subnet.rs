@@ -67,15 +67,15 @@ impl RoutedSubnet {
 /// tables and (when configured) writes the OpenSM dumps. Unverified tables
 /// are an error: an agent never hands out routes the verifier refused.
 pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
-    let prefix = cfg.prefix().map_err(RouteError::Config)?;
+    let prefix = cfg.subnet_prefix;
     let mut fabric = ibnetdiscover::read(&cfg.topology)?;
     fabric.subnet_prefix = prefix;
-    let engine = routing::by_name(&cfg.engine)?;
+    let engine = cfg.engine.engine();
     let opts = EngineOptions {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
         base: match &cfg.base {
-            Some(b) => b.parse()?,
+            Some(b) => *b,
             None => routing::Base::default(),
         },
         progress: None,
@@ -87,13 +87,13 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
     let rep = fabric::verify::verify(&fabric, &routing);
     if !rep.all_pairs_routed() {
         return Err(RouteError::Refused {
-            engine: cfg.engine.clone(),
+            engine: cfg.engine.to_string(),
             why: format!("{} of {} pairs not routed", rep.broken_pairs, rep.pairs),
         });
     }
     if !rep.deadlock_free() && engine.claims_deadlock_free() {
         return Err(RouteError::Refused {
-            engine: cfg.engine.clone(),
+            engine: cfg.engine.to_string(),
             why: format!(
                 "dependency cycle {}",
                 rep.describe_cycle(&fabric).unwrap_or_default()
@@ -164,7 +164,7 @@ pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
         end_ports,
         router_ports,
         routing: Some(v1::RoutingResult {
-            engine: cfg.engine.clone(),
+            engine: cfg.engine.to_string(),
             vls: rep.vls_used,
             sls: rep.sls_used,
             verified: rep.all_pairs_routed(),
