@@ -13,6 +13,7 @@
 
 use fabric::multi::fat_tree_subnets;
 use proto::v1;
+use settings::ConfigFile;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;

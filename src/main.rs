@@ -2,7 +2,6 @@
 //! dispatches; each command lives in `cmd/`, the work in the libraries.
 
 mod cmd;
-mod services;
 
 use clap::{Parser, Subcommand};
 
@@ -44,13 +43,13 @@ enum Cmd {
     /// List the routing engines.
     Engines,
     /// Run a subnet agent: route and verify the subnet, report to the controller, answer path queries.
-    Agent(services::ConfigArgs),
+    Agent(cmd::runtime::ConfigArgs),
     /// Run a controller: collect subnet reports, compute inter-subnet routes, push tables.
-    Controller(services::ConfigArgs),
+    Controller(cmd::runtime::ConfigArgs),
     /// Run a router's firmware side: hold egress tables, answer forwarding queries.
-    Router(services::ConfigArgs),
+    Router(cmd::runtime::ConfigArgs),
     /// Generate a multi-subnet fabric and run controller, agents and routers in one process.
-    Demo(services::DemoArgs),
+    Demo(cmd::demo::DemoArgs),
     /// Simulate traffic (flow level) over inter-subnet routes: HPCC rings, uniform traffic.
     Sim(cmd::sim::SimArgs),
 }
@@ -75,10 +74,10 @@ fn main() {
         Cmd::Route(a) => cmd::route::run(a),
         Cmd::RouteMulti(a) => cmd::route_multi::run(a),
         Cmd::Verify(a) => cmd::verify::run(a),
-        Cmd::Agent(a) => services::cmd_agent(a),
-        Cmd::Controller(a) => services::cmd_controller(a),
-        Cmd::Router(a) => services::cmd_router(a),
-        Cmd::Demo(a) => services::cmd_demo(a),
+        Cmd::Agent(a) => cmd::agent::run(a),
+        Cmd::Controller(a) => cmd::controller::run(a),
+        Cmd::Router(a) => cmd::router::run(a),
+        Cmd::Demo(a) => cmd::demo::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Engines => cmd::engines::run(),
     };

@@ -1,5 +1,7 @@
 //! The example configs in deploy/ parse with the services' own parsers.
 
+use controller::config::StoreKind;
+use settings::ConfigFile;
 use std::path::Path;
 
 fn text(name: &str) -> (String, String) {
@@ -14,15 +16,18 @@ fn text(name: &str) -> (String, String) {
 fn example_configs_are_valid() {
     let (t, p) = text("controller.toml");
     let c = controller::config::ControllerConfig::parse(&t, &p).expect("controller config");
-    assert_eq!(c.store.kind, "etcd");
-    assert!(!c.store.endpoints.is_empty());
+    assert!(
+        matches!(&c.store.kind, StoreKind::Etcd { endpoints } if !endpoints.is_empty()),
+        "{:?}",
+        c.store
+    );
     let (t, p) = text("agent.toml");
     let a = agent::config::AgentConfig::parse(&t, &p).expect("agent config");
-    assert_eq!(a.prefix(), Ok(0xfec0_0000_0000_0001));
+    assert_eq!(a.subnet_prefix, 0xfec0_0000_0000_0001);
     assert!(a.watch_topology);
     let (t, p) = text("router.toml");
     let r = router_fw::config::RouterConfig::parse(&t, &p).expect("router config");
-    assert_eq!(r.guid(), Ok(0x0004_0000_0000_0000));
+    assert_eq!(r.router_guid, 0x0004_0000_0000_0000);
 }
 
 #[test]

@@ -18,20 +18,25 @@
 //! watch_topology = true                 # optional: re-route when the file changes
 //! ```
 
+use fabric::routing::{Base, EngineKind};
 use serde::Deserialize;
+use settings::Invalid;
+pub use settings::{ConfigError, ConfigFile};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
     pub agent_id: String,
-    pub subnet_prefix: String,
+    #[serde(deserialize_with = "settings::hex_u64")]
+    pub subnet_prefix: u64,
     pub topology: PathBuf,
     #[serde(default = "default_engine")]
-    pub engine: String,
+    pub engine: EngineKind,
+    /// None: the engine's default base.
     #[serde(default)]
-    pub base: Option<String>,
+    pub base: Option<Base>,
     #[serde(default = "default_vls")]
     pub max_vls: u8,
     #[serde(default = "default_sls")]
@@ -48,8 +53,8 @@ pub struct AgentConfig {
     pub watch_topology: bool,
 }
 
-fn default_engine() -> String {
-    "minhop".into()
+fn default_engine() -> EngineKind {
+    EngineKind::Minhop
 }
 fn default_vls() -> u8 {
     8
@@ -58,62 +63,31 @@ fn default_sls() -> u8 {
     16
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
-}
-
-impl AgentConfig {
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: p.clone(),
-            source,
-        })?;
-        let mut c = Self::parse(&text, &p)?;
-        let dir = path.parent().unwrap_or(Path::new("."));
-        c.topology = dir.join(&c.topology);
-        c.out_dir = c.out_dir.map(|o| dir.join(o));
-        c.mapping_file = c.mapping_file.map(|o| dir.join(o));
-        Ok(c)
+impl ConfigFile for AgentConfig {
+    fn check(&self) -> Result<(), Invalid> {
+        if !(1..=15).contains(&self.max_vls) {
+            return Err(Invalid(format!(
+                "max_vls {} is outside 1..=15",
+                self.max_vls
+            )));
+        }
+        if !(1..=16).contains(&self.max_sls) {
+            return Err(Invalid(format!(
+                "max_sls {} is outside 1..=16",
+                self.max_sls
+            )));
+        }
+        if self.agent_id.trim().is_empty() {
+            return Err(Invalid("agent_id is empty".into()));
+        }
+        Ok(())
     }
 
-    /// Parses and checks config text; `origin` names it in errors (TOML
-    /// errors carry line and column).
-    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
-            path: origin.to_string(),
-            message,
-        };
-        let c: AgentConfig = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        c.prefix().map_err(invalid)?;
-        fabric::routing::by_name(&c.engine).map_err(|e| invalid(e.to_string()))?;
-        if let Some(b) = &c.base {
-            b.parse::<fabric::routing::Base>()
-                .map_err(|e| invalid(e.to_string()))?;
-        }
-        if !(1..=15).contains(&c.max_vls) {
-            return Err(invalid(format!("max_vls {} is outside 1..=15", c.max_vls)));
-        }
-        if !(1..=16).contains(&c.max_sls) {
-            return Err(invalid(format!("max_sls {} is outside 1..=16", c.max_sls)));
-        }
-        if c.agent_id.trim().is_empty() {
-            return Err(invalid("agent_id is empty".into()));
-        }
-        Ok(c)
-    }
-
-    pub fn prefix(&self) -> Result<u64, String> {
-        fabric::formats::parse_hex_u64(&self.subnet_prefix)
-            .ok_or_else(|| format!("subnet_prefix '{}' is not a hex prefix", self.subnet_prefix))
+    fn paths_mut(&mut self) -> Vec<&mut PathBuf> {
+        std::iter::once(&mut self.topology)
+            .chain(self.out_dir.as_mut())
+            .chain(self.mapping_file.as_mut())
+            .collect()
     }
 }
 
@@ -125,8 +99,8 @@ mod tests {
     fn errors_name_the_file_and_the_problem() {
         let ok = "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
         let c = AgentConfig::parse(ok, "a.toml").expect("valid");
-        assert_eq!(c.prefix(), Ok(0xfec0_0000_0000_0001));
-        assert_eq!(c.engine, "minhop");
+        assert_eq!(c.subnet_prefix, 0xfec0_0000_0000_0001);
+        assert_eq!(c.engine, EngineKind::Minhop);
         let e =
             AgentConfig::parse(&format!("{ok}engine = \"nope\"\n"), "a.toml").expect_err("engine");
         assert!(
@@ -139,5 +113,25 @@ mod tests {
         let e = AgentConfig::parse(&ok.replace("0xfec0000000000001", "zz"), "a.toml")
             .expect_err("prefix");
         assert!(e.to_string().contains("subnet_prefix"), "{e}");
+    }
+
+    #[test]
+    fn typed_fields_and_ranges() {
+        let ok = "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
+        let c = AgentConfig::parse(
+            &format!("{ok}engine = \"dfdn\"\nbase = \"sssp\"\n"),
+            "a.toml",
+        )
+        .expect("valid");
+        assert_eq!((c.engine, c.base), (EngineKind::Dfdn, Some(Base::Sssp)));
+        let e = AgentConfig::parse(&format!("{ok}base = \"fast\"\n"), "a.toml").expect_err("base");
+        assert!(
+            e.to_string().contains("line 4") && e.to_string().contains("fast"),
+            "{e}"
+        );
+        let e = AgentConfig::parse(&format!("{ok}max_vls = 16\n"), "a.toml").expect_err("vls");
+        assert_eq!(e.to_string(), "a.toml: max_vls 16 is outside 1..=15");
+        let e = AgentConfig::parse(&ok.replace("\"a\"", "\" \""), "a.toml").expect_err("id");
+        assert_eq!(e.to_string(), "a.toml: agent_id is empty");
     }
 }

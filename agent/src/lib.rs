@@ -66,11 +66,37 @@ pub enum AgentError {
     #[error(transparent)]
     Route(#[from] subnet::RouteError),
     #[error("routing task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
     #[error("path query service: {0}")]
     Serve(#[from] tonic::transport::Error),
     #[error("mapping file: {0}")]
     Mapping(fabric::Error),
+}
+
+/// Why a pushed mapping was not taken; the mapping in force stays.
+#[derive(Debug, thiserror::Error)]
+pub enum MappingRefused {
+    #[error("mapping for subnet {got:#018x}, this agent holds {held:#018x}")]
+    OtherSubnet { got: u64, held: u64 },
+    #[error(transparent)]
+    Malformed(#[from] proto::convert::Invalid),
+}
+
+/// Why a controller session could not start or ended.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error("connect: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    #[error("{call}: {}: {}", .status.code(), .status.message())]
+    Call { call: &'static str, status: Status },
+    #[error("nothing routed to report")]
+    NothingRouted,
+}
+
+impl SessionError {
+    fn call(call: &'static str) -> impl FnOnce(Status) -> Self {
+        move |status| SessionError::Call { call, status }
+    }
 }
 
 /// Where the agent writes the mapping in force, in the paper's format.
@@ -100,9 +126,7 @@ impl Agent {
     /// failed reroute keeps the tables in force.
     pub async fn reroute(self: &Arc<Self>) -> Result<(), AgentError> {
         let cfg = self.cfg.clone();
-        let routed = tokio::task::spawn_blocking(move || subnet::route_subnet(&cfg))
-            .await
-            .map_err(|e| AgentError::Task(e.to_string()))??;
+        let routed = tokio::task::spawn_blocking(move || subnet::route_subnet(&cfg)).await??;
         // Generations must grow across agent restarts too, so they follow
         // the clock (milliseconds), never going backwards.
         let now = SystemTime::now()
@@ -144,17 +168,17 @@ impl Agent {
         Some(r)
     }
 
-    fn accept_mapping(&self, m: &v1::MappingUpdate, prefix: u64) -> Result<bool, String> {
+    fn accept_mapping(&self, m: &v1::MappingUpdate, prefix: u64) -> Result<bool, MappingRefused> {
         if m.subnet_prefix != prefix {
-            return Err(format!(
-                "mapping for subnet {:#018x}, this agent holds {prefix:#018x}",
-                m.subnet_prefix
-            ));
+            return Err(MappingRefused::OtherSubnet {
+                got: m.subnet_prefix,
+                held: prefix,
+            });
         }
         if m.version <= self.mapping_version() {
             return Ok(false);
         }
-        let mapping = proto::convert::mapping_from_wire(m).map_err(|e| e.0)?;
+        let mapping = proto::convert::mapping_from_wire(m)?;
         let state = Arc::new(MappingState::new(m.version, m.algorithm.clone(), mapping));
         self.mapping.store(Some(state.clone()));
         if let Some(dir) = &self.cfg.out_dir {
@@ -337,13 +361,7 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
         tracing::warn!("no controller configured: local routing only");
         return;
     }
-    let prefix = match agent.cfg.prefix() {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::error!("{e}");
-            return;
-        }
-    };
+    let prefix = agent.cfg.subnet_prefix;
     let mut backoff = BACKOFF_MIN;
     let mut i = 0usize;
     loop {
@@ -369,10 +387,8 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
 
 /// One session with one controller: Ok when it was established and later
 /// ended, Err when it could not be established.
-async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), String> {
-    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string())
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
+async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), SessionError> {
+    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string()).await?;
     let reg = client
         .register(v1::RegisterRequest {
             agent_id: agent.cfg.agent_id.clone(),
@@ -380,7 +396,7 @@ async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), 
             query_addr: agent.cfg.listen.map(|a| a.to_string()).unwrap_or_default(),
         })
         .await
-        .map_err(|s| format!("register: {}: {}", s.code(), s.message()))?
+        .map_err(SessionError::call("register"))?
         .into_inner();
     let lease = Duration::from_secs(reg.lease_seconds.max(1) as u64);
     tracing::info!(controller = %addr, leader = %reg.controller_id, "registered");
@@ -389,12 +405,12 @@ async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), 
         let mut c = c.clone();
         async move {
             let Some(r) = r else {
-                return Err("nothing routed to report".to_string());
+                return Err(SessionError::NothingRouted);
             };
             c.report(r)
                 .await
                 .map(|a| a.into_inner())
-                .map_err(|s| format!("report: {}: {}", s.code(), s.message()))
+                .map_err(SessionError::call("report"))
         }
     };
     report(&mut client).await?;
@@ -404,7 +420,7 @@ async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), 
             have_version: agent.mapping_version(),
         })
         .await
-        .map_err(|s| format!("watch mapping: {}: {}", s.code(), s.message()))?
+        .map_err(SessionError::call("watch mapping"))?
         .into_inner();
     // Reports double as the liveness heartbeat: well inside the lease.
     let mut beat = tokio::time::interval(lease / 3);

@@ -5,7 +5,7 @@ use crate::config::AgentConfig;
 use fabric::formats::ibnetdiscover;
 use fabric::graph::SwitchGraph;
 use fabric::model::{NodeKind, NONE};
-use fabric::routing::{self, EngineOptions, RoutingEngine};
+use fabric::routing::{EngineOptions, RoutingEngine};
 use fabric::tables::Routing;
 use fabric::verify::{Policy, Verified};
 use fabric::Fabric;
@@ -17,8 +17,6 @@ use std::collections::HashMap;
 pub enum RouteError {
     #[error(transparent)]
     Fabric(#[from] fabric::Error),
-    #[error("{0}")]
-    Config(String),
     #[error("engine '{engine}' produced tables the verifier refuses: {refusal}")]
     Refused {
         engine: String,
@@ -75,7 +73,7 @@ impl RoutedSubnet {
 /// accepts no dependency cycle, whatever the engine: its tables feed a live
 /// fabric and the controller's inter-subnet routes.
 pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
-    let engine = routing::by_name(&cfg.engine)?;
+    let engine = cfg.engine.engine();
     route_subnet_with(cfg, engine.as_ref())
 }
 
@@ -84,16 +82,13 @@ pub fn route_subnet_with(
     cfg: &AgentConfig,
     engine: &dyn RoutingEngine,
 ) -> Result<RoutedSubnet, RouteError> {
-    let prefix = cfg.prefix().map_err(RouteError::Config)?;
+    let prefix = cfg.subnet_prefix;
     let mut fabric = ibnetdiscover::read(&cfg.topology)?;
     fabric.subnet_prefix = prefix;
     let opts = EngineOptions {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
-        base: match &cfg.base {
-            Some(b) => b.parse()?,
-            None => routing::Base::default(),
-        },
+        base: cfg.base.unwrap_or_default(),
         progress: None,
         ..EngineOptions::default()
     };

@@ -1,7 +1,7 @@
 //! The agent routes through the verification gate: tables with a
 //! dependency cycle never reach its out_dir or its report.
 
-use agent::config::AgentConfig;
+use agent::config::{AgentConfig, ConfigFile};
 use agent::subnet::{route_subnet, route_subnet_with, RouteError};
 use fabric::formats::{ibnetdiscover, write_file};
 use fabric::testing::{cyclic_torus, MislabelledEngine};

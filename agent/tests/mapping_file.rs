@@ -3,7 +3,7 @@
 //! exists, and falls back to backup and default routes when a router
 //! leaves its topology.
 
-use agent::config::AgentConfig;
+use agent::config::{AgentConfig, ConfigFile};
 use agent::Agent;
 use fabric::formats::mapping::gid_text;
 use fabric::intersubnet::{Gid, GlobalView};

@@ -3,7 +3,7 @@
 //! ```toml
 //! id = "ctl-a"                      # unique per controller instance
 //! listen = "127.0.0.1:7100"
-//! algorithm = "prefix"              # inter-subnet algorithm
+//! algorithm = "prefix"              # inter-subnet algorithm: prefix, issr or isfr
 //! lease_seconds = 10                # agents report at least every lease/3
 //!
 //! [store]                           # optional; default: in-memory
@@ -13,9 +13,15 @@
 //! election_ttl_seconds = 2          # leader lease in etcd
 //! ```
 
+use fabric::intersubnet::AlgorithmKind;
 use serde::Deserialize;
+use settings::Invalid;
+pub use settings::{ConfigError, ConfigFile};
 use std::net::SocketAddr;
-use std::path::Path;
+
+/// How long an agent that stopped reporting still holds its subnet, when
+/// the config does not say.
+pub const DEFAULT_LEASE_SECONDS: u64 = 10;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,45 +29,111 @@ pub struct ControllerConfig {
     pub id: String,
     pub listen: SocketAddr,
     #[serde(default = "default_algorithm")]
-    pub algorithm: String,
+    pub algorithm: AlgorithmKind,
     #[serde(default = "default_lease")]
     pub lease_seconds: u64,
     #[serde(default)]
     pub store: StoreConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[store]`: where the leader keeps what it accepted, and the election.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "StoreTable")]
 pub struct StoreConfig {
-    #[serde(default = "default_kind")]
-    pub kind: String,
-    #[serde(default)]
-    pub endpoints: Vec<String>,
-    #[serde(default = "default_prefix")]
+    pub kind: StoreKind,
+    /// Key namespace, e.g. `/ibfabric/prod/`: clusters sharing one etcd
+    /// stay apart.
     pub prefix: String,
-    #[serde(default = "default_ttl")]
+    /// The leader's lease: a dead leader is replaced after about this long.
     pub election_ttl_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process: a single controller, state gone on restart.
+    Memory,
+    /// Shared by every controller of the cluster, which fail over.
+    Etcd { endpoints: Vec<String> },
+}
+
+impl StoreKind {
+    /// The name `kind` takes in the config.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Etcd { .. } => "etcd",
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
-            kind: default_kind(),
-            endpoints: Vec::new(),
+            kind: StoreKind::Memory,
             prefix: default_prefix(),
             election_ttl_seconds: default_ttl(),
         }
     }
 }
 
-fn default_algorithm() -> String {
-    "prefix".into()
+/// `[store]` as written: `endpoints` sits beside `kind` in the file but
+/// belongs to etcd alone, which [`StoreConfig`] says with its type.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreTable {
+    #[serde(default)]
+    kind: StoreKindName,
+    #[serde(default)]
+    endpoints: Vec<String>,
+    #[serde(default = "default_prefix")]
+    prefix: String,
+    #[serde(default = "default_ttl")]
+    election_ttl_seconds: u64,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StoreKindName {
+    #[default]
+    Memory,
+    Etcd,
+}
+
+impl TryFrom<StoreTable> for StoreConfig {
+    type Error = Invalid;
+    fn try_from(t: StoreTable) -> Result<Self, Invalid> {
+        let kind = match t.kind {
+            // Endpoints next to kind = "memory" were always ignored; a
+            // config switched to memory for a test keeps loading.
+            StoreKindName::Memory => StoreKind::Memory,
+            StoreKindName::Etcd if t.endpoints.is_empty() => {
+                return Err(Invalid(
+                    "store.kind = \"etcd\" needs store.endpoints".into(),
+                ))
+            }
+            StoreKindName::Etcd => StoreKind::Etcd {
+                endpoints: t.endpoints,
+            },
+        };
+        Ok(Self {
+            kind,
+            prefix: t.prefix,
+            election_ttl_seconds: t.election_ttl_seconds,
+        })
+    }
+}
+
+fn default_algorithm() -> AlgorithmKind {
+    AlgorithmKind::Prefix
 }
 fn default_lease() -> u64 {
-    10
-}
-fn default_kind() -> String {
-    "memory".into()
+    DEFAULT_LEASE_SECONDS
 }
 fn default_prefix() -> String {
     "/ibfabric/default/".into()
@@ -70,52 +142,79 @@ fn default_ttl() -> u64 {
     2
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+impl ConfigFile for ControllerConfig {
+    fn check(&self) -> Result<(), Invalid> {
+        if self.lease_seconds == 0 {
+            return Err(Invalid("lease_seconds must be at least 1".into()));
+        }
+        Ok(())
+    }
 }
 
-impl ControllerConfig {
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: p.clone(),
-            source,
-        })?;
-        Self::parse(&text, &p)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = "id = \"c\"\nlisten = \"127.0.0.1:1\"\n";
+
+    #[test]
+    fn defaults_and_typed_fields() {
+        let c = ControllerConfig::parse(OK, "c.toml").expect("valid");
+        assert_eq!(c.algorithm, AlgorithmKind::Prefix);
+        assert_eq!(c.lease_seconds, DEFAULT_LEASE_SECONDS);
+        assert_eq!(c.store, StoreConfig::default());
+        let c = ControllerConfig::parse(
+            &format!(
+                "{OK}algorithm = \"isfr\"\n[store]\nkind = \"etcd\"\n\
+                 endpoints = [\"http://e:2379\"]\nprefix = \"/x/\"\n"
+            ),
+            "c.toml",
+        )
+        .expect("etcd");
+        assert_eq!(c.algorithm, AlgorithmKind::Isfr);
+        assert_eq!(
+            c.store.kind,
+            StoreKind::Etcd {
+                endpoints: vec!["http://e:2379".into()]
+            }
+        );
+        assert_eq!(
+            (c.store.prefix.as_str(), c.store.election_ttl_seconds),
+            ("/x/", 2)
+        );
     }
 
-    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
-            path: origin.to_string(),
-            message,
-        };
-        let c: ControllerConfig = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        fabric::intersubnet::by_name(&c.algorithm).map_err(|e| invalid(e.to_string()))?;
-        match c.store.kind.as_str() {
-            "memory" => {}
-            "etcd" if c.store.endpoints.is_empty() => {
-                return Err(invalid(
-                    "store.kind = \"etcd\" needs store.endpoints".into(),
-                ))
-            }
-            "etcd" => {}
-            k => {
-                return Err(invalid(format!(
-                    "store.kind '{k}' is not \"memory\" or \"etcd\""
-                )))
-            }
+    #[test]
+    fn unknown_names_are_refused_with_the_file_line_and_value() {
+        for (text, bad, line) in [
+            (
+                format!("{OK}algorithm = \"shortest\"\n"),
+                "shortest",
+                "line 3",
+            ),
+            (
+                format!("{OK}[store]\nkind = \"zookeeper\"\n"),
+                "zookeeper",
+                "line 4",
+            ),
+            (
+                format!("{OK}[store]\nendpoint = \"e\"\n"),
+                "endpoint",
+                "line 4",
+            ),
+        ] {
+            let e = ControllerConfig::parse(&text, "c.toml").expect_err(bad);
+            let m = e.to_string();
+            assert!(
+                m.starts_with("c.toml: ") && m.contains(bad) && m.contains(line),
+                "{m}"
+            );
         }
-        if c.lease_seconds == 0 {
-            return Err(invalid("lease_seconds must be at least 1".into()));
-        }
-        Ok(c)
+        let e = ControllerConfig::parse(&format!("{OK}[store]\nkind = \"etcd\"\n"), "c.toml")
+            .expect_err("etcd needs endpoints");
+        assert!(e.to_string().contains("needs store.endpoints"), "{e}");
+        let e = ControllerConfig::parse(&format!("{OK}lease_seconds = 0\n"), "c.toml")
+            .expect_err("lease");
+        assert_eq!(e.to_string(), "c.toml: lease_seconds must be at least 1");
     }
 }

@@ -11,46 +11,27 @@
 //! answer UNAVAILABLE naming the leader, which sends clients on to the next
 //! address. What the leader accepts is persisted first, so a follower that
 //! takes over serves the same versions.
+//!
+//! The rules of what to accept, write and publish are pure transitions in
+//! [`state`]; [`Controller`] does the store writes (fenced by the leader's
+//! term) and the publishing, [`start`] runs the leadership loop and
+//! [`service`] the gRPC side.
 
 pub mod config;
 pub mod service;
+pub mod state;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-use fabric::intersubnet::{GlobalView, InterSubnetRouting, SubnetView};
-use prost::Message;
+use fabric::intersubnet::{GlobalView, InterSubnetRouting};
 use proto::v1;
-use std::collections::BTreeMap;
+pub use state::Published;
+use state::{State, Write, ROUTES_KEY, SUBNET_KEY};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use store::{StoreError, StorePersist};
 use tokio::sync::watch;
-
-/// Where the leader keeps what it accepted (the store: memory or etcd).
-#[tonic::async_trait]
-pub trait Persist: Send + Sync {
-    async fn save(&self, key: &str, value: Vec<u8>) -> Result<(), String>;
-    /// Every key under `prefix` with its value.
-    async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String>;
-}
-
-/// Published results, one immutable snapshot per change.
-#[derive(Debug, Clone, Default)]
-pub struct Published {
-    pub version: u64,
-    pub algorithm: String,
-    pub mappings: BTreeMap<u64, v1::MappingUpdate>,
-    pub egress: BTreeMap<u64, v1::EgressTables>,
-}
-
-#[derive(Debug, Clone)]
-struct SubnetEntry {
-    agent_id: String,
-    session: String,
-    query_addr: String,
-    last_seen: Instant,
-    report: Option<v1::SubnetReport>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -65,26 +46,32 @@ pub enum ControlError {
     #[error("{0}")]
     Invalid(String),
     #[error("store: {0}")]
-    Store(String),
+    Store(#[from] StoreError),
+    #[error("store: {key}: undecodable: {source}")]
+    Undecodable {
+        key: String,
+        #[source]
+        source: prost::DecodeError,
+    },
     #[error(transparent)]
     Routing(#[from] fabric::Error),
 }
 
+/// The I/O side of the controller: it holds the [`State`] and the
+/// published snapshot, writes what the transitions ask for, then answers
+/// and publishes.
 pub struct Controller {
     pub id: String,
     pub lease: Duration,
     algo: Box<dyn InterSubnetRouting>,
-    persist: Arc<dyn Persist>,
-    subnets: Mutex<BTreeMap<u64, SubnetEntry>>,
+    persist: Arc<StorePersist>,
+    state: Mutex<State>,
     /// Serializes recomputations so versions are handed out in order.
     recompute: tokio::sync::Mutex<()>,
     published: watch::Sender<Arc<Published>>,
     leader: watch::Receiver<Option<String>>,
     sessions: std::sync::atomic::AtomicU64,
 }
-
-const SUBNET_KEY: &str = "subnets/";
-const ROUTES_KEY: &str = "routes";
 
 impl Controller {
     /// `leader` holds the current leader's id (None while unknown); this
@@ -93,7 +80,7 @@ impl Controller {
         id: String,
         lease: Duration,
         algo: Box<dyn InterSubnetRouting>,
-        persist: Arc<dyn Persist>,
+        persist: Arc<StorePersist>,
         leader: watch::Receiver<Option<String>>,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -101,7 +88,7 @@ impl Controller {
             lease,
             algo,
             persist,
-            subnets: Mutex::new(BTreeMap::new()),
+            state: Mutex::new(State::default()),
             recompute: tokio::sync::Mutex::new(()),
             published: watch::channel(Arc::new(Published::default())).0,
             leader,
@@ -134,63 +121,28 @@ impl Controller {
         self.published.subscribe()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, SubnetEntry>> {
-        self.subnets.lock().unwrap_or_else(|p| p.into_inner())
+    /// Held only for a transition, never across an await.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn save(&self, w: Write) -> Result<(), ControlError> {
+        Ok(self.persist.save(&w.key, w.value).await?)
     }
 
     /// Loads what an earlier leader persisted; called when this controller
-    /// becomes leader. Loaded agents count as live for one lease from now,
-    /// which gives them time to find the new leader.
+    /// becomes leader, before it serves.
     pub async fn take_over(&self) -> Result<(), ControlError> {
-        let subnets = self
-            .persist
-            .load(SUBNET_KEY)
-            .await
-            .map_err(ControlError::Store)?;
-        let mut map = BTreeMap::new();
-        for (k, v) in subnets {
-            let s = v1::StoredSubnet::decode(v.as_slice())
-                .map_err(|e| ControlError::Store(format!("{k}: undecodable: {e}")))?;
-            let prefix = s.report.as_ref().map_or(0, |r| r.subnet_prefix);
-            map.insert(
-                prefix,
-                SubnetEntry {
-                    agent_id: s.agent_id,
-                    session: s.session,
-                    query_addr: s.query_addr,
-                    last_seen: Instant::now(),
-                    report: s.report,
-                },
-            );
-        }
-        let routes = self
-            .persist
-            .load(ROUTES_KEY)
-            .await
-            .map_err(ControlError::Store)?;
-        let mut pubd = Published {
-            algorithm: self.algo.name().to_string(),
-            ..Published::default()
-        };
-        if let Some((_, v)) = routes.into_iter().find(|(k, _)| k == ROUTES_KEY) {
-            let r = v1::StoredRoutes::decode(v.as_slice())
-                .map_err(|e| ControlError::Store(format!("{ROUTES_KEY}: undecodable: {e}")))?;
-            pubd.version = r.version;
-            pubd.mappings = r
-                .mappings
-                .into_iter()
-                .map(|m| (m.subnet_prefix, m))
-                .collect();
-            pubd.egress = r.egress.into_iter().map(|e| (e.router_guid, e)).collect();
-        }
+        let state = State::restore(self.persist.load(SUBNET_KEY).await?, Instant::now())?;
+        let published = Published::restore(self.algo.name(), self.persist.load(ROUTES_KEY).await?)?;
         tracing::info!(
             id = %self.id,
-            subnets = map.len(),
-            version = pubd.version,
+            subnets = state.len(),
+            version = published.version,
             "took over as leader"
         );
-        *self.lock() = map;
-        self.published.send_replace(Arc::new(pubd));
+        *self.lock() = state;
+        self.published.send_replace(Arc::new(published));
         Ok(())
     }
 
@@ -199,41 +151,14 @@ impl Controller {
         r: &v1::RegisterRequest,
     ) -> Result<v1::RegisterReply, ControlError> {
         self.check_leader()?;
-        if r.agent_id.trim().is_empty() {
-            return Err(ControlError::Invalid("agent_id is empty".into()));
-        }
         let n = self
             .sessions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let session = format!("{}-{}-{n}", self.id, std::process::id());
-        let stored = {
-            let mut subnets = self.lock();
-            if let Some(e) = subnets.get(&r.subnet_prefix) {
-                if e.agent_id != r.agent_id && e.last_seen.elapsed() < self.lease {
-                    return Err(ControlError::PrefixHeld {
-                        prefix: r.subnet_prefix,
-                        holder: e.agent_id.clone(),
-                    });
-                }
-            }
-            let report = subnets
-                .get(&r.subnet_prefix)
-                .filter(|e| e.agent_id == r.agent_id)
-                .and_then(|e| e.report.clone());
-            let e = SubnetEntry {
-                agent_id: r.agent_id.clone(),
-                session: session.clone(),
-                query_addr: r.query_addr.clone(),
-                last_seen: Instant::now(),
-                report,
-            };
-            subnets.insert(r.subnet_prefix, e.clone());
-            stored(&e)
-        };
-        self.persist
-            .save(&subnet_key(r.subnet_prefix), stored.encode_to_vec())
-            .await
-            .map_err(ControlError::Store)?;
+        let write = self
+            .lock()
+            .register(r, session.clone(), Instant::now(), self.lease)?;
+        self.save(write).await?;
         tracing::info!(agent = %r.agent_id, subnet = %format!("{:#018x}", r.subnet_prefix), "agent registered");
         Ok(v1::RegisterReply {
             session,
@@ -242,40 +167,14 @@ impl Controller {
         })
     }
 
-    /// Accepts a report; recomputes and publishes when the subnet changed.
+    /// Accepts a report; when the subnet changed, writes it, then
+    /// recomputes and publishes.
     pub async fn report(&self, r: v1::SubnetReport) -> Result<v1::ReportAck, ControlError> {
         self.check_leader()?;
         let prefix = r.subnet_prefix;
-        let changed = {
-            let mut subnets = self.lock();
-            let e = subnets
-                .get_mut(&prefix)
-                .filter(|e| e.session == r.session)
-                .ok_or(ControlError::UnknownSession(prefix))?;
-            if let Some(old) = &e.report {
-                if r.generation < old.generation {
-                    return Err(ControlError::StaleReport {
-                        got: r.generation,
-                        have: old.generation,
-                    });
-                }
-            }
-            e.last_seen = Instant::now();
-            let changed = e.report.as_ref().is_none_or(|old| !same_content(old, &r));
-            if changed
-                || e.report
-                    .as_ref()
-                    .is_none_or(|o| o.generation != r.generation)
-            {
-                e.report = Some(r.clone());
-            }
-            changed.then(|| stored(e))
-        };
-        if let Some(s) = changed {
-            self.persist
-                .save(&subnet_key(prefix), s.encode_to_vec())
-                .await
-                .map_err(ControlError::Store)?;
+        let write = self.lock().report(&r, Instant::now())?;
+        if let Some(w) = write {
+            self.save(w).await?;
             tracing::info!(subnet = %format!("{prefix:#018x}"), generation = r.generation, "subnet report accepted");
             self.recompute().await?;
         }
@@ -288,90 +187,19 @@ impl Controller {
 
     /// The global view from the accepted reports.
     pub fn view(&self) -> GlobalView {
-        let subnets = self.lock();
-        let subnets = subnets
-            .iter()
-            .filter_map(|(&prefix, e)| {
-                let r = e.report.as_ref()?;
-                Some(SubnetView {
-                    name: e.agent_id.clone(),
-                    prefix,
-                    end_ports: r
-                        .end_ports
-                        .iter()
-                        .filter_map(|p| {
-                            Some(fabric::intersubnet::EndPortView {
-                                guid: p.guid,
-                                lid: proto::convert::lid(p.lid, "end port LID").ok()?,
-                            })
-                        })
-                        .collect(),
-                    router_ports: r
-                        .router_ports
-                        .iter()
-                        .filter_map(|p| proto::convert::router_port_from_wire(p).ok())
-                        .collect(),
-                })
-            })
-            .collect();
-        GlobalView { subnets }.normalized()
+        self.lock().view()
     }
 
-    /// Runs the inter-subnet algorithm on the current view and publishes:
-    /// unchanged results keep their versions, changed ones get the next.
+    /// Runs the inter-subnet algorithm on the current view; a changed
+    /// result is written, then published.
     pub async fn recompute(&self) -> Result<(), ControlError> {
         let _g = self.recompute.lock().await;
         let view = self.view();
-        let routes = self.algo.route(&view)?;
-        let prev = self.published();
-        let next_version = prev.version + 1;
-        let mut changed = false;
-        let mut mappings = BTreeMap::new();
-        for m in &routes.mappings {
-            let mut w = proto::convert::mapping_to_wire(m, next_version, &routes.algorithm);
-            match prev.mappings.get(&m.prefix) {
-                Some(old) if same_mapping(old, &w) => w.version = old.version,
-                _ => changed = true,
-            }
-            mappings.insert(m.prefix, w);
-        }
-        let mut egress = BTreeMap::new();
-        for t in &routes.routers {
-            let mut w = proto::convert::table_to_wire(t, next_version, &routes.algorithm);
-            match prev.egress.get(&t.router_guid) {
-                Some(old) if same_table(old, &w) => w.version = old.version,
-                _ => changed = true,
-            }
-            egress.insert(t.router_guid, w);
-        }
-        // A result that vanished (its subnet or router left) is kept: its
-        // receivers hold it anyway, and withdrawing routes is a decision an
-        // operator makes, not a side effect of a missed report.
-        for (k, v) in &prev.mappings {
-            mappings.entry(*k).or_insert_with(|| v.clone());
-        }
-        for (k, v) in &prev.egress {
-            egress.entry(*k).or_insert_with(|| v.clone());
-        }
-        if !changed {
+        let Some(next) = state::recompute(&view, self.algo.as_ref(), &self.published())? else {
             return Ok(());
-        }
-        let p = Published {
-            version: next_version,
-            algorithm: routes.algorithm.clone(),
-            mappings,
-            egress,
         };
-        let stored = v1::StoredRoutes {
-            version: p.version,
-            algorithm: p.algorithm.clone(),
-            mappings: p.mappings.values().cloned().collect(),
-            egress: p.egress.values().cloned().collect(),
-        };
-        self.persist
-            .save(ROUTES_KEY, stored.encode_to_vec())
-            .await
-            .map_err(ControlError::Store)?;
+        self.save(next.write).await?;
+        let p = next.published;
         tracing::info!(
             version = p.version,
             subnets = p.mappings.len(),
@@ -385,91 +213,18 @@ impl Controller {
 
     pub fn state(&self) -> v1::ControllerState {
         let p = self.published();
-        let subnets = self.lock();
+        let described = self.lock().describe(&p, Instant::now(), self.lease);
         v1::ControllerState {
             controller_id: self.id.clone(),
             leader: self.is_leader(),
             algorithm: self.algo.name().to_string(),
-            subnets: subnets
-                .iter()
-                .map(|(&prefix, e)| v1::SubnetState {
-                    agent_id: e.agent_id.clone(),
-                    subnet_prefix: prefix,
-                    generation: e.report.as_ref().map_or(0, |r| r.generation),
-                    live: e.last_seen.elapsed() < self.lease,
-                    topology: e.report.as_ref().and_then(|r| r.topology),
-                    routing: e.report.as_ref().and_then(|r| r.routing.clone()),
-                    mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version),
-                })
-                .collect(),
-            routers: p
-                .egress
-                .values()
-                .map(|t| v1::RouterInfo {
-                    router_guid: t.router_guid,
-                    desc: subnets
-                        .values()
-                        .filter_map(|e| e.report.as_ref())
-                        .flat_map(|r| r.router_ports.iter())
-                        .find(|rp| rp.router_guid == t.router_guid)
-                        .map(|rp| rp.router_desc.clone())
-                        .unwrap_or_default(),
-                    egress_version: t.version,
-                })
-                .collect(),
+            ..described
         }
     }
 
     /// The query address an agent registered for a subnet.
     pub fn query_addr(&self, prefix: u64) -> Option<String> {
-        self.lock().get(&prefix).map(|e| e.query_addr.clone())
-    }
-}
-
-fn subnet_key(prefix: u64) -> String {
-    format!("{SUBNET_KEY}{prefix:016x}")
-}
-
-fn stored(e: &SubnetEntry) -> v1::StoredSubnet {
-    v1::StoredSubnet {
-        agent_id: e.agent_id.clone(),
-        session: e.session.clone(),
-        query_addr: e.query_addr.clone(),
-        report: e.report.clone(),
-    }
-}
-
-/// Reports equal but for session and generation (a heartbeat).
-fn same_content(a: &v1::SubnetReport, b: &v1::SubnetReport) -> bool {
-    let strip = |r: &v1::SubnetReport| v1::SubnetReport {
-        session: String::new(),
-        generation: 0,
-        routing: r.routing.clone().map(|mut x| {
-            x.route_seconds = 0.0;
-            x
-        }),
-        ..r.clone()
-    };
-    strip(a) == strip(b)
-}
-
-fn same_mapping(a: &v1::MappingUpdate, b: &v1::MappingUpdate) -> bool {
-    v1::MappingUpdate {
-        version: 0,
-        ..a.clone()
-    } == v1::MappingUpdate {
-        version: 0,
-        ..b.clone()
-    }
-}
-
-fn same_table(a: &v1::EgressTables, b: &v1::EgressTables) -> bool {
-    v1::EgressTables {
-        version: 0,
-        ..a.clone()
-    } == v1::EgressTables {
-        version: 0,
-        ..b.clone()
+        self.lock().get(prefix).map(|e| e.query_addr.clone())
     }
 }
 
@@ -486,10 +241,8 @@ pub async fn start(
     cfg: &config::ControllerConfig,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Arc<Controller>, ControlError> {
-    let algo = fabric::intersubnet::by_name(&cfg.algorithm)?;
-    let st = store::open(&cfg.store)
-        .await
-        .map_err(|e| ControlError::Store(e.to_string()))?;
+    let algo = cfg.algorithm.algorithm();
+    let st = store::open(&cfg.store).await?;
     let (tx, rx) = watch::channel(None);
     let persist = Arc::new(store::StorePersist::new(st.clone()));
     let ctl = Controller::new(
@@ -499,9 +252,7 @@ pub async fn start(
         persist.clone(),
         rx,
     );
-    let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500))
-        .await
-        .map_err(|e| ControlError::Store(e.to_string()))?;
+    let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500)).await?;
     let ttl = Duration::from_secs(cfg.store.election_ttl_seconds.max(1));
     let leading = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Followers' view of the leader, for their error messages; never

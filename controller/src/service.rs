@@ -18,7 +18,9 @@ impl From<ControlError> for Status {
             }
             ControlError::UnknownSession(_) => Status::unauthenticated(e.to_string()),
             ControlError::Invalid(_) => Status::invalid_argument(e.to_string()),
-            ControlError::Store(_) | ControlError::Routing(_) => Status::internal(e.to_string()),
+            ControlError::Store(_)
+            | ControlError::Undecodable { .. }
+            | ControlError::Routing(_) => Status::internal(e.to_string()),
         }
     }
 }

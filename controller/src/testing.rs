@@ -19,6 +19,41 @@ const START_ATTEMPTS: usize = 4;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Why a test etcd did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdError {
+    #[error(
+        "etcd is not installed (no `etcd` on PATH and ETCD_BIN unset): \
+         run scripts/install-deps.sh, which installs Debian's etcd-server"
+    )]
+    NotInstalled,
+    #[error(
+        "ETCD_BIN={} is not a file: point it at etcd, or unset it and \
+         run scripts/install-deps.sh, which installs Debian's etcd-server",
+        .0.display()
+    )]
+    NotAFile(PathBuf),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("etcd exited ({status}): {log}")]
+    Exited {
+        status: std::process::ExitStatus,
+        log: String,
+    },
+    #[error("etcd not healthy on {addr} after {START_TIMEOUT:?}: {log}")]
+    Unhealthy { addr: SocketAddr, log: String },
+    #[error("etcd did not start after {START_ATTEMPTS} attempts: {0}")]
+    GaveUp(Box<EtcdError>),
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> EtcdError {
+    move |source| EtcdError::Io { what, source }
+}
+
 /// A namespace no other test (in this process or another) uses.
 pub fn unique_namespace(test: &str) -> String {
     let nanos = SystemTime::now()
@@ -52,21 +87,19 @@ impl EtcdServer {
         }
     }
 
-    pub fn try_start() -> Result<Self, String> {
+    pub fn try_start() -> Result<Self, EtcdError> {
         let bin = etcd_binary()?;
-        let mut last = String::new();
-        for _ in 0..START_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             match Self::start_once(&bin) {
                 Ok(s) => return Ok(s),
-                Err(e) => last = e,
+                Err(e) if attempt >= START_ATTEMPTS => return Err(EtcdError::GaveUp(Box::new(e))),
+                Err(_) => attempt += 1,
             }
         }
-        Err(format!(
-            "etcd did not start after {START_ATTEMPTS} attempts: {last}"
-        ))
     }
 
-    fn start_once(bin: &Path) -> Result<Self, String> {
+    fn start_once(bin: &Path) -> Result<Self, EtcdError> {
         let client = free_port()?;
         let peer = free_port()?;
         let dir = std::env::temp_dir().join(format!(
@@ -74,10 +107,10 @@ impl EtcdServer {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let log = dir.join("etcd.log");
         let logf =
-            std::fs::File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+            std::fs::File::create(&log).map_err(io(format!("creating {}", log.display())))?;
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new(bin);
@@ -115,7 +148,7 @@ impl EtcdServer {
         die_with_parent(&mut cmd);
         let child = cmd
             .spawn()
-            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+            .map_err(io(format!("starting {}", bin.display())))?;
         let mut s = Self {
             child: Some(child),
             endpoint: client_url,
@@ -129,14 +162,17 @@ impl EtcdServer {
             }
             let exited = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
             if let Some(status) = exited {
-                return Err(format!("etcd exited ({status}): {}", tail(&log)));
+                return Err(EtcdError::Exited {
+                    status,
+                    log: tail(&log),
+                });
             }
             if t0.elapsed() > START_TIMEOUT {
                 s.kill();
-                return Err(format!(
-                    "etcd not healthy on {addr} after {START_TIMEOUT:?}: {}",
-                    tail(&log)
-                ));
+                return Err(EtcdError::Unhealthy {
+                    addr,
+                    log: tail(&log),
+                });
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -171,15 +207,11 @@ impl Drop for EtcdServer {
     }
 }
 
-fn etcd_binary() -> Result<PathBuf, String> {
+fn etcd_binary() -> Result<PathBuf, EtcdError> {
     if let Some(p) = std::env::var_os("ETCD_BIN") {
         let p = PathBuf::from(p);
         if !p.is_file() {
-            return Err(format!(
-                "ETCD_BIN={} is not a file: point it at etcd, or unset it and \
-                 run scripts/install-deps.sh, which installs Debian's etcd-server",
-                p.display()
-            ));
+            return Err(EtcdError::NotAFile(p));
         }
         return Ok(p);
     }
@@ -188,18 +220,14 @@ fn etcd_binary() -> Result<PathBuf, String> {
         .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
         .map(|d| d.join("etcd"))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            "etcd is not installed (no `etcd` on PATH and ETCD_BIN unset): \
-             run scripts/install-deps.sh, which installs Debian's etcd-server"
-                .to_string()
-        })
+        .ok_or(EtcdError::NotInstalled)
 }
 
-fn free_port() -> Result<u16, String> {
+fn free_port() -> Result<u16, EtcdError> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("finding a free loopback port: {e}"))
+        .map_err(io("finding a free loopback port".into()))
 }
 
 /// etcd's /health over plain HTTP/1.1: it answers `"health":"true"` only

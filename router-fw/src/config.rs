@@ -8,13 +8,14 @@
 //! ```
 
 use serde::Deserialize;
+pub use settings::{ConfigError, ConfigFile};
 use std::net::SocketAddr;
-use std::path::Path;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterConfig {
-    pub router_guid: String,
+    #[serde(deserialize_with = "settings::hex_u64")]
+    pub router_guid: u64,
     pub listen: SocketAddr,
     #[serde(default)]
     pub controllers: Vec<String>,
@@ -22,44 +23,26 @@ pub struct RouterConfig {
     pub ports: u8,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
-}
+impl ConfigFile for RouterConfig {}
 
-impl RouterConfig {
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: p.clone(),
-            source,
-        })?;
-        Self::parse(&text, &p)
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// Parses config text; `origin` names it in errors (TOML errors carry
-    /// line and column).
-    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let c: RouterConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.to_string(),
-            message: e.to_string(),
-        })?;
-        c.guid().map_err(|message| ConfigError::Parse {
-            path: origin.to_string(),
-            message,
-        })?;
-        Ok(c)
-    }
-
-    pub fn guid(&self) -> Result<u64, String> {
-        fabric::formats::parse_hex_u64(&self.router_guid)
-            .ok_or_else(|| format!("router_guid '{}' is not a hex GUID", self.router_guid))
+    #[test]
+    fn the_guid_is_hex_and_errors_name_the_file_and_line() {
+        let c = RouterConfig::parse(
+            "router_guid = \"0x0004000000000001\"\nlisten = \"127.0.0.1:1\"\n",
+            "r.toml",
+        )
+        .expect("valid");
+        assert_eq!((c.router_guid, c.ports), (0x0004_0000_0000_0001, 0));
+        let e = RouterConfig::parse(
+            "listen = \"127.0.0.1:1\"\nrouter_guid = \"0xfffffffffffffffff\"\n",
+            "r.toml",
+        )
+        .expect_err("17 digits");
+        let m = e.to_string();
+        assert!(m.starts_with("r.toml: ") && m.contains("line 2"), "{m}");
     }
 }

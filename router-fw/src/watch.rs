@@ -9,6 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// Why a watch session ended before any table arrived.
+#[derive(Debug, thiserror::Error)]
+enum WatchError {
+    #[error("connect: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    #[error("{}: {}", .0.code(), .0.message())]
+    Refused(#[from] tonic::Status),
+}
+
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(3);
 
@@ -54,17 +63,14 @@ pub async fn follow(
 }
 
 /// One watch session; returns how many tables arrived before it ended.
-async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, String> {
-    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string())
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
+async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, WatchError> {
+    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string()).await?;
     let mut stream = client
         .watch_egress(v1::WatchEgressRequest {
             router_guid: fw.guid,
             have_version: fw.version(),
         })
-        .await
-        .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+        .await?
         .into_inner();
     tracing::info!(controller = %addr, "following egress tables");
     let mut n = 0;
@@ -83,7 +89,7 @@ async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, String> {
                     tracing::info!(controller = %addr, "egress watch ended: {}", s.message());
                     return Ok(n);
                 }
-                return Err(format!("{}: {}", s.code(), s.message()));
+                return Err(s.into());
             }
         }
     }

@@ -1,11 +1,16 @@
 //! One module per command; `main.rs` only parses and dispatches.
 
+pub mod agent;
+pub mod controller;
+pub mod demo;
 pub mod engines;
 pub mod gen;
 pub mod info;
 pub mod report;
 pub mod route;
 pub mod route_multi;
+pub mod router;
+pub mod runtime;
 pub mod sim;
 pub mod verify;
 

@@ -25,6 +25,7 @@ mod memory;
 pub use etcd::EtcdStore;
 pub use memory::MemoryStore;
 
+use crate::config::{StoreConfig, StoreKind};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +87,8 @@ pub enum StoreError {
     Election { election: String, detail: String },
     #[error("store configuration: {0}")]
     Config(String),
+    #[error("not written: the leadership term that began at revision {term} is over")]
+    TermOver { term: Revision },
 }
 
 /// The state store. Object safe: the controller holds an `Arc<dyn Store>`.
@@ -172,15 +175,12 @@ pub trait Store: Send + Sync {
 }
 
 /// Opens the store a controller's config names.
-pub async fn open(cfg: &crate::config::StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
-    match cfg.kind.as_str() {
-        "memory" => Ok(Arc::new(MemoryStore::new(&cfg.prefix)?)),
-        "etcd" => Ok(Arc::new(
-            EtcdStore::connect(&cfg.endpoints, &cfg.prefix).await?,
-        )),
-        k => Err(StoreError::Config(format!(
-            "store kind '{k}' is not \"memory\" or \"etcd\""
-        ))),
+pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    match &cfg.kind {
+        StoreKind::Memory => Ok(Arc::new(MemoryStore::new(&cfg.prefix)?)),
+        StoreKind::Etcd { endpoints } => {
+            Ok(Arc::new(EtcdStore::connect(endpoints, &cfg.prefix).await?))
+        }
     }
 }
 
@@ -424,7 +424,7 @@ async fn leader_snapshot(
     Ok((w, cur))
 }
 
-/// The controller's [`crate::Persist`] on top of a store. Once given a
+/// Where the controller leader keeps what it accepted. Once given a
 /// leadership term ([`StorePersist::fence`]), every save is fenced by it
 /// ([`Store::put_fenced`]): a controller whose term ended writes nothing.
 pub struct StorePersist {
@@ -445,35 +445,27 @@ impl StorePersist {
     pub fn fence(&self, election: &str, term: Revision) {
         *self.term.lock().unwrap_or_else(|p| p.into_inner()) = Some((election.to_string(), term));
     }
-}
 
-#[async_trait]
-impl crate::Persist for StorePersist {
-    async fn save(&self, key: &str, value: Vec<u8>) -> Result<(), String> {
+    /// Writes `key`; [`StoreError::TermOver`] when the fencing term ended.
+    pub async fn save(&self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
         let term = self.term.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match term {
             None => self.store.put(key, value).await.map(|_| ()),
-            Some((election, term)) => {
-                match self.store.put_fenced(key, value, &election, term).await {
-                    Ok(Some(_)) => Ok(()),
-                    Ok(None) => {
-                        return Err(format!(
-                        "not written: the leadership term that began at revision {term} is over"
-                    ))
-                    }
-                    Err(e) => Err(e),
-                }
-            }
+            Some((election, term)) => self
+                .store
+                .put_fenced(key, value, &election, term)
+                .await?
+                .map(|_| ())
+                .ok_or(StoreError::TermOver { term }),
         }
-        .map_err(|e| e.to_string())
     }
 
-    async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+    /// Every key under `prefix` with its value, sorted by key.
+    pub async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         Ok(self
             .store
             .list(prefix)
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .into_iter()
             .map(|e| (e.key, e.value))
             .collect())

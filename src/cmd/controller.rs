@@ -1,0 +1,40 @@
+//! `ibfabric controller`: collect subnet reports, compute inter-subnet
+//! routes, push tables.
+
+use super::runtime::{runtime, shutdown_on_signal, ConfigArgs};
+use anyhow::{Context, Result};
+use controller::config::ControllerConfig;
+use settings::ConfigFile;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub fn run(a: ConfigArgs) -> Result<i32> {
+    let cfg = ControllerConfig::load(&a.config)?;
+    runtime()?.block_on(async move {
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .with_context(|| format!("binding the controller service to {}", cfg.listen))?;
+        let shutdown = shutdown_on_signal();
+        let ctl = controller::start(&cfg, shutdown.clone()).await?;
+        tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
+        controller::service::serve(ctl, listener, shutdown).await?;
+        Ok(0)
+    })
+}
+
+/// Builds a controller and waits (up to the election TTL plus a margin)
+/// until it leads or names another leader, so callers see a settled role.
+pub async fn start_controller(
+    cfg: &ControllerConfig,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Arc<controller::Controller>> {
+    let ctl = controller::start(cfg, shutdown).await?;
+    let end = Instant::now() + Duration::from_secs(cfg.store.election_ttl_seconds + 3);
+    while !ctl.is_leader() && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::info!(id = %cfg.id, leader = ctl.is_leader(), "controller started");
+    Ok(ctl)
+}

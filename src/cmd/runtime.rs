@@ -1,0 +1,45 @@
+//! What the service commands share: their config argument, the async
+//! runtime, and the shutdown signal.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use tokio::sync::watch;
+
+#[derive(Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file (see the crate docs or README for the keys).
+    #[arg(long, short)]
+    pub config: PathBuf,
+}
+
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Turns Ctrl-C / SIGTERM into the shutdown signal the services watch.
+pub fn shutdown_on_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            if let Ok(mut term) = signal(SignalKind::terminate()) {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            } else {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+        let _ = tx.send(true);
+    });
+    rx
+}
