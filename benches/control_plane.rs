@@ -52,7 +52,12 @@ async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures
     }
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = format!("http://{}", l.local_addr().expect("addr"));
-    tokio::spawn(controller::service::serve(ctl.clone(), l, stop.clone()));
+    tokio::spawn(controller::service::serve(
+        ctl.clone(),
+        controller::service::Bounds::default(),
+        l,
+        stop.clone(),
+    ));
     let mut fws = Vec::new();
     for &(guid, ports) in routers {
         let fw = Arc::new(router_fw::RouterFw::new(guid, ports));

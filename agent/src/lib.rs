@@ -16,7 +16,7 @@ use proto::v1;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use subnet::RoutedSubnet;
 use tokio::sync::{watch, Notify};
 use tonic::{Request, Response, Status};
@@ -80,6 +80,8 @@ pub enum MappingRefused {
     OtherSubnet { got: u64, held: u64 },
     #[error(transparent)]
     Malformed(#[from] proto::convert::Invalid),
+    #[error(transparent)]
+    Version(proto::version::VersionRefused),
 }
 
 /// Why a controller session could not start or ended.
@@ -127,13 +129,10 @@ impl Agent {
     pub async fn reroute(self: &Arc<Self>) -> Result<(), AgentError> {
         let cfg = self.cfg.clone();
         let routed = tokio::task::spawn_blocking(move || subnet::route_subnet(&cfg)).await??;
-        // Generations must grow across agent restarts too, so they follow
-        // the clock (milliseconds), never going backwards.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let prev = self.generation.load(Ordering::SeqCst);
-        self.generation.store(now.max(prev + 1), Ordering::SeqCst);
+        // Generations order this agent's reports within one session (the
+        // controller starts a new session's count afresh), so a counter
+        // serves; no clock is trusted.
+        self.generation.fetch_add(1, Ordering::SeqCst);
         // An operator's mapping file serves until the controller sends one
         // (version 1 and up). It is read once, against the first topology:
         // its backup lines are for router ports that later disappear, and a
@@ -175,8 +174,15 @@ impl Agent {
                 held: prefix,
             });
         }
-        if m.version <= self.mapping_version() {
-            return Ok(false);
+        match proto::version::accept(
+            m.version,
+            m.replaces,
+            self.mapping_version(),
+            proto::version::unix_now(),
+        ) {
+            Ok(()) => {}
+            Err(proto::version::VersionRefused::NotNewer { .. }) => return Ok(false),
+            Err(e) => return Err(MappingRefused::Version(e)),
         }
         let mapping = proto::convert::mapping_from_wire(m)?;
         let state = Arc::new(MappingState::new(m.version, m.algorithm.clone(), mapping));
@@ -305,10 +311,12 @@ pub async fn run(
     let r = match listener {
         Some(l) => {
             let mut sd = shutdown.clone();
-            tonic::transport::Server::builder()
-                .add_service(v1::agent_server::AgentServer::new(QueryService(
-                    agent.clone(),
-                )))
+            proto::client::server(proto::client::UNARY_TIMEOUT, 64)
+                .add_service(
+                    v1::agent_server::AgentServer::new(QueryService(agent.clone()))
+                        .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES),
+                )
                 .serve_with_incoming_shutdown(
                     tokio_stream::wrappers::TcpListenerStream::new(l),
                     async move {
@@ -388,13 +396,13 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
 /// One session with one controller: Ok when it was established and later
 /// ended, Err when it could not be established.
 async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), SessionError> {
-    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string()).await?;
+    let mut client = proto::client::controller(addr).await?;
     let reg = client
-        .register(v1::RegisterRequest {
+        .register(proto::client::unary(v1::RegisterRequest {
             agent_id: agent.cfg.agent_id.clone(),
             subnet_prefix: prefix,
             query_addr: agent.cfg.listen.map(|a| a.to_string()).unwrap_or_default(),
-        })
+        }))
         .await
         .map_err(SessionError::call("register"))?
         .into_inner();
@@ -407,7 +415,7 @@ async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), 
             let Some(r) = r else {
                 return Err(SessionError::NothingRouted);
             };
-            c.report(r)
+            c.report(proto::client::unary(r))
                 .await
                 .map(|a| a.into_inner())
                 .map_err(SessionError::call("report"))
@@ -429,7 +437,18 @@ async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), 
         tokio::select! {
             m = stream.message() => match m {
                 Ok(Some(m)) => match agent.accept_mapping(&m, prefix) {
-                    Ok(true) => tracing::info!(version = m.version, entries = m.entries.len(), "mapping applied"),
+                    Ok(true) => {
+                        tracing::info!(version = m.version, entries = m.entries.len(), "mapping applied");
+                        // What the agent holds, for the controller's status;
+                        // a lost answer only costs that view.
+                        let held = v1::HeldRequest {
+                            holder: Some(v1::held_request::Holder::SubnetPrefix(prefix)),
+                            version: m.version,
+                        };
+                        if let Err(s) = client.held(proto::client::unary(held)).await {
+                            tracing::debug!("held: {}", s.message());
+                        }
+                    }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("mapping refused: {e}"),
                 },

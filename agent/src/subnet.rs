@@ -126,6 +126,7 @@ pub fn route_subnet_with(
                     router_guid: fabric.guid(n),
                     router_desc: fabric.desc(n).to_string(),
                     port: fabric.port_of(e) as u32,
+                    router_num_ports: fabric.num_ports(n) as u32,
                     port_guid: guid,
                     lid: lid as u32,
                     switch_guid: match fabric.remote(e) {

@@ -11,6 +11,14 @@
 //! endpoints = ["http://127.0.0.1:2379"]
 //! prefix = "/ibfabric/prod/"        # key namespace
 //! election_ttl_seconds = 2          # leader lease in etcd
+//!
+//! [limits]                          # optional; defaults fit 64 subnets x 48k LIDs
+//! max_subnets = 64
+//! max_end_ports = 49151             # per report
+//! max_router_ports = 4096           # per report
+//! max_watch_streams_per_client = 8
+//! max_message_bytes = 67108864      # gRPC messages, both directions
+//! rpc_timeout_seconds = 30          # deadline of every unary call
 //! ```
 
 use fabric::intersubnet::AlgorithmKind;
@@ -34,6 +42,55 @@ pub struct ControllerConfig {
     pub lease_seconds: u64,
     #[serde(default)]
     pub store: StoreConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+/// `[limits]`: what clients may make the controller hold, and the bounds
+/// of its gRPC side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    pub max_subnets: usize,
+    pub max_end_ports: usize,
+    pub max_router_ports: usize,
+    pub max_watch_streams_per_client: usize,
+    pub max_message_bytes: usize,
+    pub rpc_timeout_seconds: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let l = crate::state::Limits::default();
+        let b = crate::service::Bounds::default();
+        Self {
+            max_subnets: l.max_subnets,
+            max_end_ports: l.max_end_ports,
+            max_router_ports: l.max_router_ports,
+            max_watch_streams_per_client: b.max_streams_per_client,
+            max_message_bytes: b.max_message_bytes,
+            rpc_timeout_seconds: b.rpc_timeout.as_secs(),
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub fn state(&self) -> crate::state::Limits {
+        crate::state::Limits {
+            max_subnets: self.max_subnets,
+            max_end_ports: self.max_end_ports,
+            max_router_ports: self.max_router_ports,
+        }
+    }
+
+    pub fn bounds(&self) -> crate::service::Bounds {
+        crate::service::Bounds {
+            max_message_bytes: self.max_message_bytes,
+            max_streams_per_client: self.max_watch_streams_per_client,
+            rpc_timeout: std::time::Duration::from_secs(self.rpc_timeout_seconds),
+            ..crate::service::Bounds::default()
+        }
+    }
 }
 
 /// `[store]`: where the leader keeps what it accepted, and the election.
@@ -146,6 +203,21 @@ impl ConfigFile for ControllerConfig {
     fn check(&self) -> Result<(), Invalid> {
         if self.lease_seconds == 0 {
             return Err(Invalid("lease_seconds must be at least 1".into()));
+        }
+        let l = &self.limits;
+        if l.max_subnets == 0
+            || l.max_end_ports == 0
+            || l.max_watch_streams_per_client == 0
+            || l.rpc_timeout_seconds == 0
+        {
+            return Err(Invalid(
+                "limits: max_subnets, max_end_ports, max_watch_streams_per_client and rpc_timeout_seconds must be at least 1".into(),
+            ));
+        }
+        if l.max_message_bytes < 4096 {
+            return Err(Invalid(
+                "limits.max_message_bytes must be at least 4096".into(),
+            ));
         }
         Ok(())
     }

@@ -26,8 +26,9 @@ pub mod testing;
 
 use fabric::intersubnet::{GlobalView, InterSubnetRouting};
 use proto::v1;
+pub use state::Limits;
 pub use state::Published;
-use state::{State, Write, ROUTES_KEY, SUBNET_KEY};
+use state::{State, Write, ROUTES_KEY, SUBNET_KEY, TERM_KEY};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::{StoreError, StorePersist};
@@ -45,6 +46,8 @@ pub enum ControlError {
     StaleReport { got: u64, have: u64 },
     #[error("{0}")]
     Invalid(String),
+    #[error("limit reached: {0}")]
+    Exhausted(String),
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("store: {key}: undecodable: {source}")]
@@ -66,11 +69,20 @@ pub struct Controller {
     algo: Box<dyn InterSubnetRouting>,
     persist: Arc<StorePersist>,
     state: Mutex<State>,
+    /// Serializes the transitions that write (check, write, apply), so a
+    /// change is checked against the state it is applied to.
+    writer: tokio::sync::Mutex<()>,
     /// Serializes recomputations so versions are handed out in order.
     recompute: tokio::sync::Mutex<()>,
     published: watch::Sender<Arc<Published>>,
     leader: watch::Receiver<Option<String>>,
     sessions: std::sync::atomic::AtomicU64,
+    /// This leader's term (0 before it first leads).
+    term: std::sync::atomic::AtomicU64,
+    pub limits: Limits,
+    /// What routers (by GUID) and agents (by prefix) say they hold.
+    held_egress: dashmap::DashMap<u64, u64>,
+    held_mapping: dashmap::DashMap<u64, u64>,
 }
 
 impl Controller {
@@ -89,11 +101,40 @@ impl Controller {
             algo,
             persist,
             state: Mutex::new(State::default()),
+            writer: tokio::sync::Mutex::new(()),
             recompute: tokio::sync::Mutex::new(()),
             published: watch::channel(Arc::new(Published::default())).0,
             leader,
             sessions: std::sync::atomic::AtomicU64::new(0),
+            term: std::sync::atomic::AtomicU64::new(0),
+            limits: Limits::default(),
+            held_egress: dashmap::DashMap::new(),
+            held_mapping: dashmap::DashMap::new(),
         })
+    }
+
+    /// The same controller with other bounds (before it serves).
+    pub fn with_limits(mut self: Arc<Self>, limits: Limits) -> Arc<Self> {
+        if let Some(c) = Arc::get_mut(&mut self) {
+            c.limits = limits;
+        }
+        self
+    }
+
+    /// This leader's term: the high 32 bits of the versions it hands out.
+    pub fn term(&self) -> u64 {
+        self.term.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Records the version a router (`Some(guid)`) or an agent says it
+    /// holds.
+    pub fn held(&self, router: Option<u64>, prefix: Option<u64>, version: u64) {
+        if let Some(g) = router {
+            self.held_egress.insert(g, version);
+        }
+        if let Some(p) = prefix {
+            self.held_mapping.insert(p, version);
+        }
     }
 
     pub fn is_leader(&self) -> bool {
@@ -130,15 +171,36 @@ impl Controller {
         Ok(self.persist.save(&w.key, w.value).await?)
     }
 
-    /// Loads what an earlier leader persisted; called when this controller
-    /// becomes leader, before it serves.
+    /// Loads what an earlier leader persisted and raises the term; called
+    /// when this controller becomes leader, before it serves.
     pub async fn take_over(&self) -> Result<(), ControlError> {
         let state = State::restore(self.persist.load(SUBNET_KEY).await?, Instant::now())?;
         let published = Published::restore(self.algo.name(), self.persist.load(ROUTES_KEY).await?)?;
+        let stored_term = self
+            .persist
+            .load(TERM_KEY)
+            .await?
+            .into_iter()
+            .find(|(k, _)| k == TERM_KEY)
+            .and_then(|(_, v)| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map_or(0, u64::from_be_bytes);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        // A term never below what was published, even if the term key was
+        // lost while the routes survived.
+        let term = state::next_term(stored_term.max(state::term_of(published.version)), now);
+        self.save(Write {
+            key: TERM_KEY.into(),
+            value: term.to_be_bytes().to_vec(),
+        })
+        .await?;
+        self.term.store(term, std::sync::atomic::Ordering::SeqCst);
         tracing::info!(
             id = %self.id,
             subnets = state.len(),
             version = published.version,
+            term,
             "took over as leader"
         );
         *self.lock() = state;
@@ -146,19 +208,29 @@ impl Controller {
         Ok(())
     }
 
+    /// Gives `holder` a session for the subnet (memory only: the store
+    /// holds a subnet from its first accepted report).
     pub async fn register(
         &self,
         r: &v1::RegisterRequest,
+        holder: &str,
     ) -> Result<v1::RegisterReply, ControlError> {
         self.check_leader()?;
         let n = self
             .sessions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let session = format!("{}-{}-{n}", self.id, std::process::id());
-        let write = self
-            .lock()
-            .register(r, session.clone(), Instant::now(), self.lease)?;
-        self.save(write).await?;
+        // Sessions name the term: a session of an earlier leader is
+        // unknown here, whatever its counter.
+        let session = format!("{}-t{}-{n}", self.id, self.term());
+        let _w = self.writer.lock().await;
+        self.lock().register(
+            r,
+            holder,
+            session.clone(),
+            Instant::now(),
+            self.lease,
+            &self.limits,
+        )?;
         tracing::info!(agent = %r.agent_id, subnet = %format!("{:#018x}", r.subnet_prefix), "agent registered");
         Ok(v1::RegisterReply {
             session,
@@ -167,14 +239,26 @@ impl Controller {
         })
     }
 
-    /// Accepts a report; when the subnet changed, writes it, then
-    /// recomputes and publishes.
-    pub async fn report(&self, r: v1::SubnetReport) -> Result<v1::ReportAck, ControlError> {
+    /// Accepts a report from `holder`; when the subnet changed, writes it,
+    /// and only then applies it, recomputes and publishes.
+    pub async fn report(
+        &self,
+        r: v1::SubnetReport,
+        holder: Option<&str>,
+    ) -> Result<v1::ReportAck, ControlError> {
         self.check_leader()?;
         let prefix = r.subnet_prefix;
-        let write = self.lock().report(&r, Instant::now())?;
-        if let Some(w) = write {
-            self.save(w).await?;
+        let changed = {
+            let _w = self.writer.lock().await;
+            let mut accepted = self.lock().check_report(&r, holder, &self.limits)?;
+            let changed = accepted.changed();
+            if let Some(w) = accepted.write.take() {
+                self.save(w).await?;
+            }
+            self.lock().apply(accepted, Instant::now());
+            changed
+        };
+        if changed {
             tracing::info!(subnet = %format!("{prefix:#018x}"), generation = r.generation, "subnet report accepted");
             self.recompute().await?;
         }
@@ -195,7 +279,9 @@ impl Controller {
     pub async fn recompute(&self) -> Result<(), ControlError> {
         let _g = self.recompute.lock().await;
         let view = self.view();
-        let Some(next) = state::recompute(&view, self.algo.as_ref(), &self.published())? else {
+        let Some(next) =
+            state::recompute(&view, self.algo.as_ref(), &self.published(), self.term())?
+        else {
             return Ok(());
         };
         self.save(next.write).await?;
@@ -213,12 +299,19 @@ impl Controller {
 
     pub fn state(&self) -> v1::ControllerState {
         let p = self.published();
-        let described = self.lock().describe(&p, Instant::now(), self.lease);
+        let mut d = self.lock().describe(&p, Instant::now(), self.lease);
+        for s in &mut d.subnets {
+            s.held_mapping_version = self.held_mapping.get(&s.subnet_prefix).map_or(0, |v| *v);
+        }
+        for r in &mut d.routers {
+            r.held_version = self.held_egress.get(&r.router_guid).map_or(0, |v| *v);
+        }
         v1::ControllerState {
             controller_id: self.id.clone(),
             leader: self.is_leader(),
             algorithm: self.algo.name().to_string(),
-            ..described
+            term: self.term(),
+            ..d
         }
     }
 
@@ -251,7 +344,8 @@ pub async fn start(
         algo,
         persist.clone(),
         rx,
-    );
+    )
+    .with_limits(cfg.limits.state());
     let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500)).await?;
     let ttl = Duration::from_secs(cfg.store.election_ttl_seconds.max(1));
     let leading = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -187,6 +187,7 @@ async fn a_bad_table_push_is_refused_and_the_old_table_kept() {
             ingress_ports: vec![],
             rules,
         }],
+        replaces: 0,
     };
     // Malformed: LID 0, a port the router lacks, no port at all; then a
     // well-formed but older table, and one for another router.
@@ -315,7 +316,10 @@ async fn a_restarted_agent_resyncs_with_the_same_versions() {
         .iter()
         .find(|s| s.agent_id == "subnet0")
         .expect("subnet0");
-    assert!(after.generation > before.generation, "a new report arrived");
+    assert!(
+        after.session != before.session && after.generation >= 1,
+        "a new report arrived in the restarted agent's new session"
+    );
     assert_eq!(
         after.mapping_version, before.mapping_version,
         "nothing changed, no new version"

@@ -131,6 +131,7 @@ pub fn rule_from_wire(r: &v1::EgressRule, at: &str) -> Result<Rule, Invalid> {
 
 pub fn table_to_wire(t: &RouterTable, version: u64, algorithm: &str) -> v1::EgressTables {
     v1::EgressTables {
+        replaces: 0,
         router_guid: t.router_guid,
         version,
         algorithm: algorithm.to_string(),
@@ -179,6 +180,7 @@ pub fn table_from_wire(t: &v1::EgressTables) -> Result<RouterTable, Invalid> {
 
 pub fn mapping_to_wire(m: &Mapping, version: u64, algorithm: &str) -> v1::MappingUpdate {
     v1::MappingUpdate {
+        replaces: 0,
         version,
         subnet_prefix: m.prefix,
         algorithm: algorithm.to_string(),

@@ -3,7 +3,9 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod client;
 pub mod convert;
+pub mod version;
 
 /// Version 1 of the contracts; a breaking change gets a new package.
 pub mod v1 {

@@ -27,6 +27,8 @@ pub enum RejectReason {
     WrongRouter { got: u64, want: u64 },
     #[error("version {offered} is not newer than version {current} in force")]
     NotNewer { offered: u64, current: u64 },
+    #[error(transparent)]
+    Absurd(proto::version::VersionRefused),
     #[error("malformed table: {0}")]
     Malformed(String),
     #[error("port {port} does not exist on this router (ports 1..={ports})")]
@@ -193,11 +195,15 @@ impl RouterFw {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let current = self.version();
-        if t.version <= current {
-            return Err(RejectReason::NotNewer {
-                offered: t.version,
-                current,
-            });
+        match proto::version::accept(t.version, t.replaces, current, proto::version::unix_now()) {
+            Ok(()) => {}
+            Err(proto::version::VersionRefused::NotNewer { .. }) => {
+                return Err(RejectReason::NotNewer {
+                    offered: t.version,
+                    current,
+                })
+            }
+            Err(e) => return Err(RejectReason::Absurd(e)),
         }
         self.current.store(Arc::new(Some(installed)));
         Ok(t.version)
@@ -234,10 +240,11 @@ pub async fn run(
     let follow = tokio::spawn(watch::follow(fw.clone(), controllers, shutdown.clone()));
     let mut sd = shutdown.clone();
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let r = tonic::transport::Server::builder()
-        .add_service(v1::router_fw_server::RouterFwServer::new(service::Service(
-            fw,
-        )))
+    let svc = v1::router_fw_server::RouterFwServer::new(service::Service(fw))
+        .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
+    let r = proto::client::server(proto::client::UNARY_TIMEOUT, 64)
+        .add_service(svc)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = sd.wait_for(|s| *s).await;
         })

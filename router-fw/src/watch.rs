@@ -64,7 +64,7 @@ pub async fn follow(
 
 /// One watch session; returns how many tables arrived before it ended.
 async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, WatchError> {
-    let mut client = v1::controller_client::ControllerClient::connect(addr.to_string()).await?;
+    let mut client = proto::client::controller(addr).await?;
     let mut stream = client
         .watch_egress(v1::WatchEgressRequest {
             router_guid: fw.guid,
@@ -79,7 +79,18 @@ async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, WatchError> {
             Ok(Some(t)) => {
                 n += 1;
                 match fw.install(&t) {
-                    Ok(_) | Err(RejectReason::NotNewer { .. }) => {}
+                    Ok(v) => {
+                        // What the router holds, for the controller's
+                        // status; a lost answer only costs that view.
+                        let held = v1::HeldRequest {
+                            holder: Some(v1::held_request::Holder::RouterGuid(fw.guid)),
+                            version: v,
+                        };
+                        if let Err(s) = client.held(proto::client::unary(held)).await {
+                            tracing::debug!(controller = %addr, "held: {}", s.message());
+                        }
+                    }
+                    Err(RejectReason::NotNewer { .. }) => {}
                     Err(e) => tracing::warn!(controller = %addr, "pushed table refused: {e}"),
                 }
             }

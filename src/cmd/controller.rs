@@ -19,7 +19,7 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let shutdown = shutdown_on_signal();
         let ctl = controller::start(&cfg, shutdown.clone()).await?;
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
-        controller::service::serve(ctl, listener, shutdown).await?;
+        controller::service::serve(ctl, cfg.limits.bounds(), listener, shutdown).await?;
         Ok(0)
     })
 }

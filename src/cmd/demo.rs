@@ -113,9 +113,15 @@ async fn start_demo(
         algorithm: a.algorithm,
         lease_seconds: DEFAULT_LEASE_SECONDS,
         store: StoreConfig::default(),
+        limits: Default::default(),
     };
     let ctl = start_controller(&cfg, stop.clone()).await?;
-    tokio::spawn(controller::service::serve(ctl, ctl_listener, stop.clone()));
+    tokio::spawn(controller::service::serve(
+        ctl,
+        cfg.limits.bounds(),
+        ctl_listener,
+        stop.clone(),
+    ));
 
     let mut routers = Vec::new();
     for r in &m.routers {

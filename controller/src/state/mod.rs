@@ -1,0 +1,709 @@
+//! The controller's state and its transitions, without I/O: each
+//! transition takes the current state and one input (a registration, a
+//! report, a recomputation) and says what the leader must write to the
+//! store; the caller ([`crate::Controller`]) writes it and only then
+//! applies the change to memory, so a failed write leaves memory and store
+//! as they were. The clock comes in as an argument, so every rule here is
+//! checked by plain unit tests.
+//!
+//! The rules: versions only grow and carry the leadership term; a mapping
+//! or egress table keeps its version while its content is unchanged; a
+//! report that only repeats what is known (a heartbeat) writes nothing and
+//! publishes nothing; a report is accepted only from the identity that
+//! holds its subnet's session, only when its tables were verified deadlock
+//! free, and only when its GUIDs and router ports agree with every other
+//! subnet's.
+
+use crate::ControlError;
+use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRouting, SubnetView};
+use prost::Message;
+use proto::v1;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// Store key prefix of the accepted subnets, one key per prefix.
+pub const SUBNET_KEY: &str = "subnets/";
+/// Store key of the published routes.
+pub const ROUTES_KEY: &str = "routes";
+/// Store key of the leadership term.
+pub const TERM_KEY: &str = "term";
+
+/// One store write a transition asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
+/// Bounds on what clients may make the controller hold. The defaults fit
+/// 64 subnets of up to 48k LIDs each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_subnets: usize,
+    pub max_end_ports: usize,
+    pub max_router_ports: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_subnets: 64,
+            max_end_ports: 49_151,
+            max_router_ports: 4_096,
+        }
+    }
+}
+
+/// Published results, one immutable snapshot per change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Published {
+    pub version: u64,
+    pub algorithm: String,
+    pub mappings: BTreeMap<u64, v1::MappingUpdate>,
+    pub egress: BTreeMap<u64, v1::EgressTables>,
+}
+
+/// A new snapshot to publish and the write that must land before it does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Publication {
+    pub published: Published,
+    pub write: Write,
+}
+
+/// One subnet's agent as the leader knows it.
+#[derive(Debug, Clone)]
+pub struct SubnetEntry {
+    pub agent_id: String,
+    /// The identity that may speak for the subnet (see [`crate::Caller`]).
+    pub holder: String,
+    pub session: String,
+    pub query_addr: String,
+    pub last_seen: Instant,
+    /// The last generation accepted in this session (0: none yet).
+    /// Generations order reports within a session only; a new session
+    /// starts again.
+    pub generation: u64,
+    pub report: Option<v1::SubnetReport>,
+}
+
+/// A report the state accepted, to apply once its write (if any) landed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub prefix: u64,
+    pub generation: u64,
+    /// The write when the subnet's content changed (then recompute too);
+    /// None for a heartbeat.
+    pub write: Option<Write>,
+    report: Option<v1::SubnetReport>,
+}
+
+impl Accepted {
+    pub fn changed(&self) -> bool {
+        self.write.is_some()
+    }
+}
+
+/// Who owns what across subnets, so a report claiming another subnet's
+/// GUID or router port is refused without scanning every report.
+#[derive(Debug, Clone, Default)]
+struct Owners {
+    /// End port and router port GUIDs -> subnet prefix.
+    guid: HashMap<u64, u64>,
+    /// (router GUID, port) -> subnet prefix.
+    router_port: HashMap<(u64, u32), u64>,
+    /// Router GUID -> (port count, subnets that report it).
+    router: HashMap<u64, (u32, usize)>,
+}
+
+impl Owners {
+    fn add(&mut self, prefix: u64, r: &v1::SubnetReport) {
+        for p in &r.end_ports {
+            self.guid.insert(p.guid, prefix);
+        }
+        let mut routers = Vec::new();
+        for p in &r.router_ports {
+            self.guid.insert(p.port_guid, prefix);
+            self.router_port.insert((p.router_guid, p.port), prefix);
+            if !routers.contains(&p.router_guid) {
+                routers.push(p.router_guid);
+                let e = self
+                    .router
+                    .entry(p.router_guid)
+                    .or_insert((p.router_num_ports, 0));
+                e.1 += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, prefix: u64, r: &v1::SubnetReport) {
+        for p in &r.end_ports {
+            if self.guid.get(&p.guid) == Some(&prefix) {
+                self.guid.remove(&p.guid);
+            }
+        }
+        let mut routers = Vec::new();
+        for p in &r.router_ports {
+            if self.guid.get(&p.port_guid) == Some(&prefix) {
+                self.guid.remove(&p.port_guid);
+            }
+            if self.router_port.get(&(p.router_guid, p.port)) == Some(&prefix) {
+                self.router_port.remove(&(p.router_guid, p.port));
+            }
+            if !routers.contains(&p.router_guid) {
+                routers.push(p.router_guid);
+                if let Some(e) = self.router.get_mut(&p.router_guid) {
+                    e.1 = e.1.saturating_sub(1);
+                    if e.1 == 0 {
+                        self.router.remove(&p.router_guid);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The accepted subnets, by prefix.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    subnets: BTreeMap<u64, SubnetEntry>,
+    owners: Owners,
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#018x}")
+}
+
+fn invalid(prefix: u64, why: String) -> ControlError {
+    ControlError::Invalid(format!("report for subnet {}: {why}", hex(prefix)))
+}
+
+impl State {
+    /// The state an earlier leader persisted (`subnets/` keys and values).
+    /// Loaded agents count as seen at `now`, which gives them one lease to
+    /// find the new leader before another identity may take their prefix;
+    /// their sessions are not restored (they register again with the new
+    /// leader).
+    pub fn restore(stored: Vec<(String, Vec<u8>)>, now: Instant) -> Result<Self, ControlError> {
+        let mut st = State::default();
+        for (key, v) in stored {
+            let s = v1::StoredSubnet::decode(v.as_slice())
+                .map_err(|source| ControlError::Undecodable { key, source })?;
+            // Stores written before the prefix had its own field name the
+            // subnet only in the report.
+            let prefix = match (s.subnet_prefix, &s.report) {
+                (0, Some(r)) => r.subnet_prefix,
+                (p, _) => p,
+            };
+            let Some(report) = s.report else {
+                // A registration that never reported holds nothing worth
+                // restoring.
+                continue;
+            };
+            st.owners.add(prefix, &report);
+            st.subnets.insert(
+                prefix,
+                SubnetEntry {
+                    agent_id: s.agent_id,
+                    holder: s.holder,
+                    session: String::new(),
+                    query_addr: s.query_addr,
+                    last_seen: now,
+                    generation: 0,
+                    report: Some(report),
+                },
+            );
+        }
+        Ok(st)
+    }
+
+    pub fn len(&self) -> usize {
+        self.subnets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.subnets.is_empty()
+    }
+
+    pub fn get(&self, prefix: u64) -> Option<&SubnetEntry> {
+        self.subnets.get(&prefix)
+    }
+
+    /// Gives the prefix a new session for `holder`, unless another
+    /// identity holds it and was seen within `lease`. The same holder
+    /// registering again (an agent restart) keeps its report. Registrations
+    /// live in memory only: the store holds a subnet from its first
+    /// accepted report on, and a registration that does not report within
+    /// a lease expires.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register(
+        &mut self,
+        r: &v1::RegisterRequest,
+        holder: &str,
+        session: String,
+        now: Instant,
+        lease: Duration,
+        limits: &Limits,
+    ) -> Result<(), ControlError> {
+        if r.agent_id.trim().is_empty() {
+            return Err(ControlError::Invalid("agent_id is empty".into()));
+        }
+        if r.agent_id.len() > 256 || r.query_addr.len() > 256 {
+            return Err(ControlError::Invalid(
+                "agent_id and query_addr are limited to 256 bytes".into(),
+            ));
+        }
+        self.expire(now, lease);
+        let held = self.subnets.get(&r.subnet_prefix);
+        if let Some(e) = held {
+            if e.holder != holder && now.saturating_duration_since(e.last_seen) < lease {
+                return Err(ControlError::PrefixHeld {
+                    prefix: r.subnet_prefix,
+                    holder: e.agent_id.clone(),
+                });
+            }
+        } else if self.subnets.len() >= limits.max_subnets {
+            return Err(ControlError::Exhausted(format!(
+                "{} subnets are registered, the limit is {}",
+                self.subnets.len(),
+                limits.max_subnets
+            )));
+        }
+        let report = held
+            .filter(|e| e.holder == holder)
+            .and_then(|e| e.report.clone());
+        if let Some(old) = held
+            .filter(|e| e.holder != holder)
+            .and_then(|e| e.report.clone())
+        {
+            self.owners.remove(r.subnet_prefix, &old);
+        }
+        self.subnets.insert(
+            r.subnet_prefix,
+            SubnetEntry {
+                agent_id: r.agent_id.clone(),
+                holder: holder.to_string(),
+                session,
+                query_addr: r.query_addr.clone(),
+                last_seen: now,
+                generation: 0,
+                report,
+            },
+        );
+        Ok(())
+    }
+
+    /// Drops registrations that never reported and were not seen within
+    /// `lease`: they hold a prefix and memory for nothing.
+    pub fn expire(&mut self, now: Instant, lease: Duration) {
+        self.subnets.retain(|_, e| {
+            e.report.is_some() || now.saturating_duration_since(e.last_seen) < lease
+        });
+    }
+
+    /// Checks a report from `holder` against the session that holds its
+    /// prefix and against every other subnet. Changes nothing: the caller
+    /// writes [`Accepted::write`] (when the content changed), then
+    /// [`State::apply`]s it.
+    ///
+    /// `holder` is the caller's proven identity; None on a plaintext
+    /// transport, where the session alone binds the report.
+    pub fn check_report(
+        &self,
+        r: &v1::SubnetReport,
+        holder: Option<&str>,
+        limits: &Limits,
+    ) -> Result<Accepted, ControlError> {
+        let prefix = r.subnet_prefix;
+        let e = self
+            .subnets
+            .get(&prefix)
+            .filter(|e| !e.session.is_empty() && e.session == r.session)
+            .filter(|e| holder.is_none_or(|h| h == e.holder))
+            .ok_or(ControlError::UnknownSession(prefix))?;
+        if r.generation < e.generation {
+            return Err(ControlError::StaleReport {
+                got: r.generation,
+                have: e.generation,
+            });
+        }
+        let changed = e.report.as_ref().is_none_or(|old| !same_content(old, r));
+        if !changed {
+            return Ok(Accepted {
+                prefix,
+                generation: r.generation,
+                write: None,
+                report: None,
+            });
+        }
+        self.validate(r, limits)?;
+        let stored = v1::StoredSubnet {
+            agent_id: e.agent_id.clone(),
+            session: e.session.clone(),
+            query_addr: e.query_addr.clone(),
+            report: Some(r.clone()),
+            subnet_prefix: prefix,
+            holder: e.holder.clone(),
+        };
+        Ok(Accepted {
+            prefix,
+            generation: r.generation,
+            write: Some(Write {
+                key: subnet_key(prefix),
+                value: stored.encode_to_vec(),
+            }),
+            report: Some(r.clone()),
+        })
+    }
+
+    /// What a report must be before it may change the global view.
+    fn validate(&self, r: &v1::SubnetReport, limits: &Limits) -> Result<(), ControlError> {
+        let prefix = r.subnet_prefix;
+        let bad = |why: String| Err(invalid(prefix, why));
+        match &r.routing {
+            None => return bad("it carries no routing result".into()),
+            Some(x) if !x.verified => {
+                return bad(format!(
+                    "engine '{}' tables were not verified (pairs unrouted)",
+                    x.engine
+                ))
+            }
+            Some(x) if !x.deadlock_free => {
+                return bad(format!(
+                    "engine '{}' tables are not deadlock free",
+                    x.engine
+                ))
+            }
+            Some(_) => {}
+        }
+        if r.end_ports.len() > limits.max_end_ports {
+            return bad(format!(
+                "{} end ports, the limit is {}",
+                r.end_ports.len(),
+                limits.max_end_ports
+            ));
+        }
+        if r.router_ports.len() > limits.max_router_ports {
+            return bad(format!(
+                "{} router ports, the limit is {}",
+                r.router_ports.len(),
+                limits.max_router_ports
+            ));
+        }
+        let mut seen: HashMap<u64, ()> = HashMap::with_capacity(r.end_ports.len());
+        let mut lids: HashMap<u32, ()> = HashMap::with_capacity(r.end_ports.len());
+        let ports = r
+            .end_ports
+            .iter()
+            .map(|p| (p.guid, p.lid))
+            .chain(r.router_ports.iter().map(|p| (p.port_guid, p.lid)));
+        for (guid, lid) in ports {
+            if guid == 0 {
+                return bad("a port has GUID 0".into());
+            }
+            if !(1..=0xbfff).contains(&lid) {
+                return bad(format!(
+                    "port {} has LID {lid}, outside the unicast range 1..=49151",
+                    hex(guid)
+                ));
+            }
+            if seen.insert(guid, ()).is_some() {
+                return bad(format!("GUID {} appears twice", hex(guid)));
+            }
+            if lids.insert(lid, ()).is_some() {
+                return bad(format!("LID {lid} is given to two ports"));
+            }
+            match self.owners.guid.get(&guid) {
+                Some(&owner) if owner != prefix => {
+                    return bad(format!(
+                        "GUID {} already belongs to subnet {}",
+                        hex(guid),
+                        hex(owner)
+                    ))
+                }
+                _ => {}
+            }
+        }
+        for p in &r.router_ports {
+            let n = p.router_num_ports;
+            if n == 0 || n > 254 || p.port == 0 || p.port > n {
+                return bad(format!(
+                    "router {} port {} does not exist on a router of {n} ports",
+                    hex(p.router_guid),
+                    p.port
+                ));
+            }
+            if let Some(&(known, _)) = self.owners.router.get(&p.router_guid) {
+                let others = self
+                    .owners
+                    .router_port
+                    .iter()
+                    .any(|(&(g, _), &o)| g == p.router_guid && o != prefix);
+                if known != n && others {
+                    return bad(format!(
+                        "router {} has {known} ports in the other subnets' reports, not {n}",
+                        hex(p.router_guid)
+                    ));
+                }
+            }
+            match self.owners.router_port.get(&(p.router_guid, p.port)) {
+                Some(&owner) if owner != prefix => {
+                    return bad(format!(
+                        "router {} port {} is already in subnet {}",
+                        hex(p.router_guid),
+                        p.port,
+                        hex(owner)
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies an accepted report (after its write, if any, landed).
+    pub fn apply(&mut self, a: Accepted, now: Instant) {
+        let Some(e) = self.subnets.get_mut(&a.prefix) else {
+            return;
+        };
+        e.last_seen = now;
+        e.generation = e.generation.max(a.generation);
+        if let Some(r) = a.report {
+            if let Some(old) = e.report.take() {
+                self.owners.remove(a.prefix, &old);
+            }
+            self.owners.add(a.prefix, &r);
+            e.report = Some(r);
+        }
+    }
+
+    /// The global view from the accepted reports.
+    pub fn view(&self) -> GlobalView {
+        let subnets = self
+            .subnets
+            .iter()
+            .filter_map(|(&prefix, e)| {
+                let r = e.report.as_ref()?;
+                Some(SubnetView {
+                    name: e.agent_id.clone(),
+                    prefix,
+                    end_ports: r
+                        .end_ports
+                        .iter()
+                        .filter_map(|p| {
+                            Some(EndPortView {
+                                guid: p.guid,
+                                lid: proto::convert::lid(p.lid, "end port LID").ok()?,
+                            })
+                        })
+                        .collect(),
+                    router_ports: r
+                        .router_ports
+                        .iter()
+                        .filter_map(|p| proto::convert::router_port_from_wire(p).ok())
+                        .collect(),
+                })
+            })
+            .collect();
+        GlobalView { subnets }.normalized()
+    }
+
+    /// The subnets and routers part of `Controller.State`; the caller adds
+    /// who it is, whether it leads, its algorithm, its term and what the
+    /// receivers said they hold.
+    pub fn describe(&self, p: &Published, now: Instant, lease: Duration) -> v1::ControllerState {
+        v1::ControllerState {
+            subnets: self
+                .subnets
+                .iter()
+                .map(|(&prefix, e)| v1::SubnetState {
+                    agent_id: e.agent_id.clone(),
+                    subnet_prefix: prefix,
+                    generation: e.generation,
+                    live: now.saturating_duration_since(e.last_seen) < lease,
+                    topology: e.report.as_ref().and_then(|r| r.topology),
+                    routing: e.report.as_ref().and_then(|r| r.routing.clone()),
+                    mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version),
+                    held_mapping_version: 0,
+                    session: e.session.clone(),
+                })
+                .collect(),
+            routers: p
+                .egress
+                .values()
+                .map(|t| v1::RouterInfo {
+                    router_guid: t.router_guid,
+                    desc: self
+                        .subnets
+                        .values()
+                        .filter_map(|e| e.report.as_ref())
+                        .flat_map(|r| r.router_ports.iter())
+                        .find(|rp| rp.router_guid == t.router_guid)
+                        .map(|rp| rp.router_desc.clone())
+                        .unwrap_or_default(),
+                    egress_version: t.version,
+                    held_version: 0,
+                })
+                .collect(),
+            ..v1::ControllerState::default()
+        }
+    }
+}
+
+/// The term of a version (its high 32 bits).
+pub fn term_of(version: u64) -> u64 {
+    version >> 32
+}
+
+/// The first version of `term`.
+pub fn first_version(term: u64) -> u64 {
+    (term << 32) | 1
+}
+
+/// The term a new leader takes: above the stored one, and never below the
+/// wall clock's seconds, so that even a store that lost its term (a memory
+/// store restarted without its state file) starts above every earlier
+/// term that followed the clock.
+pub fn next_term(stored: u64, unix_seconds: u64) -> u64 {
+    stored
+        .saturating_add(1)
+        .max(unix_seconds)
+        .min(u64::from(u32::MAX))
+}
+
+impl Published {
+    /// What an earlier leader published (the `routes` key, when present),
+    /// or nothing published yet under `algorithm`.
+    pub fn restore(algorithm: &str, stored: Vec<(String, Vec<u8>)>) -> Result<Self, ControlError> {
+        let mut p = Published {
+            algorithm: algorithm.to_string(),
+            ..Published::default()
+        };
+        if let Some((key, v)) = stored.into_iter().find(|(k, _)| k == ROUTES_KEY) {
+            let r = v1::StoredRoutes::decode(v.as_slice())
+                .map_err(|source| ControlError::Undecodable { key, source })?;
+            p.version = r.version;
+            p.mappings = r
+                .mappings
+                .into_iter()
+                .map(|m| (m.subnet_prefix, m))
+                .collect();
+            p.egress = r.egress.into_iter().map(|e| (e.router_guid, e)).collect();
+        }
+        Ok(p)
+    }
+
+    /// Versions new routes against this snapshot: unchanged results keep
+    /// their versions, changed ones get the next version of `term` (or of
+    /// this snapshot, when that is higher); None when nothing changed
+    /// (nothing to write or publish).
+    pub fn next(
+        &self,
+        routes: &fabric::intersubnet::InterSubnetRoutes,
+        term: u64,
+    ) -> Option<Publication> {
+        let next_version = (self.version + 1).max(first_version(term));
+        let mut changed = false;
+        let mut mappings = BTreeMap::new();
+        for m in &routes.mappings {
+            let mut w = proto::convert::mapping_to_wire(m, next_version, &routes.algorithm);
+            match self.mappings.get(&m.prefix) {
+                Some(old) if same_mapping(old, &w) => w.version = old.version,
+                _ => changed = true,
+            }
+            mappings.insert(m.prefix, w);
+        }
+        let mut egress = BTreeMap::new();
+        for t in &routes.routers {
+            let mut w = proto::convert::table_to_wire(t, next_version, &routes.algorithm);
+            match self.egress.get(&t.router_guid) {
+                Some(old) if same_table(old, &w) => w.version = old.version,
+                _ => changed = true,
+            }
+            egress.insert(t.router_guid, w);
+        }
+        if !changed {
+            return None;
+        }
+        // A result that vanished (its subnet or router left) is kept: its
+        // receivers hold it anyway, and withdrawing routes is a decision an
+        // operator makes, not a side effect of a missed report.
+        for (k, v) in &self.mappings {
+            mappings.entry(*k).or_insert_with(|| v.clone());
+        }
+        for (k, v) in &self.egress {
+            egress.entry(*k).or_insert_with(|| v.clone());
+        }
+        let published = Published {
+            version: next_version,
+            algorithm: routes.algorithm.clone(),
+            mappings,
+            egress,
+        };
+        let stored = v1::StoredRoutes {
+            version: published.version,
+            algorithm: published.algorithm.clone(),
+            mappings: published.mappings.values().cloned().collect(),
+            egress: published.egress.values().cloned().collect(),
+        };
+        Some(Publication {
+            published,
+            write: Write {
+                key: ROUTES_KEY.to_string(),
+                value: stored.encode_to_vec(),
+            },
+        })
+    }
+}
+
+/// Runs the inter-subnet algorithm on `view` and versions the result
+/// against `prev` ([`Published::next`]) in `term`.
+pub fn recompute(
+    view: &GlobalView,
+    algo: &dyn InterSubnetRouting,
+    prev: &Published,
+    term: u64,
+) -> Result<Option<Publication>, ControlError> {
+    Ok(prev.next(&algo.route(view)?, term))
+}
+
+/// The store key of one subnet.
+pub fn subnet_key(prefix: u64) -> String {
+    format!("{SUBNET_KEY}{prefix:016x}")
+}
+
+/// Reports equal but for session and generation (a heartbeat).
+fn same_content(a: &v1::SubnetReport, b: &v1::SubnetReport) -> bool {
+    let strip = |r: &v1::SubnetReport| v1::SubnetReport {
+        session: String::new(),
+        generation: 0,
+        routing: r.routing.clone().map(|mut x| {
+            x.route_seconds = 0.0;
+            x
+        }),
+        ..r.clone()
+    };
+    strip(a) == strip(b)
+}
+
+fn same_mapping(a: &v1::MappingUpdate, b: &v1::MappingUpdate) -> bool {
+    v1::MappingUpdate {
+        version: 0,
+        ..a.clone()
+    } == v1::MappingUpdate {
+        version: 0,
+        ..b.clone()
+    }
+}
+
+fn same_table(a: &v1::EgressTables, b: &v1::EgressTables) -> bool {
+    v1::EgressTables {
+        version: 0,
+        ..a.clone()
+    } == v1::EgressTables {
+        version: 0,
+        ..b.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;
