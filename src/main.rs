@@ -53,6 +53,8 @@ enum Cmd {
     Demo(services::DemoArgs),
     /// Simulate traffic (flow level) over inter-subnet routes: HPCC rings, uniform traffic.
     Sim(cmd::sim::SimArgs),
+    /// Make a CA and per-service certificates for mutual TLS between the services.
+    Certs(cmd::certs::CertsArgs),
 }
 
 fn main() {
@@ -80,6 +82,7 @@ fn main() {
         Cmd::Router(a) => services::cmd_router(a),
         Cmd::Demo(a) => services::cmd_demo(a),
         Cmd::Sim(a) => cmd::sim::run(a),
+        Cmd::Certs(a) => cmd::certs::run(a),
         Cmd::Engines => cmd::engines::run(),
     };
     match res {

@@ -1,5 +1,6 @@
 //! One module per command; `main.rs` only parses and dispatches.
 
+pub mod certs;
 pub mod engines;
 pub mod gen;
 pub mod info;
