@@ -52,6 +52,8 @@ enum Cmd {
     Demo(cmd::demo::DemoArgs),
     /// Simulate traffic (flow level) over inter-subnet routes: HPCC rings, uniform traffic.
     Sim(cmd::sim::SimArgs),
+    /// Make a CA and per-service certificates for mutual TLS between the services.
+    Certs(cmd::certs::CertsArgs),
 }
 
 fn main() {
@@ -79,6 +81,7 @@ fn main() {
         Cmd::Router(a) => cmd::router::run(a),
         Cmd::Demo(a) => cmd::demo::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
+        Cmd::Certs(a) => cmd::certs::run(a),
         Cmd::Engines => cmd::engines::run(),
     };
     match res {

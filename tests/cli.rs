@@ -581,3 +581,122 @@ fn demo_crosses_transit_subnets_router_by_router() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not cross transit subnets"));
 }
+
+#[test]
+fn certs_makes_a_ca_and_one_certificate_per_identity() {
+    let d = tempfile::tempdir().unwrap();
+    let pki = d.path().join("pki");
+    let ca = json(&ibf(&["certs", "--out", s(&pki), "ca", "--json"]));
+    let ca_pem = pki.join("ca.pem");
+    let ca_key = pki.join("ca-key.pem");
+    assert_eq!(ca["cert"], s(&ca_pem));
+    assert_eq!(ca["key"], s(&ca_key));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&ca_key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the CA key is private");
+    }
+
+    let issue = |role: &[&str]| {
+        let mut args = vec![
+            "certs",
+            "--out",
+            s(&pki),
+            "issue",
+            "--ca",
+            s(&ca_pem),
+            "--ca-key",
+            s(&ca_key),
+        ];
+        args.extend_from_slice(role);
+        args.push("--json");
+        ibf(&args)
+    };
+    for (role, stem, uri) in [
+        (
+            &["controller", "--dns", "localhost", "--ip", "127.0.0.1"][..],
+            "controller",
+            "ibfabric://controller",
+        ),
+        (
+            &["agent", "--prefix", "0xfec0000000000001"][..],
+            "agent-0xfec0000000000001",
+            "ibfabric://agent/0xfec0000000000001",
+        ),
+        (
+            &["router", "--guid", "0x0002c90300000001", "--ip", "::1"][..],
+            "router-0x0002c90300000001",
+            "ibfabric://router/0x0002c90300000001",
+        ),
+        (
+            &["worker", "--name", "w1"][..],
+            "worker-w1",
+            "ibfabric://worker/w1",
+        ),
+    ] {
+        let v = json(&issue(role));
+        let cert = pki.join(format!("{stem}.pem"));
+        let key = pki.join(format!("{stem}-key.pem"));
+        assert_eq!(v["identity"], uri);
+        assert_eq!(v["cert"], s(&cert));
+        assert_eq!(v["key"], s(&key));
+        let pem = std::fs::read(&cert).unwrap();
+        let id = ibtls::Identity::from_cert_pem(&pem).expect("identity in the certificate");
+        assert_eq!(id.to_uri(), uri);
+        // The files are what a service's [tls] section points at.
+        let tls = ibtls::TlsSettings {
+            ca: ca_pem.clone(),
+            cert,
+            key,
+        };
+        assert_eq!(tls.identity().unwrap(), id);
+        assert!(ibtls::server_tls(&tls).is_ok());
+    }
+
+    // Nothing is overwritten without --force, and a refusal writes nothing.
+    let before = std::fs::read(pki.join("controller-key.pem")).unwrap();
+    let o = issue(&["controller"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(
+        std::fs::read(pki.join("controller-key.pem")).unwrap(),
+        before
+    );
+    let o = ibf(&["certs", "--out", s(&pki), "ca"]);
+    assert!(!o.status.success());
+    json(&issue(&["controller", "--force"]));
+    assert_ne!(
+        std::fs::read(pki.join("controller-key.pem")).unwrap(),
+        before
+    );
+
+    // Bad input is refused with the reason.
+    let o = issue(&["agent", "--prefix", "0xnope"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a 64-bit hex number"));
+    let o = issue(&["worker", "--name", "../w"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("worker name"));
+    let o = ibf(&[
+        "certs",
+        "--out",
+        s(&pki),
+        "issue",
+        "--ca",
+        s(&pki.join("controller.pem")),
+        "--ca-key",
+        s(&pki.join("controller-key.pem")),
+        "worker",
+        "--name",
+        "w2",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a CA certificate"));
+    let leftovers: Vec<_> = std::fs::read_dir(&pki)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "no temporary files left behind");
+}

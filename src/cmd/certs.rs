@@ -1,0 +1,209 @@
+//! `ibfabric certs`: a private CA for a cluster and one certificate per
+//! service identity, for the services' mutual TLS.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use ibtls::{generate_ca, issue, CaBundle, Identity};
+use serde::Serialize;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+#[command(after_help = "\
+Examples:
+  ibfabric certs --out pki ca
+  ibfabric certs --out pki issue --ca pki/ca.pem --ca-key pki/ca-key.pem controller --dns ctl1.example.org
+  ibfabric certs --out pki issue --ca pki/ca.pem --ca-key pki/ca-key.pem agent --prefix 0xfec0000000000001
+  ibfabric certs --out pki issue --ca pki/ca.pem --ca-key pki/ca-key.pem router --guid 0x0002c90300000001 --dns localhost --ip 127.0.0.1
+
+Certificates carry their identity as a URI (ibfabric://controller, ibfabric://agent/0x<prefix>, \
+ibfabric://router/0x<guid>, ibfabric://worker/<name>) and may act as TLS client and server. \
+A service that others connect to also needs the names they connect by (--dns, --ip). \
+Private keys are written with mode 0600.")]
+pub struct CertsArgs {
+    /// Directory to write into (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace files that already exist.
+    #[arg(long, global = true)]
+    force: bool,
+    /// Machine-readable output: the written paths.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: CertsCmd,
+}
+
+#[derive(Subcommand)]
+enum CertsCmd {
+    /// Make a new CA: ca.pem and ca-key.pem (CA for 10 years, ECDSA P-256).
+    Ca {
+        /// Common name of the CA.
+        #[arg(long, default_value = "ibfabric CA")]
+        name: String,
+    },
+    /// Issue a certificate for one identity: <role>[-<id>].pem and
+    /// <role>[-<id>]-key.pem (valid for 1 year, ECDSA P-256).
+    Issue(IssueArgs),
+}
+
+#[derive(Args)]
+struct IssueArgs {
+    /// CA certificate (PEM).
+    #[arg(long)]
+    ca: PathBuf,
+    /// CA private key (PEM).
+    #[arg(long)]
+    ca_key: PathBuf,
+    /// DNS name clients reach this service by (repeatable).
+    #[arg(long = "dns", global = true, value_name = "NAME")]
+    dns: Vec<String>,
+    /// IP address clients reach this service by (repeatable).
+    #[arg(long = "ip", global = true, value_name = "ADDR")]
+    ip: Vec<IpAddr>,
+    #[command(subcommand)]
+    role: RoleArg,
+}
+
+#[derive(Subcommand)]
+enum RoleArg {
+    /// A controller (all controllers of a cluster share this identity).
+    Controller,
+    /// The agent of one subnet.
+    Agent {
+        /// Subnet prefix in hex (0x optional).
+        #[arg(long, value_parser = parse_hex)]
+        prefix: u64,
+    },
+    /// The firmware side of one router.
+    Router {
+        /// Router node GUID in hex (0x optional).
+        #[arg(long, value_parser = parse_hex)]
+        guid: u64,
+    },
+    /// A worker.
+    Worker {
+        /// Worker name: letters, digits, '-', '_', '.' (at most 64).
+        #[arg(long)]
+        name: String,
+    },
+}
+
+fn parse_hex(s: &str) -> Result<u64, String> {
+    fabric::formats::parse_hex_u64(s)
+        .ok_or_else(|| format!("'{s}' is not a 64-bit hex number (like 0xfec0000000000001)"))
+}
+
+impl RoleArg {
+    fn identity(&self) -> Identity {
+        match self {
+            RoleArg::Controller => Identity::Controller,
+            RoleArg::Agent { prefix } => Identity::Agent { prefix: *prefix },
+            RoleArg::Router { guid } => Identity::Router { guid: *guid },
+            RoleArg::Worker { name } => Identity::Worker { name: name.clone() },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Written {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<String>,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// Certificates are public; keys are readable by their owner only.
+const CERT_MODE: u32 = 0o644;
+const KEY_MODE: u32 = 0o600;
+
+pub fn run(a: CertsArgs) -> Result<i32> {
+    let (stem, identity, pair) = match &a.cmd {
+        CertsCmd::Ca { name } => {
+            let ca = generate_ca(name)?;
+            ("ca".to_string(), None, (ca.cert_pem, ca.key_pem))
+        }
+        CertsCmd::Issue(i) => {
+            let id = i.role.identity();
+            id.validate()?;
+            let ca = CaBundle::load(&i.ca, &i.ca_key)?;
+            let leaf = issue(&ca, &id, &i.dns, &i.ip)?;
+            (id.file_stem(), Some(id), (leaf.cert_pem, leaf.key_pem))
+        }
+    };
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let cert = a.out.join(format!("{stem}.pem"));
+    let key = a.out.join(format!("{stem}-key.pem"));
+    if !a.force {
+        // Both are checked before either is written, so a refusal leaves
+        // no half pair behind.
+        for p in [&cert, &key] {
+            if p.exists() {
+                bail!("{} exists; pass --force to replace it", p.display());
+            }
+        }
+    }
+    // The key first: a certificate on disk without its key is useless.
+    write_atomic(&key, &pair.1, KEY_MODE, a.force)?;
+    write_atomic(&cert, &pair.0, CERT_MODE, a.force)?;
+
+    if a.json {
+        super::print_json(&Written {
+            identity: identity.as_ref().map(Identity::to_uri),
+            cert,
+            key,
+        })?;
+    } else {
+        if let Some(id) = &identity {
+            println!("identity  {id}");
+        }
+        println!("wrote     {}", cert.display());
+        println!("wrote     {} (private key, mode 0600)", key.display());
+    }
+    Ok(0)
+}
+
+/// Writes `path` so that it either keeps its old content or has all of the
+/// new one, even across a crash: a temporary file in the same directory,
+/// flushed to disk, then renamed over `path` (without replacing an
+/// existing file unless `replace`).
+fn write_atomic(path: &Path, text: &str, mode: u32, replace: bool) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".ibfabric-certs-");
+    // Created with its final mode, so a key is never readable by others,
+    // not even between creation and a chmod.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut tmp = builder
+        .tempfile_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("writing {}", tmp.path().display()))?;
+    if replace {
+        tmp.persist(path).map(drop).map_err(|e| e.error)
+    } else {
+        tmp.persist_noclobber(path).map(drop).map_err(|e| e.error)
+    }
+    .with_context(|| format!("writing {}", path.display()))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Makes the rename durable. Best effort: not every platform or file
+/// system can sync a directory, and the file itself is already on disk.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}

@@ -1,0 +1,375 @@
+//! Role identities and their encoding as a subject alternative name URI.
+//!
+//! A leaf certificate names exactly one identity:
+//!
+//! | identity | URI |
+//! |---|---|
+//! | controller | `ibfabric://controller` |
+//! | agent of a subnet | `ibfabric://agent/0x<prefix, 16 lowercase hex digits>` |
+//! | router | `ibfabric://router/0x<node GUID, 16 lowercase hex digits>` |
+//! | worker | `ibfabric://worker/<name>` |
+//!
+//! Each identity has one spelling only, so a URI read from a certificate
+//! compares equal to the one formatted from a configuration, and two
+//! spellings can never be used to name one subnet twice.
+
+use std::fmt;
+use std::str::FromStr;
+use thiserror::Error;
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::FromDer;
+
+/// URI scheme of identities.
+pub const SCHEME: &str = "ibfabric";
+
+const PREFIX: &str = "ibfabric://";
+
+/// Longest worker name: keeps file names and log lines readable.
+pub const MAX_WORKER_NAME: usize = 64;
+
+const FORMS: &str = "ibfabric://controller, ibfabric://agent/0x<16 hex digits>, \
+                     ibfabric://router/0x<16 hex digits> or ibfabric://worker/<name>";
+
+/// Who a peer is, as its certificate says.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Identity {
+    /// A controller. Every controller of a cluster shares this identity:
+    /// they take over from each other.
+    Controller,
+    /// The agent of the subnet with this 64-bit subnet prefix.
+    Agent { prefix: u64 },
+    /// The firmware side of the router with this node GUID.
+    Router { guid: u64 },
+    /// A worker, by name.
+    Worker { name: String },
+}
+
+/// The kind of an [`Identity`], without its subnet, GUID or name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    Controller,
+    Agent,
+    Router,
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Controller => "controller",
+            Role::Agent => "agent",
+            Role::Router => "router",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a URI or a certificate names no usable identity.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum IdentityError {
+    #[error("'{uri}' is not an ibfabric identity: expected {FORMS}")]
+    NotIbfabric { uri: String },
+    #[error("'{uri}' is not a valid ibfabric identity: {reason}")]
+    Malformed { uri: String, reason: String },
+    #[error("worker name '{name}' is not valid: {reason}")]
+    WorkerName { name: String, reason: String },
+    #[error("not a parsable X.509 certificate: {0}")]
+    Certificate(String),
+    #[error("a CA certificate carries no identity; a leaf certificate was expected")]
+    CaCertificate,
+    #[error(
+        "the certificate carries no ibfabric identity (a subject alternative name URI such as \
+         ibfabric://controller); issue it with `ibfabric certs issue`"
+    )]
+    Missing,
+    #[error(
+        "the certificate carries {} ibfabric identities ({}); a leaf certificate must carry exactly one",
+        .0.len(),
+        .0.join(", ")
+    )]
+    Several(Vec<String>),
+}
+
+impl Identity {
+    pub fn role(&self) -> Role {
+        match self {
+            Identity::Controller => Role::Controller,
+            Identity::Agent { .. } => Role::Agent,
+            Identity::Router { .. } => Role::Router,
+            Identity::Worker { .. } => Role::Worker,
+        }
+    }
+
+    /// The URI that encodes this identity in a certificate.
+    pub fn to_uri(&self) -> String {
+        self.to_string()
+    }
+
+    /// Parses an identity URI; only the canonical spelling is accepted.
+    pub fn parse_uri(uri: &str) -> Result<Identity, IdentityError> {
+        let malformed = |reason: &str| IdentityError::Malformed {
+            uri: uri.to_string(),
+            reason: reason.to_string(),
+        };
+        let Some(rest) = uri.strip_prefix(PREFIX) else {
+            return Err(if is_ibfabric_uri(uri) {
+                malformed("the scheme must be written ibfabric:// in lowercase")
+            } else {
+                IdentityError::NotIbfabric {
+                    uri: uri.to_string(),
+                }
+            });
+        };
+        let (role, id) = match rest.split_once('/') {
+            Some((role, id)) => (role, Some(id)),
+            None => (rest, None),
+        };
+        match (role, id) {
+            ("controller", None) => Ok(Identity::Controller),
+            ("controller", Some(_)) => Err(malformed("a controller identity has no path")),
+            ("agent", Some(id)) => Ok(Identity::Agent {
+                prefix: parse_id(id).map_err(|r| malformed(&format!("subnet prefix: {r}")))?,
+            }),
+            ("router", Some(id)) => Ok(Identity::Router {
+                guid: parse_id(id).map_err(|r| malformed(&format!("router GUID: {r}")))?,
+            }),
+            ("worker", Some(name)) => {
+                check_worker_name(name).map_err(|e| match e {
+                    IdentityError::WorkerName { reason, .. } => {
+                        malformed(&format!("worker name: {reason}"))
+                    }
+                    other => other,
+                })?;
+                Ok(Identity::Worker {
+                    name: name.to_string(),
+                })
+            }
+            ("agent" | "router", None) => Err(malformed(&format!(
+                "expected ibfabric://{role}/0x<16 hex digits>"
+            ))),
+            ("worker", None) => Err(malformed("expected ibfabric://worker/<name>")),
+            _ => Err(malformed(&format!(
+                "unknown role '{role}': expected {FORMS}"
+            ))),
+        }
+    }
+
+    /// Checks what the type cannot: a worker's name. Identities parsed from
+    /// URIs are always valid; ones built in code are checked before they
+    /// go into a certificate.
+    pub fn validate(&self) -> Result<(), IdentityError> {
+        match self {
+            Identity::Worker { name } => check_worker_name(name),
+            _ => Ok(()),
+        }
+    }
+
+    /// A file name stem for this identity's certificate:
+    /// `controller`, `agent-0x<prefix>`, `router-0x<guid>`, `worker-<name>`.
+    pub fn file_stem(&self) -> String {
+        match self {
+            Identity::Controller => "controller".to_string(),
+            Identity::Agent { prefix } => format!("agent-{prefix:#018x}"),
+            Identity::Router { guid } => format!("router-{guid:#018x}"),
+            Identity::Worker { name } => format!("worker-{name}"),
+        }
+    }
+
+    /// The identity of a leaf certificate in DER: exactly one ibfabric URI
+    /// among its subject alternative names. Other URIs (another naming
+    /// scheme sharing the certificate) are ignored; CA certificates and
+    /// certificates with no or several ibfabric URIs are refused.
+    pub fn from_cert_der(der: &[u8]) -> Result<Identity, IdentityError> {
+        let (rest, cert) = X509Certificate::from_der(der)
+            .map_err(|e| IdentityError::Certificate(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(IdentityError::Certificate(format!(
+                "{} bytes after the certificate",
+                rest.len()
+            )));
+        }
+        if cert.is_ca() {
+            return Err(IdentityError::CaCertificate);
+        }
+        let san = cert
+            .subject_alternative_name()
+            .map_err(|e| IdentityError::Certificate(format!("subject alternative names: {e}")))?;
+        let uris: Vec<&str> = san
+            .iter()
+            .flat_map(|ext| ext.value.general_names.iter())
+            .filter_map(|name| match name {
+                GeneralName::URI(uri) if is_ibfabric_uri(uri) => Some(*uri),
+                _ => None,
+            })
+            .collect();
+        match uris.as_slice() {
+            [] => Err(IdentityError::Missing),
+            [uri] => Identity::parse_uri(uri),
+            several => Err(IdentityError::Several(
+                several.iter().map(|u| u.to_string()).collect(),
+            )),
+        }
+    }
+
+    /// The identity of the first certificate in a PEM text (the leaf of a
+    /// chain).
+    pub fn from_cert_pem(pem: &[u8]) -> Result<Identity, IdentityError> {
+        let der = crate::pem::first_cert(pem).map_err(IdentityError::Certificate)?;
+        Identity::from_cert_der(&der)
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Identity::Controller => write!(f, "{PREFIX}controller"),
+            Identity::Agent { prefix } => write!(f, "{PREFIX}agent/{prefix:#018x}"),
+            Identity::Router { guid } => write!(f, "{PREFIX}router/{guid:#018x}"),
+            Identity::Worker { name } => write!(f, "{PREFIX}worker/{name}"),
+        }
+    }
+}
+
+impl FromStr for Identity {
+    type Err = IdentityError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Identity::parse_uri(s)
+    }
+}
+
+/// URI schemes are case-insensitive, so `IBFABRIC:` counts as ours when
+/// counting a certificate's identities, even though only the lowercase
+/// spelling parses.
+fn is_ibfabric_uri(uri: &str) -> bool {
+    uri.split_once(':')
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case(SCHEME))
+}
+
+/// `0x` and exactly 16 lowercase hex digits.
+fn parse_id(s: &str) -> Result<u64, String> {
+    let expected = "expected 0x and 16 lowercase hex digits, like 0xfec0000000000001";
+    let digits = s
+        .strip_prefix("0x")
+        .ok_or_else(|| format!("'{s}': {expected}"))?;
+    if digits.len() != 16
+        || !digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(format!("'{s}': {expected}"));
+    }
+    u64::from_str_radix(digits, 16).map_err(|e| format!("'{s}': {e}"))
+}
+
+/// Worker names are 1 to 64 characters of ASCII letters, digits, `-`, `_`
+/// and `.`, starting with a letter or digit: safe in a URI path and in a
+/// file name without escaping.
+fn check_worker_name(name: &str) -> Result<(), IdentityError> {
+    let bad = |reason: &str| IdentityError::WorkerName {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if name.len() > MAX_WORKER_NAME {
+        return Err(bad(&format!(
+            "it is longer than {MAX_WORKER_NAME} characters"
+        )));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(bad("it must start with a letter or a digit"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(bad(&format!(
+            "'{c}' is not allowed (letters, digits, '-', '_' and '.' only)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_forms() {
+        assert_eq!(Identity::Controller.to_uri(), "ibfabric://controller");
+        assert_eq!(
+            Identity::Agent {
+                prefix: 0xfec0000000000001
+            }
+            .to_uri(),
+            "ibfabric://agent/0xfec0000000000001"
+        );
+        assert_eq!(
+            Identity::Router {
+                guid: 0x0002c90300000001
+            }
+            .to_uri(),
+            "ibfabric://router/0x0002c90300000001"
+        );
+        assert_eq!(
+            Identity::Agent { prefix: 0 }.file_stem(),
+            "agent-0x0000000000000000"
+        );
+    }
+
+    #[test]
+    fn non_canonical_spellings_are_refused() {
+        for uri in [
+            "ibfabric://agent/0xFEC0000000000001",
+            "ibfabric://agent/fec0000000000001",
+            "ibfabric://agent/0xfec0000000001",
+            "ibfabric://agent/0x0fec0000000000001",
+            "ibfabric://agent/",
+            "ibfabric://agent",
+            "IBFABRIC://controller",
+            "ibfabric://controller/",
+            "ibfabric://Controller",
+            "ibfabric://worker/",
+            "ibfabric://worker/a/b",
+            "ibfabric://worker/-x",
+            "ibfabric://router/0x+002c90300000001",
+        ] {
+            assert!(
+                matches!(
+                    Identity::parse_uri(uri),
+                    Err(IdentityError::Malformed { .. })
+                ),
+                "{uri}: {:?}",
+                Identity::parse_uri(uri)
+            );
+        }
+        assert!(matches!(
+            Identity::parse_uri("spiffe://example.org/agent"),
+            Err(IdentityError::NotIbfabric { .. })
+        ));
+    }
+
+    #[test]
+    fn worker_names() {
+        assert!(Identity::Worker {
+            name: "w-01.rack_3".into()
+        }
+        .validate()
+        .is_ok());
+        for name in ["", ".hidden", "a b", "ü", &"x".repeat(65)] {
+            assert!(
+                Identity::Worker { name: name.into() }.validate().is_err(),
+                "{name}"
+            );
+        }
+    }
+}
