@@ -40,7 +40,7 @@ struct Figures {
 async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures {
     let (_stop_tx, stop) = watch::channel(false);
     let cfg = controller::config::ControllerConfig::parse(
-        "id = \"bench\"\nlisten = \"127.0.0.1:1\"\nlease_seconds = 30\n",
+        "id = \"bench\"\nlisten = \"127.0.0.1:1\"\nlease_seconds = 30\ninsecure = true\n",
         "bench",
     )
     .expect("config");
@@ -55,6 +55,7 @@ async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures
     tokio::spawn(controller::service::serve(
         ctl.clone(),
         controller::service::Bounds::default(),
+        ibtls::Transport::Insecure,
         l,
         stop.clone(),
     ));
@@ -64,6 +65,7 @@ async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         tokio::spawn(router_fw::run(
             fw.clone(),
+            ibtls::Transport::Insecure,
             l,
             vec![addr.clone()],
             stop.clone(),
@@ -154,7 +156,7 @@ fn main() {
             .expect("write");
         let cfg = agent::config::AgentConfig::parse(
             &format!(
-                "agent_id = \"{}\"\nsubnet_prefix = \"{:#018x}\"\ntopology = \"{}\"\nengine = \"minhop\"\n",
+                "agent_id = \"{}\"\nsubnet_prefix = \"{:#018x}\"\ntopology = \"{}\"\nengine = \"minhop\"\ninsecure = true\n",
                 s.name,
                 s.prefix,
                 net.display()

@@ -28,6 +28,17 @@ fn example_configs_are_valid() {
     let (t, p) = text("router.toml");
     let r = router_fw::config::RouterConfig::parse(&t, &p).expect("router config");
     assert_eq!(r.router_guid, 0x0004_0000_0000_0000);
+    // Every example speaks mutual TLS, with the certificate of its role.
+    for (t, stem) in [
+        (c.transport(), "controller"),
+        (a.transport(), "agent-0xfec0000000000001"),
+        (r.transport(), "router-0x0004000000000000"),
+    ] {
+        match t {
+            ibtls::Transport::Tls(s) => assert!(s.cert.ends_with(format!("{stem}.pem")), "{s:?}"),
+            ibtls::Transport::Insecure => panic!("{stem}: an example runs in plaintext"),
+        }
+    }
 }
 
 #[test]

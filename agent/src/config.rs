@@ -28,6 +28,12 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
+    /// `[tls]`: this service's certificate, key and the CA (mutual TLS).
+    #[serde(default)]
+    pub tls: Option<ibtls::TlsSettings>,
+    /// Plaintext without authentication; only when said explicitly.
+    #[serde(default)]
+    pub insecure: bool,
     pub agent_id: String,
     #[serde(deserialize_with = "settings::hex_u64")]
     pub subnet_prefix: u64,
@@ -65,6 +71,8 @@ fn default_sls() -> u8 {
 
 impl ConfigFile for AgentConfig {
     fn check(&self) -> Result<(), Invalid> {
+        ibtls::Transport::from_config(self.tls.clone(), self.insecure)
+            .map_err(|e| Invalid(e.to_string()))?;
         if !(1..=15).contains(&self.max_vls) {
             return Err(Invalid(format!(
                 "max_vls {} is outside 1..=15",
@@ -87,7 +95,23 @@ impl ConfigFile for AgentConfig {
         std::iter::once(&mut self.topology)
             .chain(self.out_dir.as_mut())
             .chain(self.mapping_file.as_mut())
+            .chain(
+                self.tls
+                    .iter_mut()
+                    .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key]),
+            )
             .collect()
+    }
+}
+
+impl AgentConfig {
+    /// How this service talks gRPC (`check` already refused a config
+    /// that names neither TLS nor `insecure = true`).
+    pub fn transport(&self) -> ibtls::Transport {
+        match &self.tls {
+            Some(s) if !self.insecure => ibtls::Transport::Tls(s.clone()),
+            _ => ibtls::Transport::Insecure,
+        }
     }
 }
 
@@ -97,7 +121,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_the_problem() {
-        let ok = "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
+        let ok = "insecure = true\nagent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
         let c = AgentConfig::parse(ok, "a.toml").expect("valid");
         assert_eq!(c.subnet_prefix, 0xfec0_0000_0000_0001);
         assert_eq!(c.engine, EngineKind::Minhop);
@@ -109,7 +133,7 @@ mod tests {
         );
         let e =
             AgentConfig::parse(&format!("{ok}colour = 1\n"), "a.toml").expect_err("unknown key");
-        assert!(e.to_string().contains("line 4"), "{e}");
+        assert!(e.to_string().contains("line 5"), "{e}");
         let e = AgentConfig::parse(&ok.replace("0xfec0000000000001", "zz"), "a.toml")
             .expect_err("prefix");
         assert!(e.to_string().contains("subnet_prefix"), "{e}");
@@ -117,7 +141,7 @@ mod tests {
 
     #[test]
     fn typed_fields_and_ranges() {
-        let ok = "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
+        let ok = "insecure = true\nagent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
         let c = AgentConfig::parse(
             &format!("{ok}engine = \"dfdn\"\nbase = \"sssp\"\n"),
             "a.toml",
@@ -126,12 +150,31 @@ mod tests {
         assert_eq!((c.engine, c.base), (EngineKind::Dfdn, Some(Base::Sssp)));
         let e = AgentConfig::parse(&format!("{ok}base = \"fast\"\n"), "a.toml").expect_err("base");
         assert!(
-            e.to_string().contains("line 4") && e.to_string().contains("fast"),
+            e.to_string().contains("line 5") && e.to_string().contains("fast"),
             "{e}"
         );
         let e = AgentConfig::parse(&format!("{ok}max_vls = 16\n"), "a.toml").expect_err("vls");
         assert_eq!(e.to_string(), "a.toml: max_vls 16 is outside 1..=15");
         let e = AgentConfig::parse(&ok.replace("\"a\"", "\" \""), "a.toml").expect_err("id");
         assert_eq!(e.to_string(), "a.toml: agent_id is empty");
+    }
+
+    #[test]
+    fn a_config_must_say_tls_or_insecure_and_tls_paths_follow_the_file() {
+        let bare = "agent_id = \"a\"\nsubnet_prefix = \"0x1\"\ntopology = \"t.net\"\n";
+        let e = AgentConfig::parse(bare, "a.toml").expect_err("no transport");
+        assert!(e.to_string().contains("insecure = true"), "{e}");
+        let tls = "[tls]\nca = \"ca.pem\"\ncert = \"a.pem\"\nkey = \"a-key.pem\"\n";
+        let e = AgentConfig::parse(&format!("insecure = true\n{bare}{tls}"), "a.toml")
+            .expect_err("both");
+        assert!(e.to_string().contains("both"), "{e}");
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("a.toml");
+        std::fs::write(&p, format!("{bare}{tls}")).expect("write");
+        let c = AgentConfig::load(&p).expect("tls");
+        match c.transport() {
+            ibtls::Transport::Tls(s) => assert_eq!(s.ca, d.path().join("ca.pem")),
+            t => panic!("{t:?}"),
+        }
     }
 }

@@ -71,6 +71,15 @@ pub enum AgentError {
     Serve(#[from] tonic::transport::Error),
     #[error("mapping file: {0}")]
     Mapping(fabric::Error),
+    #[error("path query service: {0}")]
+    Listen(#[from] proto::client::ServeError),
+    #[error(transparent)]
+    Tls(#[from] ibtls::TlsError),
+    #[error("the [tls] certificate names {have}, but this agent speaks for {want}")]
+    Identity {
+        have: ibtls::Identity,
+        want: ibtls::Identity,
+    },
 }
 
 /// Why a pushed mapping was not taken; the mapping in force stays.
@@ -88,7 +97,7 @@ pub enum MappingRefused {
 #[derive(Debug, thiserror::Error)]
 enum SessionError {
     #[error("connect: {0}")]
-    Connect(#[from] tonic::transport::Error),
+    Connect(#[from] proto::client::ConnectError),
     #[error("{call}: {}: {}", .status.code(), .status.message())]
     Call { call: &'static str, status: Status },
     #[error("nothing routed to report")]
@@ -273,6 +282,8 @@ impl v1::agent_server::Agent for QueryService {
         &self,
         req: Request<v1::PathQueryRequest>,
     ) -> Result<Response<v1::PathQueryReply>, Status> {
+        // Any identity of the CA may ask for paths.
+        self.0.cfg.transport().peer(&req)?;
         let q = req.into_inner();
         let (Some(src), Some(dst)) = (q.source.as_ref(), q.destination.as_ref()) else {
             return Err(Status::invalid_argument(
@@ -296,6 +307,26 @@ pub async fn run(
     listener: Option<tokio::net::TcpListener>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
+    let transport = agent.cfg.transport();
+    // The agent speaks for its prefix only with a certificate that names
+    // it: refuse to start with another one rather than be refused later.
+    if let ibtls::Transport::Tls(s) = &transport {
+        let id = s.identity()?;
+        let want = ibtls::Identity::Agent {
+            prefix: agent.cfg.subnet_prefix,
+        };
+        if id != want {
+            return Err(AgentError::Identity { have: id, want });
+        }
+    }
+    let server = match listener {
+        Some(_) => Some(proto::client::server(
+            &transport,
+            proto::client::UNARY_TIMEOUT,
+            64,
+        )?),
+        None => None,
+    };
     agent.reroute().await?;
     let mut tasks = Vec::new();
     if agent.cfg.watch_topology {
@@ -308,10 +339,10 @@ pub async fn run(
         agent.clone(),
         shutdown.clone(),
     )));
-    let r = match listener {
-        Some(l) => {
+    let r = match (listener, server) {
+        (Some(l), Some(mut server)) => {
             let mut sd = shutdown.clone();
-            proto::client::server(proto::client::UNARY_TIMEOUT, 64)
+            server
                 .add_service(
                     v1::agent_server::AgentServer::new(QueryService(agent.clone()))
                         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
@@ -326,7 +357,7 @@ pub async fn run(
                 .await
                 .map_err(AgentError::from)
         }
-        None => {
+        _ => {
             let mut sd = shutdown.clone();
             let _ = sd.wait_for(|s| *s).await;
             Ok(())
@@ -370,13 +401,14 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
         return;
     }
     let prefix = agent.cfg.subnet_prefix;
+    let transport = agent.cfg.transport();
     let mut backoff = BACKOFF_MIN;
     let mut i = 0usize;
     loop {
         let addr = ctrls[i % ctrls.len()].clone();
         i += 1;
         let outcome = tokio::select! {
-            r = one_session(&agent, &addr, prefix) => r,
+            r = one_session(&agent, &transport, &addr, prefix) => r,
             _ = shutdown.changed() => return,
         };
         match outcome {
@@ -395,8 +427,13 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
 
 /// One session with one controller: Ok when it was established and later
 /// ended, Err when it could not be established.
-async fn one_session(agent: &Arc<Agent>, addr: &str, prefix: u64) -> Result<(), SessionError> {
-    let mut client = proto::client::controller(addr).await?;
+async fn one_session(
+    agent: &Arc<Agent>,
+    transport: &ibtls::Transport,
+    addr: &str,
+    prefix: u64,
+) -> Result<(), SessionError> {
+    let mut client = proto::client::controller(addr, transport).await?;
     let reg = client
         .register(proto::client::unary(v1::RegisterRequest {
             agent_id: agent.cfg.agent_id.clone(),

@@ -9,7 +9,7 @@ use fabric::verify::Refusal;
 
 fn config(dir: &std::path::Path, engine: &str) -> AgentConfig {
     let text = format!(
-        "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"torus.net\"\nengine = \"{engine}\"\nout_dir = \"out\"\n"
+        "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"torus.net\"\nengine = \"{engine}\"\nout_dir = \"out\"\ninsecure = true\n"
     );
     let p = dir.join("agent.toml");
     write_file(&p, &text).expect("config");

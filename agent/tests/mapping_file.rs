@@ -23,7 +23,7 @@ fn write_topology(path: &Path, routers: u32) -> GlobalView {
 fn config(dir: &Path, prefix: u64) -> AgentConfig {
     let text = format!(
         "agent_id = \"s0\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"s0.net\"\n\
-         engine = \"updn\"\nmapping_file = \"s0.map\"\nout_dir = \"out\"\n"
+         engine = \"updn\"\nmapping_file = \"s0.map\"\nout_dir = \"out\"\ninsecure = true\n"
     );
     let p = dir.join("agent.toml");
     std::fs::write(&p, text).expect("write config");

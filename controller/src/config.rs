@@ -34,6 +34,12 @@ pub const DEFAULT_LEASE_SECONDS: u64 = 10;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControllerConfig {
+    /// `[tls]`: this service's certificate, key and the CA (mutual TLS).
+    #[serde(default)]
+    pub tls: Option<ibtls::TlsSettings>,
+    /// Plaintext without authentication; only when said explicitly.
+    #[serde(default)]
+    pub insecure: bool,
     pub id: String,
     pub listen: SocketAddr,
     #[serde(default = "default_algorithm")]
@@ -201,6 +207,8 @@ fn default_ttl() -> u64 {
 
 impl ConfigFile for ControllerConfig {
     fn check(&self) -> Result<(), Invalid> {
+        ibtls::Transport::from_config(self.tls.clone(), self.insecure)
+            .map_err(|e| Invalid(e.to_string()))?;
         if self.lease_seconds == 0 {
             return Err(Invalid("lease_seconds must be at least 1".into()));
         }
@@ -221,13 +229,31 @@ impl ConfigFile for ControllerConfig {
         }
         Ok(())
     }
+
+    fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
+        self.tls
+            .iter_mut()
+            .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key])
+            .collect()
+    }
+}
+
+impl ControllerConfig {
+    /// How this service talks gRPC (`check` already refused a config
+    /// that names neither TLS nor `insecure = true`).
+    pub fn transport(&self) -> ibtls::Transport {
+        match &self.tls {
+            Some(s) if !self.insecure => ibtls::Transport::Tls(s.clone()),
+            _ => ibtls::Transport::Insecure,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const OK: &str = "id = \"c\"\nlisten = \"127.0.0.1:1\"\n";
+    const OK: &str = "insecure = true\nid = \"c\"\nlisten = \"127.0.0.1:1\"\n";
 
     #[test]
     fn defaults_and_typed_fields() {
@@ -262,17 +288,17 @@ mod tests {
             (
                 format!("{OK}algorithm = \"shortest\"\n"),
                 "shortest",
-                "line 3",
+                "line 4",
             ),
             (
                 format!("{OK}[store]\nkind = \"zookeeper\"\n"),
                 "zookeeper",
-                "line 4",
+                "line 5",
             ),
             (
                 format!("{OK}[store]\nendpoint = \"e\"\n"),
                 "endpoint",
-                "line 4",
+                "line 5",
             ),
         ] {
             let e = ControllerConfig::parse(&text, "c.toml").expect_err(bad);

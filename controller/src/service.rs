@@ -35,15 +35,17 @@ impl Default for Bounds {
 pub struct Service {
     ctl: Arc<Controller>,
     bounds: Bounds,
+    transport: ibtls::Transport,
     /// Open watch streams per client.
     streams: Arc<dashmap::DashMap<String, usize>>,
 }
 
 impl Service {
-    pub fn new(ctl: Arc<Controller>, bounds: Bounds) -> Self {
+    pub fn new(ctl: Arc<Controller>, bounds: Bounds, transport: ibtls::Transport) -> Self {
         Self {
             ctl,
             bounds,
+            transport,
             streams: Arc::new(dashmap::DashMap::new()),
         }
     }
@@ -80,11 +82,39 @@ impl Drop for StreamSlot {
     }
 }
 
-/// Who the client is for bounds and logs: its address (the identity once
-/// the transport proves one).
-fn client_key<T>(req: &Request<T>) -> String {
-    req.remote_addr()
-        .map_or_else(|| "unknown client".into(), |a| a.ip().to_string())
+/// Who the client is for bounds and logs: its proven identity, else its
+/// address.
+fn client_key<T>(req: &Request<T>, peer: &ibtls::Peer) -> String {
+    match peer.identity() {
+        Some(id) => id.to_uri(),
+        None => req
+            .remote_addr()
+            .map_or_else(|| "unknown client".into(), |a| a.ip().to_string()),
+    }
+}
+
+/// The holder of an agent's session: its identity and the fingerprint of
+/// the very certificate it presented, so a second certificate for the same
+/// prefix (a twin) cannot take over a live session. Without TLS the agent
+/// id stands in: a plaintext control plane trusts its network.
+fn holder<T>(req: &Request<T>, peer: &ibtls::Peer, agent_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    match (peer.identity(), req.peer_certs()) {
+        (Some(id), Some(certs)) => {
+            let fp: String = certs
+                .first()
+                .map(|c| Sha256::digest(c.as_ref()))
+                .map(|d| d.iter().take(16).map(|b| format!("{b:02x}")).collect())
+                .unwrap_or_default();
+            format!("{}#{fp}", id.to_uri())
+        }
+        _ => format!("insecure:{agent_id}"),
+    }
+}
+
+/// The identity an agent of `prefix` must have.
+fn agent(prefix: u64) -> ibtls::Identity {
+    ibtls::Identity::Agent { prefix }
 }
 
 impl From<ControlError> for Status {
@@ -190,19 +220,24 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::RegisterRequest>,
     ) -> Result<Response<v1::RegisterReply>, Status> {
-        let r = req.into_inner();
-        // Without a proven identity the agent id names the holder: a
-        // plaintext control plane trusts its network.
-        let holder = format!("insecure:{}", r.agent_id);
-        Ok(Response::new(self.ctl.register(&r, &holder).await?))
+        let peer = self.transport.peer(&req)?;
+        peer.authorize_as(&agent(req.get_ref().subnet_prefix))?;
+        let holder = holder(&req, &peer, &req.get_ref().agent_id);
+        Ok(Response::new(
+            self.ctl.register(req.get_ref(), &holder).await?,
+        ))
     }
 
     async fn report(
         &self,
         req: Request<v1::SubnetReport>,
     ) -> Result<Response<v1::ReportAck>, Status> {
+        let peer = self.transport.peer(&req)?;
+        peer.authorize_as(&agent(req.get_ref().subnet_prefix))?;
+        // Without TLS the session alone binds a report to its agent.
+        let holder = peer.identity().map(|_| holder(&req, &peer, ""));
         Ok(Response::new(
-            self.ctl.report(req.into_inner(), None).await?,
+            self.ctl.report(req.into_inner(), holder.as_deref()).await?,
         ))
     }
 
@@ -215,7 +250,9 @@ impl v1::controller_server::Controller for Service {
         if !self.ctl.is_leader() {
             return Err(ControlError::NotLeader(String::new()).into());
         }
-        let slot = self.open_stream(client_key(&req))?;
+        let peer = self.transport.peer(&req)?;
+        peer.authorize_as(&agent(req.get_ref().subnet_prefix))?;
+        let slot = self.open_stream(client_key(&req, &peer))?;
         let r = req.into_inner();
         let prefix = r.subnet_prefix;
         self.ctl.held(None, Some(prefix), r.have_version);
@@ -236,7 +273,11 @@ impl v1::controller_server::Controller for Service {
         if !self.ctl.is_leader() {
             return Err(ControlError::NotLeader(String::new()).into());
         }
-        let slot = self.open_stream(client_key(&req))?;
+        let peer = self.transport.peer(&req)?;
+        peer.authorize_as(&ibtls::Identity::Router {
+            guid: req.get_ref().router_guid,
+        })?;
+        let slot = self.open_stream(client_key(&req, &peer))?;
         let r = req.into_inner();
         let guid = r.router_guid;
         self.ctl.held(Some(guid), None, r.have_version);
@@ -250,13 +291,23 @@ impl v1::controller_server::Controller for Service {
 
     async fn state(
         &self,
-        _req: Request<v1::StateRequest>,
+        req: Request<v1::StateRequest>,
     ) -> Result<Response<v1::ControllerState>, Status> {
+        // Any identity of the CA may read the state.
+        self.transport.peer(&req)?;
         Ok(Response::new(self.ctl.state()))
     }
 
     async fn held(&self, req: Request<v1::HeldRequest>) -> Result<Response<v1::HeldReply>, Status> {
+        let peer = self.transport.peer(&req)?;
         let r = req.into_inner();
+        match r.holder {
+            Some(v1::held_request::Holder::RouterGuid(guid)) => {
+                peer.authorize_as(&ibtls::Identity::Router { guid })?
+            }
+            Some(v1::held_request::Holder::SubnetPrefix(p)) => peer.authorize_as(&agent(p))?,
+            None => {}
+        }
         match r.holder {
             Some(v1::held_request::Holder::RouterGuid(g)) => {
                 self.ctl.held(Some(g), None, r.version)
@@ -278,13 +329,19 @@ impl v1::controller_server::Controller for Service {
 pub async fn serve(
     ctl: Arc<Controller>,
     bounds: Bounds,
+    transport: ibtls::Transport,
     listener: tokio::net::TcpListener,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), tonic::transport::Error> {
-    let svc = v1::controller_server::ControllerServer::new(Service::new(ctl, bounds))
+) -> Result<(), proto::client::ServeError> {
+    let mut server = proto::client::server(
+        &transport,
+        bounds.rpc_timeout,
+        bounds.concurrency_per_connection,
+    )?;
+    let svc = v1::controller_server::ControllerServer::new(Service::new(ctl, bounds, transport))
         .max_decoding_message_size(bounds.max_message_bytes)
         .max_encoding_message_size(bounds.max_message_bytes);
-    proto::client::server(bounds.rpc_timeout, bounds.concurrency_per_connection)
+    Ok(server
         .add_service(svc)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
@@ -292,5 +349,5 @@ pub async fn serve(
                 let _ = shutdown.wait_for(|s| *s).await;
             },
         )
-        .await
+        .await?)
 }

@@ -2,9 +2,13 @@
 //! `ibfabric controller`, one `ibfabric agent` per subnet, one
 //! `ibfabric router` per router, each with its own config file and log.
 //! Processes are killed when the cluster (or the process handle) drops.
+//! Every link speaks mutual TLS with certificates the cluster issues from
+//! its own CA; tests talk to the services as the `tester` worker identity
+//! (or as the controller where only it may act).
 
 use anyhow::{bail, Context, Result};
 use fabric::multi::MultiFabric;
+use ibtls::{Identity, Role, TlsSettings, Transport};
 use proto::v1;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -102,6 +106,10 @@ pub struct RouterProc {
 
 pub struct Cluster {
     pub dir: tempfile::TempDir,
+    /// The cluster's CA, to issue more certificates in tests.
+    pub ca: ibtls::CaBundle,
+    /// How tests reach the services: the `tester` worker certificate.
+    pub client: Transport,
     pub fabric: MultiFabric,
     pub controllers: Vec<(String, Proc)>,
     pub agents: Vec<AgentProc>,
@@ -128,8 +136,19 @@ impl Cluster {
     ) -> Result<Self> {
         let fabric = fabric::multi::fat_tree_subnets(subnets, 4, 2, 2, routers)?;
         let dir = tempfile::tempdir()?;
+        let ca = ibtls::generate_ca("ibfabric test CA")?;
+        std::fs::write(dir.path().join("ca.pem"), &ca.cert_pem)?;
+        let tester = issue_into(
+            dir.path(),
+            &ca,
+            &Identity::Worker {
+                name: "tester".into(),
+            },
+        )?;
         let mut c = Self {
             dir,
+            ca,
+            client: Transport::Tls(tester),
             fabric,
             controllers: Vec::new(),
             agents: Vec::new(),
@@ -152,7 +171,8 @@ impl Cluster {
             std::fs::write(
                 &cfg,
                 format!(
-                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\nlease_seconds = 3\n{store}"
+                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\nlease_seconds = 3\n{store}{}",
+                    c.tls_section(&Identity::Controller)?
                 ),
             )?;
             let p = Proc::spawn(
@@ -180,6 +200,41 @@ impl Cluster {
         self.dir.path().join(name)
     }
 
+    /// A `[tls]` section for `id`, issuing its certificate on first use.
+    pub fn tls_section(&self, id: &Identity) -> Result<String> {
+        let s = self.tls_for(id)?;
+        Ok(format!(
+            "\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+            path_str(&s.ca)?,
+            path_str(&s.cert)?,
+            path_str(&s.key)?
+        ))
+    }
+
+    /// The TLS files of `id` (issued from the cluster's CA when missing).
+    pub fn tls_for(&self, id: &Identity) -> Result<TlsSettings> {
+        let s = settings_of(self.dir.path(), id);
+        if s.cert.exists() {
+            return Ok(s);
+        }
+        issue_into(self.dir.path(), &self.ca, id)
+    }
+
+    /// A channel to a service of role `server`, as `client`.
+    pub async fn connect_as(
+        &self,
+        addr: &str,
+        server: Role,
+        client: &Transport,
+    ) -> Result<tonic::transport::Channel> {
+        Ok(proto::client::connect(addr, client, server).await?)
+    }
+
+    /// A channel to a service of role `server`, as the tester.
+    pub async fn connect(&self, addr: &str, server: Role) -> Result<tonic::transport::Channel> {
+        self.connect_as(addr, server, &self.client).await
+    }
+
     pub fn start_router(&mut self, i: usize, controllers: &[String]) -> Result<()> {
         let r = &self.fabric.routers[i];
         let port = free_port()?;
@@ -188,9 +243,10 @@ impl Cluster {
         std::fs::write(
             &cfg,
             format!(
-                "router_guid = \"{:#018x}\"\nlisten = \"127.0.0.1:{port}\"\ncontrollers = {}\nports = {ports}\n",
+                "router_guid = \"{:#018x}\"\nlisten = \"127.0.0.1:{port}\"\ncontrollers = {}\nports = {ports}\n{}",
                 r.guid,
-                toml_list(controllers)
+                toml_list(controllers),
+                self.tls_section(&Identity::Router { guid: r.guid })?
             ),
         )?;
         let p = Proc::spawn(
@@ -221,8 +277,9 @@ impl Cluster {
             &cfg,
             format!(
                 "agent_id = \"{agent_id}\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{name}.net\"\n\
-                 engine = \"{engine}\"\nout_dir = \"out/{agent_id}\"\ncontrollers = {}\nlisten = \"127.0.0.1:{port}\"\n",
-                toml_list(controllers)
+                 engine = \"{engine}\"\nout_dir = \"out/{agent_id}\"\ncontrollers = {}\nlisten = \"127.0.0.1:{port}\"\n{}",
+                toml_list(controllers),
+                self.tls_section(&Identity::Agent { prefix })?
             ),
         )?;
         let entry = AgentProc {
@@ -258,9 +315,11 @@ impl Cluster {
 
     /// The first controller's state.
     pub async fn state(&self, i: usize) -> Option<v1::ControllerState> {
-        let mut c = v1::controller_client::ControllerClient::connect(self.controllers[i].0.clone())
+        let ch = self
+            .connect(&self.controllers[i].0, Role::Controller)
             .await
             .ok()?;
+        let mut c = proto::client::controller_client(ch);
         c.state(v1::StateRequest {})
             .await
             .ok()
@@ -268,9 +327,11 @@ impl Cluster {
     }
 
     pub async fn router_state(&self, i: usize) -> Option<v1::RouterState> {
-        let mut c = v1::router_fw_client::RouterFwClient::connect(self.routers[i].addr.clone())
+        let ch = self
+            .connect(&self.routers[i].addr, Role::Router)
             .await
             .ok()?;
+        let mut c = v1::router_fw_client::RouterFwClient::new(ch);
         c.state(v1::RouterStateRequest {})
             .await
             .ok()
@@ -325,6 +386,28 @@ impl Cluster {
         }
         s
     }
+}
+
+fn settings_of(dir: &Path, id: &Identity) -> TlsSettings {
+    TlsSettings {
+        ca: dir.join("ca.pem"),
+        cert: dir.join(format!("{}.pem", id.file_stem())),
+        key: dir.join(format!("{}-key.pem", id.file_stem())),
+    }
+}
+
+/// Issues a loopback certificate for `id` into `dir`.
+pub fn issue_into(dir: &Path, ca: &ibtls::CaBundle, id: &Identity) -> Result<TlsSettings> {
+    let c = ibtls::issue(
+        ca,
+        id,
+        &["localhost".to_string()],
+        &[std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)],
+    )?;
+    let s = settings_of(dir, id);
+    std::fs::write(&s.cert, c.cert_pem)?;
+    std::fs::write(&s.key, c.key_pem)?;
+    Ok(s)
 }
 
 fn path_str(p: &Path) -> Result<&str> {

@@ -4,16 +4,24 @@
 //! pure inter-subnet algorithm run on the same generated fabric.
 
 use fabric::intersubnet::{self, Gid, GlobalView};
+use ibtls::{Identity, Role, Transport};
 use integration_tests::cluster::{wait_for, Cluster};
 use proto::v1;
 use std::time::Duration;
 
 const CONVERGE: Duration = Duration::from_secs(30);
 
-async fn path_query(addr: &str, src: Gid, dst: Gid) -> Result<v1::PathQueryReply, tonic::Status> {
-    let mut c = v1::agent_client::AgentClient::connect(addr.to_string())
+async fn path_query(
+    cl: &Cluster,
+    addr: &str,
+    src: Gid,
+    dst: Gid,
+) -> Result<v1::PathQueryReply, tonic::Status> {
+    let ch = cl
+        .connect(addr, Role::Agent)
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut c = v1::agent_client::AgentClient::new(ch);
     c.path_query(v1::PathQueryRequest {
         source: Some(proto::convert::gid_to_wire(src)),
         destination: Some(proto::convert::gid_to_wire(dst)),
@@ -23,14 +31,17 @@ async fn path_query(addr: &str, src: Gid, dst: Gid) -> Result<v1::PathQueryReply
 }
 
 async fn forward(
+    cl: &Cluster,
     addr: &str,
     ingress: u8,
     slid: u32,
     dst: Gid,
 ) -> Result<v1::ForwardDecision, tonic::Status> {
-    let mut c = v1::router_fw_client::RouterFwClient::connect(addr.to_string())
+    let ch = cl
+        .connect(addr, Role::Router)
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut c = v1::router_fw_client::RouterFwClient::new(ch);
     c.forward(v1::ForwardQuery {
         ingress_port: ingress as u32,
         slid,
@@ -80,7 +91,9 @@ async fn agents_report_routers_get_tables_and_every_cross_subnet_path_resolves()
                         prefix: d.prefix,
                         guid: dst.guid,
                     };
-                    let pq = path_query(&agent.addr, sg, dg).await.expect("path query");
+                    let pq = path_query(&c, &agent.addr, sg, dg)
+                        .await
+                        .expect("path query");
                     assert!(pq.remote);
                     assert_eq!(pq.slid, src.lid as u32);
                     let hops = intersubnet::trace(&view, &expect, sg, dg).expect("pure trace");
@@ -100,7 +113,7 @@ async fn agents_report_routers_get_tables_and_every_cross_subnet_path_resolves()
                         .iter()
                         .find(|r| r.guid == rp.router_guid)
                         .expect("router");
-                    let fd = forward(&router.addr, rp.port, pq.slid, dg)
+                    let fd = forward(&c, &router.addr, rp.port, pq.slid, dg)
                         .await
                         .expect("forward");
                     assert_eq!(
@@ -137,6 +150,7 @@ async fn agents_report_routers_get_tables_and_every_cross_subnet_path_resolves()
     // Local pairs resolve without a router.
     let s = &view.subnets[0];
     let pq = path_query(
+        &c,
         &c.agents[0].addr,
         Gid {
             prefix: s.prefix,
@@ -166,13 +180,22 @@ async fn a_bad_table_push_is_refused_and_the_old_table_kept() {
         guid: d.end_ports[0].guid,
     };
     let rp = &view.subnets[0].router_ports[0];
-    let ok = forward(&c.routers[0].addr, rp.port, 1, dg)
+    let ok = forward(&c, &c.routers[0].addr, rp.port, 1, dg)
         .await
         .expect("forward");
 
-    let mut client = v1::router_fw_client::RouterFwClient::connect(c.routers[0].addr.clone())
+    // Only the controller's identity may install tables.
+    let as_controller = Transport::Tls(c.tls_for(&Identity::Controller).expect("cert"));
+    let ch = c
+        .connect_as(&c.routers[0].addr, Role::Router, &as_controller)
         .await
         .expect("connect");
+    let mut client = v1::router_fw_client::RouterFwClient::new(ch);
+    let mut tester = v1::router_fw_client::RouterFwClient::new(
+        c.connect(&c.routers[0].addr, Role::Router)
+            .await
+            .expect("connect"),
+    );
     let rule = |next_lid: u32, ports: Vec<u32>| v1::EgressRule {
         r#match: Some(v1::egress_rule::Match::Gid(proto::convert::gid_to_wire(dg))),
         next_lid,
@@ -189,6 +212,19 @@ async fn a_bad_table_push_is_refused_and_the_old_table_kept() {
         }],
         replaces: 0,
     };
+    // Another identity of the CA may ask, not install, even a good table.
+    let e = tester
+        .install(table(before.version + 10, vec![rule(5, vec![1])]))
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+    // A forged version far in the future is refused as absurd.
+    let e = client
+        .install(table(u64::MAX, vec![rule(5, vec![1])]))
+        .await
+        .expect_err("absurd");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e.message());
+    assert!(e.message().contains("absurd"), "{}", e.message());
     // Malformed: LID 0, a port the router lacks, no port at all; then a
     // well-formed but older table, and one for another router.
     for (bad, code) in [
@@ -222,9 +258,9 @@ async fn a_bad_table_push_is_refused_and_the_old_table_kept() {
     let after = c.router_state(0).await.expect("router state");
     assert_eq!(after.version, before.version, "old table kept");
     assert_eq!(after.rules, before.rules);
-    assert_eq!(after.rejected, before.rejected + 5);
+    assert_eq!(after.rejected, before.rejected + 6);
     assert_eq!(
-        forward(&c.routers[0].addr, rp.port, 1, dg)
+        forward(&c, &c.routers[0].addr, rp.port, 1, dg)
             .await
             .expect("forward"),
         ok
@@ -236,9 +272,56 @@ async fn a_second_agent_claiming_a_live_prefix_is_refused() {
     let mut c = Cluster::start(2, 1, "lash").expect("cluster starts");
     c.converged(0, CONVERGE).await.expect("converges");
     let prefix = c.agents[0].prefix;
-    let mut client = v1::controller_client::ControllerClient::connect(c.controllers[0].0.clone())
+    // A client whose certificate names another role or prefix is refused
+    // before anything is looked at.
+    let mut tester = proto::client::controller_client(
+        c.connect(&c.controllers[0].0, Role::Controller)
+            .await
+            .expect("connect"),
+    );
+    let e = tester
+        .register(v1::RegisterRequest {
+            agent_id: "intruder".into(),
+            subnet_prefix: prefix,
+            query_addr: String::new(),
+        })
         .await
-        .expect("connect");
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+    let other = Transport::Tls(
+        c.tls_for(&Identity::Agent {
+            prefix: c.agents[1].prefix,
+        })
+        .expect("cert"),
+    );
+    let mut wrong = proto::client::controller_client(
+        c.connect_as(&c.controllers[0].0, Role::Controller, &other)
+            .await
+            .expect("connect"),
+    );
+    let e = wrong
+        .register(v1::RegisterRequest {
+            agent_id: "subnet1".into(),
+            subnet_prefix: prefix,
+            query_addr: String::new(),
+        })
+        .await
+        .expect_err("an agent of prefix B speaking for prefix A");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+    assert!(e.message().contains("may not act as"), "{}", e.message());
+    // A twin: a second certificate for the same prefix, from the same CA.
+    let twin_dir = c.path("twin");
+    std::fs::create_dir_all(&twin_dir).expect("dir");
+    std::fs::copy(c.path("ca.pem"), twin_dir.join("ca.pem")).expect("ca");
+    let twin = Transport::Tls(
+        integration_tests::cluster::issue_into(&twin_dir, &c.ca, &Identity::Agent { prefix })
+            .expect("twin cert"),
+    );
+    let mut client = proto::client::controller_client(
+        c.connect_as(&c.controllers[0].0, Role::Controller, &twin)
+            .await
+            .expect("connect"),
+    );
     let e = client
         .register(v1::RegisterRequest {
             agent_id: "intruder".into(),
@@ -253,10 +336,18 @@ async fn a_second_agent_claiming_a_live_prefix_is_refused() {
         "{}",
         e.message()
     );
-    // A real agent process with the same prefix does not take it over.
+    // A real agent process with its own certificate for the same prefix
+    // does not take it over.
     let ctl = vec![c.controllers[0].0.clone()];
     c.write_agent_config(0, "lash", "intruder", prefix, &ctl)
         .expect("config");
+    let cfg = c.path("intruder.agent.toml");
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    let text = text.replace(
+        c.path("agent-").to_str().expect("utf-8"),
+        twin_dir.join("agent-").to_str().expect("utf-8"),
+    );
+    std::fs::write(&cfg, text).expect("config");
     let i = c
         .agents
         .iter()
@@ -294,18 +385,20 @@ async fn a_restarted_agent_resyncs_with_the_same_versions() {
         prefix: d.prefix,
         guid: d.end_ports[0].guid,
     };
-    let q1 = path_query(&c.agents[0].addr, sg, dg).await.expect("query");
+    let q1 = path_query(&c, &c.agents[0].addr, sg, dg)
+        .await
+        .expect("query");
 
     c.agents[0].proc.kill();
     assert!(
-        path_query(&c.agents[0].addr, sg, dg).await.is_err(),
+        path_query(&c, &c.agents[0].addr, sg, dg).await.is_err(),
         "agent is down"
     );
     c.start_agent(0).expect("restarts");
     let addr = c.agents[0].addr.clone();
     let q2 = wait_for("the restarted agent's mapping", CONVERGE, || {
-        let addr = addr.clone();
-        async move { path_query(&addr, sg, dg).await.ok() }
+        let (addr, c) = (addr.clone(), &c);
+        async move { path_query(c, &addr, sg, dg).await.ok() }
     })
     .await
     .expect("resynced");

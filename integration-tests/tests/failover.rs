@@ -4,6 +4,7 @@
 
 use controller::testing::{unique_namespace, EtcdServer};
 use fabric::intersubnet::{Gid, GlobalView};
+use ibtls::{Identity, Role, Transport};
 use integration_tests::cluster::{wait_for, Cluster};
 use proto::v1;
 use std::time::{Duration, Instant};
@@ -25,10 +26,15 @@ async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {
     let fst = c.state(follower).await.expect("follower answers");
     assert!(!fst.leader, "exactly one leader");
     // Followers refuse registrations and name the leader.
-    let mut fc =
-        v1::controller_client::ControllerClient::connect(c.controllers[follower].0.clone())
-            .await
-            .expect("connect");
+    let mut fc = proto::client::controller_client(
+        c.connect_as(
+            &c.controllers[follower].0,
+            Role::Controller,
+            &as_agent(&c, 1),
+        )
+        .await
+        .expect("connect"),
+    );
     let e = fc
         .register(v1::RegisterRequest {
             agent_id: "x".into(),
@@ -63,15 +69,20 @@ async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {
         prefix: d.prefix,
         guid: d.end_ports[3].guid,
     };
-    let query = |addr: String| async move {
-        let mut a = v1::agent_client::AgentClient::connect(addr).await.ok()?;
-        a.path_query(v1::PathQueryRequest {
-            source: Some(proto::convert::gid_to_wire(sg)),
-            destination: Some(proto::convert::gid_to_wire(dg)),
-        })
-        .await
-        .ok()
-        .map(|r| r.into_inner())
+    let tester = c.client.clone();
+    let query = |addr: String| {
+        let t = tester.clone();
+        async move {
+            let ch = proto::client::connect(&addr, &t, Role::Agent).await.ok()?;
+            let mut a = v1::agent_client::AgentClient::new(ch);
+            a.path_query(v1::PathQueryRequest {
+                source: Some(proto::convert::gid_to_wire(sg)),
+                destination: Some(proto::convert::gid_to_wire(dg)),
+            })
+            .await
+            .ok()
+            .map(|r| r.into_inner())
+        }
     };
     let before = query(c.agents[0].addr.clone()).await.expect("path query");
 
@@ -128,10 +139,15 @@ async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {
     // The new leader serves changes: an agent restart re-reports and the
     // routers stay on the same versions (nothing changed), while a
     // registration for a new prefix is now accepted here.
-    let mut lc =
-        v1::controller_client::ControllerClient::connect(c.controllers[follower].0.clone())
-            .await
-            .expect("connect");
+    let mut lc = proto::client::controller_client(
+        c.connect_as(
+            &c.controllers[follower].0,
+            Role::Controller,
+            &as_agent(&c, 0xfec0_0000_0000_00aa),
+        )
+        .await
+        .expect("connect"),
+    );
     lc.register(v1::RegisterRequest {
         agent_id: "newcomer".into(),
         subnet_prefix: 0xfec0_0000_0000_00aa,
@@ -139,4 +155,9 @@ async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {
     })
     .await
     .expect("the new leader accepts registrations");
+}
+
+/// A client transport with the certificate of the agent of `prefix`.
+fn as_agent(c: &Cluster, prefix: u64) -> Transport {
+    Transport::Tls(c.tls_for(&Identity::Agent { prefix }).expect("cert"))
 }

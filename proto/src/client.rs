@@ -3,8 +3,28 @@
 //! when TCP gives up) and deadlines on unary calls.
 
 use crate::v1::controller_client::ControllerClient;
+use ibtls::{Role, Transport};
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
+
+/// Why a connection to a peer could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("{addr}: {source}")]
+    Transport {
+        addr: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("{addr}: {source}")]
+    Tls {
+        addr: String,
+        #[source]
+        source: ibtls::TlsError,
+    },
+    #[error("{0}: not a URL with a host")]
+    Address(String),
+}
 
 /// Largest message either side of a link encodes or decodes.
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -30,9 +50,64 @@ pub fn controller_client(channel: Channel) -> ControllerClient<Channel> {
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
 }
 
+/// An endpoint to a peer of role `server` under `transport`: with TLS the
+/// client presents its certificate, and checks that the server's
+/// certificate comes from the CA, names the host and carries `server`'s
+/// role. Addresses may be written `http://`: with TLS they are dialled as
+/// `https://`.
+pub fn secure_endpoint(
+    addr: &str,
+    transport: &Transport,
+    server: Role,
+) -> Result<Endpoint, ConnectError> {
+    let bad_addr = || ConnectError::Address(addr.to_string());
+    let url = match transport {
+        Transport::Tls(_) => match addr.strip_prefix("http://") {
+            Some(rest) => format!("https://{rest}"),
+            None => addr.to_string(),
+        },
+        Transport::Insecure => addr.to_string(),
+    };
+    let e = endpoint(&url).map_err(|source| ConnectError::Transport {
+        addr: addr.to_string(),
+        source,
+    })?;
+    match transport {
+        Transport::Insecure => Ok(e),
+        Transport::Tls(s) => {
+            let host = e.uri().host().ok_or_else(bad_addr)?.to_string();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            ibtls::client_endpoint(e, s, host, server).map_err(|source| ConnectError::Tls {
+                addr: addr.to_string(),
+                source,
+            })
+        }
+    }
+}
+
+/// Connects to a peer of role `server`.
+pub async fn connect(
+    addr: &str,
+    transport: &Transport,
+    server: Role,
+) -> Result<Channel, ConnectError> {
+    secure_endpoint(addr, transport, server)?
+        .connect()
+        .await
+        .map_err(|source| ConnectError::Transport {
+            addr: addr.to_string(),
+            source,
+        })
+}
+
 /// Connects to a controller.
-pub async fn controller(addr: &str) -> Result<ControllerClient<Channel>, tonic::transport::Error> {
-    Ok(controller_client(endpoint(addr)?.connect().await?))
+pub async fn controller(
+    addr: &str,
+    transport: &Transport,
+) -> Result<ControllerClient<Channel>, ConnectError> {
+    Ok(controller_client(
+        connect(addr, transport, Role::Controller).await?,
+    ))
 }
 
 /// A unary request with its deadline.
@@ -45,10 +120,28 @@ pub fn unary<T>(msg: T) -> tonic::Request<T> {
 /// A server with the settings every role's listener uses: unary
 /// deadlines, a bound on requests in flight per connection, and HTTP/2
 /// keepalive so dead clients free their streams.
-pub fn server(timeout: Duration, concurrency_per_connection: usize) -> tonic::transport::Server {
-    tonic::transport::Server::builder()
-        .timeout(timeout)
+/// With TLS, every client must present a certificate from the CA.
+pub fn server(
+    transport: &Transport,
+    timeout: Duration,
+    concurrency_per_connection: usize,
+) -> Result<tonic::transport::Server, ServeError> {
+    let b = tonic::transport::Server::builder();
+    let b = match transport {
+        Transport::Insecure => b,
+        Transport::Tls(s) => b.tls_config(ibtls::server_tls(s)?)?,
+    };
+    Ok(b.timeout(timeout)
         .concurrency_limit_per_connection(concurrency_per_connection)
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT)))
+}
+
+/// Why a listener could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Tls(#[from] ibtls::TlsError),
+    #[error(transparent)]
+    Transport(#[from] tonic::transport::Error),
 }

@@ -14,6 +14,12 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterConfig {
+    /// `[tls]`: this service's certificate, key and the CA (mutual TLS).
+    #[serde(default)]
+    pub tls: Option<ibtls::TlsSettings>,
+    /// Plaintext without authentication; only when said explicitly.
+    #[serde(default)]
+    pub insecure: bool,
     #[serde(deserialize_with = "settings::hex_u64")]
     pub router_guid: u64,
     pub listen: SocketAddr,
@@ -23,7 +29,32 @@ pub struct RouterConfig {
     pub ports: u8,
 }
 
-impl ConfigFile for RouterConfig {}
+impl ConfigFile for RouterConfig {
+    fn check(&self) -> Result<(), settings::Invalid> {
+        use settings::Invalid;
+        ibtls::Transport::from_config(self.tls.clone(), self.insecure)
+            .map_err(|e| Invalid(e.to_string()))?;
+        Ok(())
+    }
+
+    fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
+        self.tls
+            .iter_mut()
+            .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key])
+            .collect()
+    }
+}
+
+impl RouterConfig {
+    /// How this service talks gRPC (`check` already refused a config
+    /// that names neither TLS nor `insecure = true`).
+    pub fn transport(&self) -> ibtls::Transport {
+        match &self.tls {
+            Some(s) if !self.insecure => ibtls::Transport::Tls(s.clone()),
+            _ => ibtls::Transport::Insecure,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -32,13 +63,13 @@ mod tests {
     #[test]
     fn the_guid_is_hex_and_errors_name_the_file_and_line() {
         let c = RouterConfig::parse(
-            "router_guid = \"0x0004000000000001\"\nlisten = \"127.0.0.1:1\"\n",
+            "router_guid = \"0x0004000000000001\"\nlisten = \"127.0.0.1:1\"\ninsecure = true\n",
             "r.toml",
         )
         .expect("valid");
         assert_eq!((c.router_guid, c.ports), (0x0004_0000_0000_0001, 0));
         let e = RouterConfig::parse(
-            "listen = \"127.0.0.1:1\"\nrouter_guid = \"0xfffffffffffffffff\"\n",
+            "listen = \"127.0.0.1:1\"\nrouter_guid = \"0xfffffffffffffffff\"\ninsecure = true\n",
             "r.toml",
         )
         .expect_err("17 digits");

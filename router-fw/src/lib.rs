@@ -233,24 +233,31 @@ impl RouterFw {
 /// watch, until `shutdown` turns true.
 pub async fn run(
     fw: Arc<RouterFw>,
+    transport: ibtls::Transport,
     listener: tokio::net::TcpListener,
     controllers: Vec<String>,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), tonic::transport::Error> {
-    let follow = tokio::spawn(watch::follow(fw.clone(), controllers, shutdown.clone()));
+) -> Result<(), proto::client::ServeError> {
+    let mut server = proto::client::server(&transport, proto::client::UNARY_TIMEOUT, 64)?;
+    let follow = tokio::spawn(watch::follow(
+        fw.clone(),
+        transport.clone(),
+        controllers,
+        shutdown.clone(),
+    ));
     let mut sd = shutdown.clone();
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let svc = v1::router_fw_server::RouterFwServer::new(service::Service(fw))
+    let svc = v1::router_fw_server::RouterFwServer::new(service::Service(fw, transport))
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    let r = proto::client::server(proto::client::UNARY_TIMEOUT, 64)
+    let r = server
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = sd.wait_for(|s| *s).await;
         })
         .await;
     follow.abort();
-    r
+    Ok(r?)
 }
 
 #[cfg(test)]

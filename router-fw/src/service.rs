@@ -5,7 +5,10 @@ use proto::v1;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-pub struct Service(pub Arc<RouterFw>);
+/// The service over one router's tables, judging its callers by
+/// `transport` (with TLS: any identity of the CA may ask, only the
+/// controller may install).
+pub struct Service(pub Arc<RouterFw>, pub ibtls::Transport);
 
 #[tonic::async_trait]
 impl v1::router_fw_server::RouterFw for Service {
@@ -13,6 +16,7 @@ impl v1::router_fw_server::RouterFw for Service {
         &self,
         req: Request<v1::ForwardQuery>,
     ) -> Result<Response<v1::ForwardDecision>, Status> {
+        self.1.peer(&req)?;
         let q = req.into_inner();
         let dest = q
             .destination
@@ -39,6 +43,10 @@ impl v1::router_fw_server::RouterFw for Service {
         &self,
         req: Request<v1::EgressTables>,
     ) -> Result<Response<v1::InstallReply>, Status> {
+        self.1.peer(&req)?.authorize(
+            |id| matches!(id, ibtls::Identity::Controller),
+            "install egress tables (the controller's right)",
+        )?;
         match self.0.install(&req.into_inner()) {
             Ok(version) => Ok(Response::new(v1::InstallReply { version })),
             Err(e @ RejectReason::NotNewer { .. }) => {
@@ -50,8 +58,9 @@ impl v1::router_fw_server::RouterFw for Service {
 
     async fn state(
         &self,
-        _req: Request<v1::RouterStateRequest>,
+        req: Request<v1::RouterStateRequest>,
     ) -> Result<Response<v1::RouterState>, Status> {
+        self.1.peer(&req)?;
         let snap = self.0.snapshot();
         Ok(Response::new(v1::RouterState {
             router_guid: self.0.guid,

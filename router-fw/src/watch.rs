@@ -13,7 +13,7 @@ use tokio::sync::watch;
 #[derive(Debug, thiserror::Error)]
 enum WatchError {
     #[error("connect: {0}")]
-    Connect(#[from] tonic::transport::Error),
+    Connect(#[from] proto::client::ConnectError),
     #[error("{}: {}", .0.code(), .0.message())]
     Refused(#[from] tonic::Status),
 }
@@ -24,6 +24,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(3);
 /// Runs until `shutdown` turns true.
 pub async fn follow(
     fw: Arc<RouterFw>,
+    transport: ibtls::Transport,
     controllers: Vec<String>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -40,7 +41,7 @@ pub async fn follow(
         let addr = controllers[i % controllers.len()].clone();
         i += 1;
         let got_any = tokio::select! {
-            r = watch_one(&fw, &addr) => match r {
+            r = watch_one(&fw, &transport, &addr) => match r {
                 Ok(n) => n > 0,
                 Err(e) => {
                     tracing::debug!(controller = %addr, "egress watch: {e}");
@@ -63,8 +64,12 @@ pub async fn follow(
 }
 
 /// One watch session; returns how many tables arrived before it ended.
-async fn watch_one(fw: &RouterFw, addr: &str) -> Result<u64, WatchError> {
-    let mut client = proto::client::controller(addr).await?;
+async fn watch_one(
+    fw: &RouterFw,
+    transport: &ibtls::Transport,
+    addr: &str,
+) -> Result<u64, WatchError> {
+    let mut client = proto::client::controller(addr, transport).await?;
     let mut stream = client
         .watch_egress(v1::WatchEgressRequest {
             router_guid: fw.guid,

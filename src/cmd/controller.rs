@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 pub fn run(a: ConfigArgs) -> Result<i32> {
     let cfg = ControllerConfig::load(&a.config)?;
+    super::runtime::check_identity(&cfg.transport(), &ibtls::Identity::Controller)?;
     runtime()?.block_on(async move {
         let listener = TcpListener::bind(cfg.listen)
             .await
@@ -19,7 +20,8 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let shutdown = shutdown_on_signal();
         let ctl = controller::start(&cfg, shutdown.clone()).await?;
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
-        controller::service::serve(ctl, cfg.limits.bounds(), listener, shutdown).await?;
+        controller::service::serve(ctl, cfg.limits.bounds(), cfg.transport(), listener, shutdown)
+            .await?;
         Ok(0)
     })
 }

@@ -105,6 +105,10 @@ async fn start_demo(
     dir: &std::path::Path,
     stop: watch::Receiver<bool>,
 ) -> Result<DemoRun> {
+    tracing::warn!(
+        "demo: controller, agents and routers talk plaintext gRPC on loopback (insecure = true); \
+         deployments use mutual TLS (see README, Certificates)"
+    );
     let ctl_listener = TcpListener::bind("127.0.0.1:0").await?;
     let ctl_addr = format!("http://{}", ctl_listener.local_addr()?);
     let cfg = ControllerConfig {
@@ -114,11 +118,14 @@ async fn start_demo(
         lease_seconds: DEFAULT_LEASE_SECONDS,
         store: StoreConfig::default(),
         limits: Default::default(),
+        tls: None,
+        insecure: true,
     };
     let ctl = start_controller(&cfg, stop.clone()).await?;
     tokio::spawn(controller::service::serve(
         ctl,
         cfg.limits.bounds(),
+        cfg.transport(),
         ctl_listener,
         stop.clone(),
     ));
@@ -129,7 +136,13 @@ async fn start_demo(
         let addr = format!("http://{}", l.local_addr()?);
         let ports = r.ports.iter().map(|p| p.port).max().unwrap_or(0);
         let fw = Arc::new(router_fw::RouterFw::new(r.guid, ports));
-        tokio::spawn(router_fw::run(fw, l, vec![ctl_addr.clone()], stop.clone()));
+        tokio::spawn(router_fw::run(
+            fw,
+            ibtls::Transport::Insecure,
+            l,
+            vec![ctl_addr.clone()],
+            stop.clone(),
+        ));
         routers.push((r.guid, addr));
     }
     let failed = Arc::new(std::sync::Mutex::new(None));
@@ -141,7 +154,8 @@ async fn start_demo(
         // operator gets configs that start the same agents by hand.
         let text = format!(
             "agent_id = \"{name}\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{name}.net\"\n\
-             engine = \"{engine}\"\nout_dir = \"out/{name}\"\ncontrollers = [\"{ctl_addr}\"]\nlisten = \"{local}\"\n",
+             engine = \"{engine}\"\nout_dir = \"out/{name}\"\ncontrollers = [\"{ctl_addr}\"]\nlisten = \"{local}\"\n\
+             # the demo runs every role in one process on loopback, in plaintext\ninsecure = true\n",
             name = s.name,
             prefix = s.prefix,
             engine = a.engine,

@@ -10,13 +10,21 @@ use tokio::net::TcpListener;
 pub fn run(a: ConfigArgs) -> Result<i32> {
     let cfg = router_fw::config::RouterConfig::load(&a.config)?;
     let guid = cfg.router_guid;
+    super::runtime::check_identity(&cfg.transport(), &ibtls::Identity::Router { guid })?;
     runtime()?.block_on(async move {
         let listener = TcpListener::bind(cfg.listen)
             .await
             .with_context(|| format!("binding the router service to {}", cfg.listen))?;
         let fw = Arc::new(router_fw::RouterFw::new(guid, cfg.ports));
         tracing::info!(router = %format!("{guid:#018x}"), listen = %cfg.listen, "router firmware service up");
-        router_fw::run(fw, listener, cfg.controllers, shutdown_on_signal()).await?;
+        router_fw::run(
+            fw,
+            cfg.transport(),
+            listener,
+            cfg.controllers,
+            shutdown_on_signal(),
+        )
+        .await?;
         Ok(0)
     })
 }

@@ -43,3 +43,20 @@ pub fn shutdown_on_signal() -> watch::Receiver<bool> {
     });
     rx
 }
+
+/// A service runs only with a certificate that names what it is; with
+/// `insecure = true` it says loudly that it authenticates nobody.
+pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()> {
+    match t {
+        ibtls::Transport::Tls(s) => {
+            let have = s.identity()?;
+            if &have != want {
+                anyhow::bail!("the [tls] certificate {} names {have}, but this service is {want}", s.cert.display());
+            }
+        }
+        ibtls::Transport::Insecure => tracing::warn!(
+            "insecure = true: plaintext gRPC, no peer is authenticated; use only on a trusted network"
+        ),
+    }
+    Ok(())
+}
