@@ -1,6 +1,6 @@
 //! The `Controller` gRPC service over [`Controller`].
 
-use crate::{state, ControlError, Controller, Published};
+use crate::{ControlError, Controller, Published};
 use proto::v1;
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,9 +161,9 @@ impl Pushed for v1::EgressTables {
 
 /// Streams `pick(snapshot)` whenever it yields a version newer than the
 /// last one sent, for as long as this controller leads and the receiver
-/// listens. A receiver that holds a version from a term after this
-/// leader's (impossible unless forged: terms only grow in the store) gets
-/// the current item marked as replacing it.
+/// listens. A receiver that holds a version no leader published (above
+/// the snapshot's: forged, or from a wiped store) gets the current item
+/// marked as replacing it.
 fn push_stream<T, F>(
     ctl: Arc<Controller>,
     mut have: u64,
@@ -186,7 +186,11 @@ where
             let snap = sub.borrow_and_update().clone();
             if let Some(mut item) = pick(&snap) {
                 let v = item.version();
-                let forged = state::term_of(have) > ctl.term() && ctl.term() > 0;
+                // Every version any leader published is at most the
+                // snapshot's (versions only grow, and a leader restores its
+                // predecessor's snapshot): a receiver above it holds what
+                // no leader published.
+                let forged = ctl.term() > 0 && have > snap.version;
                 if v > have || (forged && v != have) {
                     if forged {
                         tracing::warn!(

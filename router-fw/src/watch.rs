@@ -79,12 +79,31 @@ async fn watch_one(
         .into_inner();
     tracing::info!(controller = %addr, "following egress tables");
     let mut n = 0;
+    // The version this stream last put in force: a change by any other
+    // path (an operator's Install) makes the router watch again with the
+    // version it now holds, so the leader sees it and can repair it.
+    let mut ours = fw.version();
+    let mut installs = fw.subscribe();
     loop {
-        match stream.message().await {
+        let msg = tokio::select! {
+            m = stream.message() => m,
+            r = installs.changed() => {
+                if r.is_err() {
+                    return Ok(n);
+                }
+                if *installs.borrow_and_update() != ours {
+                    tracing::info!(controller = %addr, "tables installed directly; watching again");
+                    return Ok(n.max(1));
+                }
+                continue;
+            }
+        };
+        match msg {
             Ok(Some(t)) => {
                 n += 1;
                 match fw.install(&t) {
                     Ok(v) => {
+                        ours = v;
                         // What the router holds, for the controller's
                         // status; a lost answer only costs that view.
                         let held = v1::HeldRequest {

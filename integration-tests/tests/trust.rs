@@ -1,0 +1,243 @@
+//! The control plane against forged calls, over real processes with
+//! mutual TLS: what an attacker with a certificate (or without the right
+//! one) tries is refused, and nothing wrong reaches a router.
+
+use ibtls::{Identity, Role, Transport};
+use integration_tests::cluster::{wait_for, Cluster};
+use proto::v1;
+use std::time::Duration;
+
+const CONVERGE: Duration = Duration::from_secs(30);
+
+async fn controller_as(
+    c: &Cluster,
+    t: &Transport,
+) -> v1::controller_client::ControllerClient<tonic::transport::Channel> {
+    proto::client::controller_client(
+        c.connect_as(&c.controllers[0].0, Role::Controller, t)
+            .await
+            .expect("connect"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_of_another_ca_or_without_the_right_identity_are_refused() {
+    let c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    // A certificate from another CA, for a real prefix: the handshake fails.
+    let rogue_dir = c.path("rogue");
+    std::fs::create_dir_all(&rogue_dir).expect("dir");
+    let rogue_ca = ibtls::generate_ca("rogue").expect("ca");
+    std::fs::write(rogue_dir.join("ca.pem"), &c.ca.cert_pem).expect("ca");
+    let prefix = c.agents[0].prefix;
+    let rogue = Transport::Tls(
+        integration_tests::cluster::issue_into(&rogue_dir, &rogue_ca, &Identity::Agent { prefix })
+            .expect("cert"),
+    );
+    let refused = match c
+        .connect_as(&c.controllers[0].0, Role::Controller, &rogue)
+        .await
+    {
+        Err(_) => true,
+        Ok(ch) => proto::client::controller_client(ch)
+            .state(v1::StateRequest {})
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a certificate of another CA is refused");
+    // Plaintext to a TLS listener gets nowhere either.
+    let plain =
+        proto::client::connect(&c.controllers[0].0, &Transport::Insecure, Role::Controller).await;
+    let refused = match plain {
+        Err(_) => true,
+        Ok(ch) => proto::client::controller_client(ch)
+            .state(v1::StateRequest {})
+            .await
+            .is_err(),
+    };
+    assert!(refused, "plaintext is refused");
+    // A router's certificate cannot watch another router's tables.
+    let r = Transport::Tls(c.tls_for(&Identity::Router { guid: 0x77 }).expect("cert"));
+    let e = controller_as(&c, &r)
+        .await
+        .watch_egress(v1::WatchEgressRequest {
+            router_guid: c.routers[0].guid,
+            have_version: 0,
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_that_are_not_verified_or_claim_another_subnets_ports_are_refused() {
+    let c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    let st = c.converged(0, CONVERGE).await.expect("converges");
+    // A newcomer subnet with a valid certificate registers, then reports
+    // forged content.
+    let prefix = 0xfec0_0000_0000_00ee;
+    let t = Transport::Tls(c.tls_for(&Identity::Agent { prefix }).expect("cert"));
+    let mut ctl = controller_as(&c, &t).await;
+    let reg = ctl
+        .register(v1::RegisterRequest {
+            agent_id: "newcomer".into(),
+            subnet_prefix: prefix,
+            query_addr: String::new(),
+        })
+        .await
+        .expect("registers")
+        .into_inner();
+    let real = st.subnets[0].clone();
+    let base = v1::SubnetReport {
+        session: reg.session.clone(),
+        subnet_prefix: prefix,
+        generation: 1,
+        end_ports: vec![v1::EndPort {
+            guid: 0xee01,
+            lid: 1,
+            desc: "h".into(),
+        }],
+        routing: Some(v1::RoutingResult {
+            engine: "minhop".into(),
+            verified: true,
+            deadlock_free: false,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let e = ctl
+        .report(base.clone())
+        .await
+        .expect_err("not deadlock free");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e.message());
+    assert!(e.message().contains("not deadlock free"), "{}", e.message());
+    // The router port an existing subnet has, on a router of 6 ports, at
+    // port 7.
+    let mut forged = base.clone();
+    forged.routing = Some(v1::RoutingResult {
+        engine: "updn".into(),
+        verified: true,
+        deadlock_free: true,
+        ..Default::default()
+    });
+    forged.router_ports = vec![v1::RouterPort {
+        router_guid: c.routers[0].guid,
+        port: 7,
+        port_guid: 0xee07,
+        lid: 2,
+        router_num_ports: 6,
+        ..Default::default()
+    }];
+    let e = ctl.report(forged).await.expect_err("no such port");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e.message());
+    // A GUID of a host in another subnet.
+    let theirs = c.fabric.subnets[0]
+        .fabric
+        .port_guid(c.fabric.subnets[0].fabric.endports()[0]);
+    let mut stolen = base.clone();
+    stolen.routing = Some(v1::RoutingResult {
+        verified: true,
+        deadlock_free: true,
+        ..Default::default()
+    });
+    stolen.end_ports[0].guid = theirs;
+    let e = ctl.report(stolen).await.expect_err("another subnet's GUID");
+    assert!(e.message().contains("already belongs"), "{}", e.message());
+    // Nothing of it was published: the routers keep their tables.
+    let after = c.state(0).await.expect("state");
+    assert!(after
+        .subnets
+        .iter()
+        .all(|s| s.subnet_prefix != prefix || s.routing.is_none()));
+    assert_eq!(
+        after
+            .routers
+            .iter()
+            .map(|r| r.egress_version)
+            .collect::<Vec<_>>(),
+        st.routers
+            .iter()
+            .map(|r| r.egress_version)
+            .collect::<Vec<_>>()
+    );
+    let _ = real;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_version_on_a_router_is_repaired_by_the_leader() {
+    let c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    let st = c.converged(0, CONVERGE).await.expect("converges");
+    let current = c.router_state(0).await.expect("router").version;
+    // A version from a term no leader had (plausible for the clock, so the
+    // router takes it), installed with the controller's own certificate.
+    let forged = ((st.term + 1_000) << 32) | 1;
+    let as_ctl = Transport::Tls(c.tls_for(&Identity::Controller).expect("cert"));
+    let mut r = v1::router_fw_client::RouterFwClient::new(
+        c.connect_as(&c.routers[0].addr, Role::Router, &as_ctl)
+            .await
+            .expect("connect"),
+    );
+    r.install(v1::EgressTables {
+        router_guid: c.routers[0].guid,
+        version: forged,
+        algorithm: "forged".into(),
+        contexts: vec![],
+        replaces: 0,
+    })
+    .await
+    .expect("the router took it");
+    assert_eq!(c.router_state(0).await.expect("router").version, forged);
+    // The router watches again with what it holds; the leader sees a
+    // version it never published and replaces it with its own.
+    let repaired = wait_for("the leader's repair", Duration::from_secs(15), || async {
+        let v = c.router_state(0).await?.version;
+        (v == current).then_some(v)
+    })
+    .await;
+    assert!(repaired.is_ok(), "{}", c.logs());
+    let st = c.state(0).await.expect("state");
+    assert!(st.routers.iter().all(|r| r.held_version == current));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_unbounded_watch_streams() {
+    let c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let t = Transport::Tls(c.tls_for(&Identity::Router { guid: 0x99 }).expect("cert"));
+    let mut ctl = controller_as(&c, &t).await;
+    let mut open = Vec::new();
+    let mut refused = None;
+    for _ in 0..32 {
+        match ctl
+            .watch_egress(v1::WatchEgressRequest {
+                router_guid: 0x99,
+                have_version: 0,
+            })
+            .await
+        {
+            Ok(s) => open.push(s.into_inner()),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("a limit");
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{}", e.message());
+    assert_eq!(open.len(), 8, "the default limit");
+    // Closing streams frees their places.
+    open.clear();
+    let again = wait_for("a freed stream slot", Duration::from_secs(5), || {
+        let mut ctl = ctl.clone();
+        async move {
+            ctl.watch_egress(v1::WatchEgressRequest {
+                router_guid: 0x99,
+                have_version: 0,
+            })
+            .await
+            .ok()
+        }
+    })
+    .await;
+    assert!(again.is_ok());
+}
