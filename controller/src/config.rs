@@ -8,6 +8,7 @@
 //!
 //! [store]                           # optional; default: in-memory
 //! kind = "etcd"                     # "memory" or "etcd"
+//! # state_file = "state.db"         # memory only: keep the state across restarts
 //! endpoints = ["http://127.0.0.1:2379"]
 //! prefix = "/ibfabric/prod/"        # key namespace
 //! election_ttl_seconds = 2          # leader lease in etcd
@@ -113,8 +114,11 @@ pub struct StoreConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreKind {
-    /// In this process: a single controller, state gone on restart.
-    Memory,
+    /// In this process: a single controller; with a state file its state
+    /// (and so its term and versions) survives restarts.
+    Memory {
+        state_file: Option<std::path::PathBuf>,
+    },
     /// Shared by every controller of the cluster, which fail over.
     Etcd { endpoints: Vec<String> },
 }
@@ -123,7 +127,7 @@ impl StoreKind {
     /// The name `kind` takes in the config.
     pub fn name(&self) -> &'static str {
         match self {
-            StoreKind::Memory => "memory",
+            StoreKind::Memory { .. } => "memory",
             StoreKind::Etcd { .. } => "etcd",
         }
     }
@@ -138,7 +142,7 @@ impl std::fmt::Display for StoreKind {
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
-            kind: StoreKind::Memory,
+            kind: StoreKind::Memory { state_file: None },
             prefix: default_prefix(),
             election_ttl_seconds: default_ttl(),
         }
@@ -154,6 +158,8 @@ struct StoreTable {
     kind: StoreKindName,
     #[serde(default)]
     endpoints: Vec<String>,
+    #[serde(default)]
+    state_file: Option<std::path::PathBuf>,
     #[serde(default = "default_prefix")]
     prefix: String,
     #[serde(default = "default_ttl")]
@@ -174,7 +180,14 @@ impl TryFrom<StoreTable> for StoreConfig {
         let kind = match t.kind {
             // Endpoints next to kind = "memory" were always ignored; a
             // config switched to memory for a test keeps loading.
-            StoreKindName::Memory => StoreKind::Memory,
+            StoreKindName::Memory => StoreKind::Memory {
+                state_file: t.state_file,
+            },
+            StoreKindName::Etcd if t.state_file.is_some() => {
+                return Err(Invalid(
+                    "store.state_file is for kind = \"memory\"; etcd keeps its own state".into(),
+                ))
+            }
             StoreKindName::Etcd if t.endpoints.is_empty() => {
                 return Err(Invalid(
                     "store.kind = \"etcd\" needs store.endpoints".into(),
@@ -231,9 +244,14 @@ impl ConfigFile for ControllerConfig {
     }
 
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
+        let state_file = match &mut self.store.kind {
+            StoreKind::Memory { state_file } => state_file.as_mut(),
+            StoreKind::Etcd { .. } => None,
+        };
         self.tls
             .iter_mut()
             .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key])
+            .chain(state_file)
             .collect()
     }
 }

@@ -629,3 +629,37 @@ async fn config_picks_the_store() {
     .expect_err("unknown store kind");
     assert!(bad.to_string().contains("zookeeper"), "{bad}");
 }
+
+#[tokio::test]
+async fn a_memory_store_with_a_state_file_keeps_keys_and_revision_across_restarts() {
+    let d = tempfile::tempdir().expect("tmp");
+    let file = d.path().join("state");
+    let ns = "/t/";
+    let rev = {
+        let s = MemoryStore::open(ns, Some(&file)).expect("opens");
+        s.put("a", b"1".to_vec()).await.expect("put");
+        s.put("b", b"2".to_vec()).await.expect("put");
+        s.delete("a").await.expect("delete");
+        // A leader key dies with the process, as its lease would.
+        let g = s
+            .campaign("ctl", "c1", Duration::from_secs(5))
+            .await
+            .expect("leads");
+        std::mem::forget(g);
+        s.revision().await.expect("revision")
+    };
+    let s = MemoryStore::open(ns, Some(&file)).expect("reopens");
+    assert_eq!(s.get("a").await.expect("get"), None);
+    assert_eq!(
+        s.get("b").await.expect("get").map(|(v, _)| v),
+        Some(b"2".to_vec())
+    );
+    assert!(s.revision().await.expect("revision") >= rev - 1);
+    assert_eq!(s.leader("ctl").await.expect("leader"), None);
+    let next = s.put("c", b"3".to_vec()).await.expect("put");
+    assert!(next > rev - 1, "revisions never go back");
+    // A damaged file is refused with the file and line.
+    std::fs::write(&file, "ibfabric-memory-store 1\nrevision x\n").expect("write");
+    let e = MemoryStore::open(ns, Some(&file)).err().expect("refused");
+    assert!(e.to_string().contains(":2:"), "{e}");
+}

@@ -104,6 +104,17 @@ pub struct RouterProc {
     pub proc: Proc,
 }
 
+/// Where the cluster's controllers keep their state.
+#[derive(Clone, Copy, Debug)]
+pub enum StoreSpec<'a> {
+    /// In memory, lost on restart.
+    Memory,
+    /// In memory, kept in a state file across restarts.
+    MemoryFile,
+    /// A shared etcd: (endpoint, namespace).
+    Etcd(&'a str, &'a str),
+}
+
 pub struct Cluster {
     pub dir: tempfile::TempDir,
     /// The cluster's CA, to issue more certificates in tests.
@@ -134,6 +145,21 @@ impl Cluster {
         controllers: usize,
         etcd: Option<(&str, &str)>,
     ) -> Result<Self> {
+        let store = match etcd {
+            Some((ep, ns)) => StoreSpec::Etcd(ep, ns),
+            None => StoreSpec::Memory,
+        };
+        Self::start_with_store(subnets, routers, engine, controllers, store)
+    }
+
+    /// As [`Cluster::start_with`] with the store spelled out.
+    pub fn start_with_store(
+        subnets: u32,
+        routers: u32,
+        engine: &str,
+        controllers: usize,
+        store_spec: StoreSpec<'_>,
+    ) -> Result<Self> {
         let fabric = fabric::multi::fat_tree_subnets(subnets, 4, 2, 2, routers)?;
         let dir = tempfile::tempdir()?;
         let ca = ibtls::generate_ca("ibfabric test CA")?;
@@ -162,11 +188,14 @@ impl Cluster {
                 format!("ctl{k}")
             };
             let cfg = c.path(&format!("{name}.toml"));
-            let store = match etcd {
-                Some((ep, ns)) => format!(
+            let store = match store_spec {
+                StoreSpec::Etcd(ep, ns) => format!(
                     "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\n"
                 ),
-                None => String::new(),
+                StoreSpec::MemoryFile => format!(
+                    "\n[store]\nkind = \"memory\"\nstate_file = \"{name}.state\"\nelection_ttl_seconds = 1\n"
+                ),
+                StoreSpec::Memory => String::new(),
             };
             std::fs::write(
                 &cfg,
@@ -194,6 +223,19 @@ impl Cluster {
             c.start_agent(i)?;
         }
         Ok(c)
+    }
+
+    /// Starts controller `k` again from its config (after a kill).
+    pub fn restart_controller(&mut self, k: usize) -> Result<()> {
+        let name = self.controllers[k].1.name.clone();
+        let cfg = self.path(&format!("{name}.toml"));
+        self.controllers[k].1.kill();
+        self.controllers[k].1 = Proc::spawn(
+            &name,
+            &["controller", "--config", path_str(&cfg)?],
+            self.dir.path(),
+        )?;
+        Ok(())
     }
 
     pub fn path(&self, name: &str) -> PathBuf {

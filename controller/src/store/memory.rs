@@ -1,4 +1,7 @@
 //! The embedded store: one process, state in memory, etcd's semantics.
+//! With a state file it survives restarts: every write rewrites the file
+//! (a temporary file, fsync, rename, fsync of the directory), so the
+//! revision counter and the controller's term never go back.
 
 use super::{
     candidate_id, check_namespace, election_key, Entry, Event, EventKind, EventSource, LeaderGuard,
@@ -6,6 +9,7 @@ use super::{
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -26,6 +30,8 @@ struct Inner {
     state: Mutex<State>,
     /// Sent under the state lock, so events go out in revision order.
     events: broadcast::Sender<Arc<Event>>,
+    /// Where the keys and the revision are kept across restarts.
+    file: Option<PathBuf>,
 }
 
 #[derive(Default)]
@@ -64,6 +70,25 @@ impl Inner {
         rev
     }
 
+    /// Rewrites the state file (when there is one) with every key but the
+    /// election keys: a leader's key dies with its process, as its etcd
+    /// lease would.
+    fn persist(&self, st: &State) -> Result<(), StoreError> {
+        let Some(path) = &self.file else {
+            return Ok(());
+        };
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let mut text = format!("ibfabric-memory-store 1\nrevision {}\n", st.revision);
+        for (k, (v, r)) in &st.keys {
+            if k.contains(super::ELECTION_PREFIX) {
+                continue;
+            }
+            text += &format!("{} {} {r}\n", hex(k.as_bytes()), hex(v));
+        }
+        write_atomically(path, text.as_bytes())
+            .map_err(|e| StoreError::Config(format!("state file {}: {e}", path.display())))
+    }
+
     /// Deletes `key` only if its last write is at `rev`: a term ends only
     /// its own leader key, never a successor's.
     fn delete_at(&self, key: &str, rev: Revision) -> bool {
@@ -80,11 +105,22 @@ impl Inner {
 impl MemoryStore {
     /// A fresh, empty store whose keys live under `namespace`.
     pub fn new(namespace: &str) -> Result<Self, StoreError> {
+        Self::open(namespace, None)
+    }
+
+    /// A store kept in `file` when given: loaded from it when it exists,
+    /// rewritten on every write.
+    pub fn open(namespace: &str, file: Option<&Path>) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
+        let state = match file {
+            Some(p) if p.exists() => load(p)?,
+            _ => State::default(),
+        };
         Ok(Self {
             inner: Arc::new(Inner {
-                state: Mutex::new(State::default()),
+                state: Mutex::new(state),
                 events: broadcast::channel(WATCH_BACKLOG).0,
+                file: file.map(Path::to_path_buf),
             }),
             ns: namespace.to_string(),
         })
@@ -120,9 +156,11 @@ impl Store for MemoryStore {
 
     async fn put(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
         let mut st = self.inner.lock();
-        Ok(self
+        let rev = self
             .inner
-            .write(&mut st, EventKind::Put, &self.full(key), value))
+            .write(&mut st, EventKind::Put, &self.full(key), value);
+        self.inner.persist(&st)?;
+        Ok(rev)
     }
 
     async fn put_if(
@@ -137,12 +175,9 @@ impl Store for MemoryStore {
         if current != expected {
             return Ok(None);
         }
-        Ok(Some(self.inner.write(
-            &mut st,
-            EventKind::Put,
-            &full,
-            value,
-        )))
+        let rev = self.inner.write(&mut st, EventKind::Put, &full, value);
+        self.inner.persist(&st)?;
+        Ok(Some(rev))
     }
 
     async fn put_fenced(
@@ -160,12 +195,9 @@ impl Store for MemoryStore {
         if st.keys.get(&leader_key).map(|(_, r)| *r) != Some(term) {
             return Ok(None);
         }
-        Ok(Some(self.inner.write(
-            &mut st,
-            EventKind::Put,
-            &full,
-            value,
-        )))
+        let rev = self.inner.write(&mut st, EventKind::Put, &full, value);
+        self.inner.persist(&st)?;
+        Ok(Some(rev))
     }
 
     async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError> {
@@ -174,12 +206,11 @@ impl Store for MemoryStore {
         if !st.keys.contains_key(&full) {
             return Ok(None);
         }
-        Ok(Some(self.inner.write(
-            &mut st,
-            EventKind::Delete,
-            &full,
-            Vec::new(),
-        )))
+        let rev = self
+            .inner
+            .write(&mut st, EventKind::Delete, &full, Vec::new());
+        self.inner.persist(&st)?;
+        Ok(Some(rev))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
@@ -384,4 +415,65 @@ impl EventSource for MemoryWatch {
             }
         }
     }
+}
+
+/// Reads a state file written by [`Inner::persist`].
+fn load(path: &Path) -> Result<State, StoreError> {
+    let bad = |line: usize, why: &str| {
+        StoreError::Config(format!("state file {}:{line}: {why}", path.display()))
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| StoreError::Config(format!("state file {}: {e}", path.display())))?;
+    let unhex = |s: &str| -> Option<Vec<u8>> {
+        if s.len() % 2 != 0 {
+            return None;
+        }
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+            .collect()
+    };
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, "ibfabric-memory-store 1")) => {}
+        _ => return Err(bad(1, "not an ibfabric memory store file")),
+    }
+    let mut st = State::default();
+    for (i, line) in lines {
+        let f: Vec<&str> = line.split(' ').collect();
+        match f.as_slice() {
+            ["revision", r] => {
+                st.revision = r.parse().map_err(|_| bad(i + 1, "bad revision"))?;
+            }
+            [k, v, r] => {
+                let key = unhex(k)
+                    .and_then(|k| String::from_utf8(k).ok())
+                    .ok_or_else(|| bad(i + 1, "bad key"))?;
+                let value = unhex(v).ok_or_else(|| bad(i + 1, "bad value"))?;
+                let rev: Revision = r.parse().map_err(|_| bad(i + 1, "bad revision"))?;
+                if rev > st.revision {
+                    return Err(bad(i + 1, "a key is newer than the store's revision"));
+                }
+                st.keys.insert(key, (value, rev));
+            }
+            _ => return Err(bad(i + 1, "expected 'revision N' or 'KEY VALUE REVISION'")),
+        }
+    }
+    Ok(st)
+}
+
+/// Writes `bytes` to `path` so that a crash leaves the old file or the new
+/// one, never a mix: a temporary file in the same directory, fsync,
+/// rename, fsync of the directory.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }

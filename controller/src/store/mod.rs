@@ -177,7 +177,10 @@ pub trait Store: Send + Sync {
 /// Opens the store a controller's config names.
 pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     match &cfg.kind {
-        StoreKind::Memory => Ok(Arc::new(MemoryStore::new(&cfg.prefix)?)),
+        StoreKind::Memory { state_file } => Ok(Arc::new(MemoryStore::open(
+            &cfg.prefix,
+            state_file.as_deref(),
+        )?)),
         StoreKind::Etcd { endpoints } => {
             Ok(Arc::new(EtcdStore::connect(endpoints, &cfg.prefix).await?))
         }
