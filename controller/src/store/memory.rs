@@ -425,7 +425,7 @@ fn load(path: &Path) -> Result<State, StoreError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| StoreError::Config(format!("state file {}: {e}", path.display())))?;
     let unhex = |s: &str| -> Option<Vec<u8>> {
-        if s.len() % 2 != 0 {
+        if !s.len().is_multiple_of(2) {
             return None;
         }
         (0..s.len())
