@@ -17,7 +17,7 @@ fn example_configs_are_valid() {
     let (t, p) = text("controller.toml");
     let c = controller::config::ControllerConfig::parse(&t, &p).expect("controller config");
     assert!(
-        matches!(&c.store.kind, StoreKind::Etcd { endpoints } if !endpoints.is_empty()),
+        matches!(&c.store.kind, StoreKind::Etcd { endpoints, tls: Some(_) } if !endpoints.is_empty()),
         "{:?}",
         c.store
     );

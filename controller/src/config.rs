@@ -9,6 +9,11 @@
 //! [store]                           # optional; default: in-memory
 //! kind = "etcd"                     # "memory" or "etcd"
 //! # state_file = "state.db"         # memory only: keep the state across restarts
+//! # insecure = true                 # etcd in plaintext; else [store.tls]:
+//! [store.tls]                       # etcd client certificate (etcd --client-cert-auth)
+//! ca = "etcd-ca.pem"
+//! cert = "controller.pem"
+//! key = "controller-key.pem"
 //! endpoints = ["http://127.0.0.1:2379"]
 //! prefix = "/ibfabric/prod/"        # key namespace
 //! election_ttl_seconds = 2          # leader lease in etcd
@@ -119,8 +124,12 @@ pub enum StoreKind {
     Memory {
         state_file: Option<std::path::PathBuf>,
     },
-    /// Shared by every controller of the cluster, which fail over.
-    Etcd { endpoints: Vec<String> },
+    /// Shared by every controller of the cluster, which fail over; over
+    /// TLS with a client certificate unless `[store] insecure = true`.
+    Etcd {
+        endpoints: Vec<String>,
+        tls: Option<ibtls::TlsSettings>,
+    },
 }
 
 impl StoreKind {
@@ -160,6 +169,10 @@ struct StoreTable {
     endpoints: Vec<String>,
     #[serde(default)]
     state_file: Option<std::path::PathBuf>,
+    #[serde(default)]
+    tls: Option<ibtls::TlsSettings>,
+    #[serde(default)]
+    insecure: bool,
     #[serde(default = "default_prefix")]
     prefix: String,
     #[serde(default = "default_ttl")]
@@ -180,6 +193,11 @@ impl TryFrom<StoreTable> for StoreConfig {
         let kind = match t.kind {
             // Endpoints next to kind = "memory" were always ignored; a
             // config switched to memory for a test keeps loading.
+            StoreKindName::Memory if t.tls.is_some() || t.insecure => {
+                return Err(Invalid(
+                    "store.tls and store.insecure are for kind = \"etcd\"".into(),
+                ))
+            }
             StoreKindName::Memory => StoreKind::Memory {
                 state_file: t.state_file,
             },
@@ -194,6 +212,11 @@ impl TryFrom<StoreTable> for StoreConfig {
                 ))
             }
             StoreKindName::Etcd => StoreKind::Etcd {
+                tls: match ibtls::Transport::from_config(t.tls, t.insecure) {
+                    Ok(ibtls::Transport::Tls(s)) => Some(s),
+                    Ok(ibtls::Transport::Insecure) => None,
+                    Err(e) => return Err(Invalid(format!("store (etcd): {e}"))),
+                },
                 endpoints: t.endpoints,
             },
         };
@@ -244,12 +267,13 @@ impl ConfigFile for ControllerConfig {
     }
 
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
-        let state_file = match &mut self.store.kind {
-            StoreKind::Memory { state_file } => state_file.as_mut(),
-            StoreKind::Etcd { .. } => None,
+        let (state_file, etcd_tls) = match &mut self.store.kind {
+            StoreKind::Memory { state_file } => (state_file.as_mut(), None),
+            StoreKind::Etcd { tls, .. } => (None, tls.as_mut()),
         };
         self.tls
             .iter_mut()
+            .chain(etcd_tls)
             .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key])
             .chain(state_file)
             .collect()
@@ -282,7 +306,7 @@ mod tests {
         let c = ControllerConfig::parse(
             &format!(
                 "{OK}algorithm = \"isfr\"\n[store]\nkind = \"etcd\"\n\
-                 endpoints = [\"http://e:2379\"]\nprefix = \"/x/\"\n"
+                 endpoints = [\"http://e:2379\"]\nprefix = \"/x/\"\ninsecure = true\n"
             ),
             "c.toml",
         )
@@ -291,9 +315,26 @@ mod tests {
         assert_eq!(
             c.store.kind,
             StoreKind::Etcd {
-                endpoints: vec!["http://e:2379".into()]
+                endpoints: vec!["http://e:2379".into()],
+                tls: None,
             }
         );
+        // etcd needs TLS or an explicit insecure, like the gRPC links.
+        let e = ControllerConfig::parse(
+            &format!("{OK}[store]\nkind = \"etcd\"\nendpoints = [\"https://e:2379\"]\n"),
+            "c.toml",
+        )
+        .expect_err("neither");
+        assert!(e.to_string().contains("store (etcd)"), "{e}");
+        let t = ControllerConfig::parse(
+            &format!(
+                "{OK}[store]\nkind = \"etcd\"\nendpoints = [\"https://e:2379\"]\n\
+                 [store.tls]\nca = \"ca.pem\"\ncert = \"c.pem\"\nkey = \"c-key.pem\"\n"
+            ),
+            "c.toml",
+        )
+        .expect("etcd over TLS");
+        assert!(matches!(t.store.kind, StoreKind::Etcd { tls: Some(_), .. }));
         assert_eq!(
             (c.store.prefix.as_str(), c.store.election_ttl_seconds),
             ("/x/", 2)

@@ -88,10 +88,24 @@ impl EtcdServer {
     }
 
     pub fn try_start() -> Result<Self, EtcdError> {
+        Self::try_start_with(None)
+    }
+
+    /// Starts etcd serving clients over TLS only, with client certificates
+    /// required (signed by `tls.ca`); `tls.cert` and `tls.key` are the
+    /// server's. Panics with the reason when it cannot.
+    pub fn start_tls(tls: &ibtls::TlsSettings) -> Self {
+        match Self::try_start_with(Some(tls)) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn try_start_with(tls: Option<&ibtls::TlsSettings>) -> Result<Self, EtcdError> {
         let bin = etcd_binary()?;
         let mut attempt = 1;
         loop {
-            match Self::start_once(&bin) {
+            match Self::start_once(&bin, tls) {
                 Ok(s) => return Ok(s),
                 Err(e) if attempt >= START_ATTEMPTS => return Err(EtcdError::GaveUp(Box::new(e))),
                 Err(_) => attempt += 1,
@@ -99,9 +113,10 @@ impl EtcdServer {
         }
     }
 
-    fn start_once(bin: &Path) -> Result<Self, EtcdError> {
+    fn start_once(bin: &Path, tls: Option<&ibtls::TlsSettings>) -> Result<Self, EtcdError> {
         let client = free_port()?;
         let peer = free_port()?;
+        let metrics = free_port()?;
         let dir = std::env::temp_dir().join(format!(
             "ibfabric-etcd-{}-{}-{client}",
             std::process::id(),
@@ -111,7 +126,8 @@ impl EtcdServer {
         let log = dir.join("etcd.log");
         let logf =
             std::fs::File::create(&log).map_err(io(format!("creating {}", log.display())))?;
-        let client_url = format!("http://127.0.0.1:{client}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new(bin);
         cmd.arg("--name")
@@ -142,9 +158,21 @@ impl EtcdServer {
             .arg("stderr")
             .arg("--log-level")
             .arg("warn")
+            // Health in plaintext on its own port, whatever the clients use.
+            .arg("--listen-metrics-urls")
+            .arg(format!("http://127.0.0.1:{metrics}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(logf);
+        if let Some(t) = tls {
+            cmd.arg("--cert-file")
+                .arg(&t.cert)
+                .arg("--key-file")
+                .arg(&t.key)
+                .arg("--trusted-ca-file")
+                .arg(&t.ca)
+                .arg("--client-cert-auth");
+        }
         die_with_parent(&mut cmd);
         let child = cmd
             .spawn()
@@ -154,7 +182,7 @@ impl EtcdServer {
             endpoint: client_url,
             dir,
         };
-        let addr: SocketAddr = ([127, 0, 0, 1], client).into();
+        let addr: SocketAddr = ([127, 0, 0, 1], metrics).into();
         let t0 = Instant::now();
         loop {
             if healthy(addr) {

@@ -608,6 +608,7 @@ async fn config_picks_the_store() {
     let cfg = StoreConfig {
         kind: StoreKind::Etcd {
             endpoints: server.endpoints(),
+            tls: None,
         },
         prefix: unique_namespace("config"),
         ..StoreConfig::default()
@@ -662,4 +663,76 @@ async fn a_memory_store_with_a_state_file_keeps_keys_and_revision_across_restart
     std::fs::write(&file, "ibfabric-memory-store 1\nrevision x\n").expect("write");
     let e = MemoryStore::open(ns, Some(&file)).err().expect("refused");
     assert!(e.to_string().contains(":2:"), "{e}");
+}
+
+/// etcd serving clients over TLS with client certificates required: the
+/// store connects with the controller's certificate, and a client without
+/// one, or with one from another CA, gets nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_over_tls_takes_only_clients_with_a_certificate_of_its_ca() {
+    let d = tempfile::tempdir().expect("tmp");
+    let ca = ibtls::generate_ca("etcd CA").expect("ca");
+    let write = |dir: &std::path::Path, ca: &ibtls::CaBundle, id: &ibtls::Identity, name: &str| {
+        let c = ibtls::issue(
+            ca,
+            id,
+            &["localhost".to_string()],
+            &[std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)],
+        )
+        .expect("issue");
+        let s = ibtls::TlsSettings {
+            ca: dir.join(format!("{name}-ca.pem")),
+            cert: dir.join(format!("{name}.pem")),
+            key: dir.join(format!("{name}-key.pem")),
+        };
+        std::fs::write(&s.ca, &ca.cert_pem).expect("ca");
+        std::fs::write(&s.cert, c.cert_pem).expect("cert");
+        std::fs::write(&s.key, c.key_pem).expect("key");
+        s
+    };
+    let server_tls = write(
+        d.path(),
+        &ca,
+        &ibtls::Identity::Worker {
+            name: "etcd".into(),
+        },
+        "etcd",
+    );
+    let ctl_tls = write(d.path(), &ca, &ibtls::Identity::Controller, "controller");
+    let rogue_ca = ibtls::generate_ca("rogue").expect("ca");
+    let mut rogue_tls = write(d.path(), &rogue_ca, &ibtls::Identity::Controller, "rogue");
+    // The rogue trusts the real CA (it can verify the server), but its own
+    // certificate comes from another one.
+    rogue_tls.ca = ctl_tls.ca.clone();
+    let server = EtcdServer::start_tls(&server_tls);
+    let ns = unique_namespace("tls");
+    let s = EtcdStore::connect_with(&server.endpoints(), &ns, Some(&ctl_tls))
+        .await
+        .expect("connects with the controller's certificate");
+    let r = s.put("k", b"v".to_vec()).await.expect("put");
+    assert_eq!(s.get("k").await.expect("get"), Some((b"v".to_vec(), r)));
+    // Through the controller's config too.
+    let cfg = StoreConfig {
+        kind: StoreKind::Etcd {
+            endpoints: server.endpoints(),
+            tls: Some(ctl_tls.clone()),
+        },
+        prefix: ns.clone(),
+        ..StoreConfig::default()
+    };
+    let via = controller::store::open(&cfg).await.expect("opens");
+    assert_eq!(via.get("k").await.expect("get"), Some((b"v".to_vec(), r)));
+    // No certificate, or another CA's: refused.
+    assert!(
+        EtcdStore::connect_with(&server.endpoints(), &ns, None)
+            .await
+            .is_err(),
+        "plaintext client"
+    );
+    let rogue = EtcdStore::connect_with(&server.endpoints(), &ns, Some(&rogue_tls)).await;
+    let refused = match rogue {
+        Err(_) => true,
+        Ok(s) => s.get("k").await.is_err(),
+    };
+    assert!(refused, "a certificate of another CA");
 }

@@ -190,7 +190,7 @@ impl Cluster {
             let cfg = c.path(&format!("{name}.toml"));
             let store = match store_spec {
                 StoreSpec::Etcd(ep, ns) => format!(
-                    "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\n"
+                    "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\ninsecure = true\n"
                 ),
                 StoreSpec::MemoryFile => format!(
                     "\n[store]\nkind = \"memory\"\nstate_file = \"{name}.state\"\nelection_ttl_seconds = 1\n"

@@ -39,15 +39,37 @@ impl EtcdStore {
     /// Connects and checks that etcd answers, so a wrong address fails
     /// here and not at the first write.
     pub async fn connect(endpoints: &[String], namespace: &str) -> Result<Self, StoreError> {
+        Self::connect_with(endpoints, namespace, None).await
+    }
+
+    /// [`EtcdStore::connect`], over TLS with this client certificate when
+    /// `tls` is given (etcd started with `--client-cert-auth`).
+    pub async fn connect_with(
+        endpoints: &[String],
+        namespace: &str,
+        tls: Option<&ibtls::TlsSettings>,
+    ) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         if endpoints.is_empty() {
             return Err(StoreError::Config("no etcd endpoints given".into()));
         }
         let joined = endpoints.join(",");
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(CONNECT_TIMEOUT)
             .with_keep_alive(PING_INTERVAL, PING_TIMEOUT)
             .with_keep_alive_while_idle(true);
+        if let Some(t) = tls {
+            // One name for every member: certificates of an etcd cluster
+            // name each member's host; endpoints name it too.
+            let host = endpoints[0]
+                .parse::<tonic::transport::Uri>()
+                .ok()
+                .and_then(|u| u.host().map(str::to_string))
+                .ok_or_else(|| StoreError::Config(format!("{}: no host", endpoints[0])))?;
+            let cfg = ibtls::client_tls(t, &host)
+                .map_err(|e| StoreError::Config(format!("etcd TLS: {e}")))?;
+            opts = opts.with_tls(cfg);
+        }
         let client =
             match tokio::time::timeout(OP_TIMEOUT, Client::connect(endpoints, Some(opts))).await {
                 Ok(Ok(c)) => c,

@@ -181,9 +181,9 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
             &cfg.prefix,
             state_file.as_deref(),
         )?)),
-        StoreKind::Etcd { endpoints } => {
-            Ok(Arc::new(EtcdStore::connect(endpoints, &cfg.prefix).await?))
-        }
+        StoreKind::Etcd { endpoints, tls } => Ok(Arc::new(
+            EtcdStore::connect_with(endpoints, &cfg.prefix, tls.as_ref()).await?,
+        )),
     }
 }
 
