@@ -161,3 +161,51 @@ async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {
 fn as_agent(c: &Cluster, prefix: u64) -> Transport {
     Transport::Tls(c.tls_for(&Identity::Agent { prefix }).expect("cert"))
 }
+
+/// A subnet that registered but never reported is not brought back by the
+/// next leader (it used to come back under prefix 0x0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_that_never_reported_does_not_survive_a_failover() {
+    let etcd = EtcdServer::start();
+    let ns = unique_namespace("silent");
+    let mut c =
+        Cluster::start_with(2, 1, "updn", 2, Some((etcd.endpoint(), &ns))).expect("cluster starts");
+    let leader = wait_for("a leader", Duration::from_secs(15), || c.leader())
+        .await
+        .expect("one controller leads");
+    let before = c
+        .converged(leader, Duration::from_secs(30))
+        .await
+        .expect("converges");
+    let silent = 0xfec0_0000_0000_00bb;
+    let mut lc = proto::client::controller_client(
+        c.connect_as(
+            &c.controllers[leader].0,
+            Role::Controller,
+            &as_agent(&c, silent),
+        )
+        .await
+        .expect("connect"),
+    );
+    lc.register(v1::RegisterRequest {
+        agent_id: "silent".into(),
+        subnet_prefix: silent,
+        query_addr: String::new(),
+    })
+    .await
+    .expect("registers");
+    c.controllers[leader].1.kill();
+    let follower = 1 - leader;
+    let after = c
+        .converged(follower, Duration::from_secs(30))
+        .await
+        .expect("the follower leads and converges");
+    let prefixes: Vec<u64> = after.subnets.iter().map(|s| s.subnet_prefix).collect();
+    assert!(!prefixes.contains(&0), "{prefixes:x?}");
+    assert!(!prefixes.contains(&silent), "{prefixes:x?}");
+    assert_eq!(
+        prefixes.len(),
+        before.subnets.len(),
+        "the reporting subnets are all there"
+    );
+}

@@ -291,3 +291,79 @@ async fn a_restarted_memory_store_controller_never_hands_out_an_older_version() 
     .await;
     assert!(resumed.is_ok(), "{}", c.logs());
 }
+
+/// A report whose write fails leaves the controller's memory as the store
+/// has it, and the same report sent again is written and published (it
+/// used to count as unchanged and never reach the store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_whose_write_failed_is_written_when_sent_again() {
+    let c = Cluster::start_with_store(
+        2,
+        1,
+        "updn",
+        1,
+        integration_tests::cluster::StoreSpec::MemoryFile,
+    )
+    .expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let prefix = 0xfec0_0000_0000_00cc;
+    let t = Transport::Tls(c.tls_for(&Identity::Agent { prefix }).expect("cert"));
+    let mut ctl = controller_as(&c, &t).await;
+    let reg = ctl
+        .register(v1::RegisterRequest {
+            agent_id: "newcomer".into(),
+            subnet_prefix: prefix,
+            query_addr: String::new(),
+        })
+        .await
+        .expect("registers")
+        .into_inner();
+    let report = |hosts: u32| v1::SubnetReport {
+        session: reg.session.clone(),
+        subnet_prefix: prefix,
+        generation: 1,
+        topology: Some(v1::TopologySummary {
+            cas: hosts,
+            ..Default::default()
+        }),
+        end_ports: (1..=hosts)
+            .map(|i| v1::EndPort {
+                guid: 0xcc00 + u64::from(i),
+                lid: i,
+                desc: format!("h{i}"),
+            })
+            .collect(),
+        routing: Some(v1::RoutingResult {
+            engine: "updn".into(),
+            verified: true,
+            deadlock_free: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let cas = |st: &v1::ControllerState| {
+        st.subnets
+            .iter()
+            .find(|s| s.subnet_prefix == prefix)
+            .and_then(|s| s.topology)
+            .map(|t| t.cas)
+    };
+    ctl.report(report(1)).await.expect("accepted");
+    assert_eq!(cas(&c.state(0).await.expect("state")), Some(1));
+    // The store fails: its state file's place is taken by a directory.
+    let file = c.path("ctl.state");
+    std::fs::remove_file(&file).expect("state file");
+    std::fs::create_dir_all(file.join("blocked")).expect("block");
+    let e = ctl.report(report(2)).await.expect_err("not written");
+    assert_eq!(e.code(), tonic::Code::Internal, "{}", e.message());
+    assert_eq!(
+        cas(&c.state(0).await.expect("state")),
+        Some(1),
+        "memory keeps what the store has"
+    );
+    // The store recovers; the very same report is now written and applied.
+    std::fs::remove_dir_all(&file).expect("unblock");
+    ctl.report(report(2)).await.expect("accepted");
+    assert_eq!(cas(&c.state(0).await.expect("state")), Some(2));
+    assert!(file.is_file(), "written to the store");
+}
