@@ -108,10 +108,7 @@ impl AgentConfig {
     /// How this service talks gRPC (`check` already refused a config
     /// that names neither TLS nor `insecure = true`).
     pub fn transport(&self) -> ibtls::Transport {
-        match &self.tls {
-            Some(s) if !self.insecure => ibtls::Transport::Tls(s.clone()),
-            _ => ibtls::Transport::Insecure,
-        }
+        ibtls::Transport::of_checked(self.tls.as_ref(), self.insecure)
     }
 }
 

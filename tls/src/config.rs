@@ -84,6 +84,15 @@ impl Transport {
         }
     }
 
+    /// The transport of a configuration that [`Transport::from_config`]
+    /// accepted when it was read (its `[tls]` section, else plaintext).
+    pub fn of_checked(tls: Option<&TlsSettings>, insecure: bool) -> Transport {
+        match tls {
+            Some(s) if !insecure => Transport::Tls(s.clone()),
+            _ => Transport::Insecure,
+        }
+    }
+
     /// Relative paths of the TLS files taken from `base`.
     pub fn relative_to(&self, base: &Path) -> Transport {
         match self {
