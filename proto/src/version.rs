@@ -29,6 +29,11 @@ pub fn accept(offered: u64, replaces: u64, held: u64, now: u64) -> Result<(), Ve
     Err(VersionRefused::NotNewer { offered, held })
 }
 
+/// A version for people: `term.sequence`.
+pub fn show(version: u64) -> String {
+    format!("{}.{}", version >> 32, version & 0xffff_ffff)
+}
+
 /// Seconds since the epoch by this machine's clock (0 if it is before).
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now()

@@ -549,14 +549,16 @@ fn print_summary(a: &DemoArgs, m: &fabric::multi::MultiFabric, run: &DemoRun, s:
             } else {
                 "NO"
             },
-            format!("v{}", sub.mapping_version)
+            format!("v{}", proto::version::show(sub.mapping_version))
         );
     }
     println!();
     for r in &s.routers {
         println!(
             "router {} {}: egress table v{}",
-            r.desc, r.guid, r.egress_version
+            r.desc,
+            r.guid,
+            proto::version::show(r.egress_version)
         );
     }
     println!();
