@@ -22,8 +22,8 @@ pub fn parse(input: impl BufRead, file: &Path) -> Result<Vec<GuidLine>, Error> {
     let mut out: Vec<GuidLine> = Vec::new();
     let mut last_line = 0;
     for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| Error::io(file, e))?;
         let ln = i + 1;
+        let line = line.map_err(|e| super::not_text(file, ln, e))?;
         last_line = ln;
         let text = line.split('#').next().unwrap_or("").trim();
         if text.is_empty() {
@@ -104,4 +104,17 @@ pub fn check_switch_guids(f: &Fabric, lines: &[GuidLine], file: &Path) -> Result
             .into()),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_at_their_line() {
+        let e = parse(&b"0x1\n\xc3\n"[..], Path::new("roots.txt"))
+            .expect_err("not UTF-8")
+            .to_string();
+        assert_eq!(e, "roots.txt:2: not UTF-8 text");
+    }
 }

@@ -19,7 +19,7 @@
 
 use crate::error::{Error, ParseError};
 use crate::model::{Fabric, FabricBuilder, NodeId, NodeKind, NONE};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -76,6 +76,17 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
     let mut current: Option<NodeId> = None;
     let mut seen_ports: Vec<bool> = Vec::new();
     let mut auto_guid = 0x0003_0000_0000_0000u64;
+    // The builder finds duplicate GUIDs and LIDs only for the whole file;
+    // found here, they get the line of their second use.
+    let mut guid_line: HashMap<u64, usize> = HashMap::new();
+    let mut lid_line: HashMap<u16, usize> = HashMap::new();
+    let mut claim_lid = |lid: u16, ln: usize| match lid_line.insert(lid, ln) {
+        Some(first) => Err(err(
+            ln,
+            format!("LID {lid} is assigned twice (first on line {first})"),
+        )),
+        None => Ok(()),
+    };
 
     for (i, raw) in text.lines().enumerate() {
         let ln = i + 1;
@@ -161,6 +172,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                         if lid != 0 {
                             b.set_lid(node, port, lid)
                                 .map_err(|e| err(ln, e.to_string()))?;
+                            claim_lid(lid, ln)?;
                         }
                     }
                 }
@@ -222,9 +234,16 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             auto_guid += 1;
             auto_guid
         });
+        if let Some(first) = guid_line.insert(guid, ln) {
+            return Err(err(
+                ln,
+                format!("GUID 0x{guid:016x} is used twice (first on line {first})"),
+            ));
+        }
         let node = b.add_node(kind, guid, desc, nports as u8);
         if let Some(l) = lid.filter(|&l| l != 0) {
             b.set_lid(node, 0, l).map_err(|e| err(ln, e.to_string()))?;
+            claim_lid(l, ln)?;
         }
         if ids.insert(id.to_string(), node).is_some() {
             return Err(err(ln, format!("node id \"{id}\" defined twice")));
@@ -263,29 +282,40 @@ pub fn read(path: &Path) -> Result<Fabric, Error> {
 }
 
 /// Node ids for writing: the description when it is safe for ibsim (no
-/// quote, '#' or '@', unique, short), else the ibnetdiscover-style `S-<guid>`.
+/// quote, '#' or '@', unique, short, not the fallback id of any node), else
+/// the ibnetdiscover-style `S-<guid>`.
 fn node_ids(f: &Fabric) -> Vec<String> {
     let mut count: HashMap<&str, u32> = HashMap::new();
     for n in 0..f.num_nodes() as NodeId {
         *count.entry(f.desc(n)).or_default() += 1;
     }
-    (0..f.num_nodes() as NodeId)
+    let fallback: Vec<String> = (0..f.num_nodes() as NodeId)
         .map(|n| {
+            let p = match f.kind(n) {
+                NodeKind::Switch => "S",
+                NodeKind::Ca => "H",
+                NodeKind::Router => "R",
+            };
+            format!("{p}-{:016x}", f.guid(n))
+        })
+        .collect();
+    // A description spelling another node's fallback id would give two
+    // nodes one id.
+    let reserved: HashSet<&str> = fallback.iter().map(String::as_str).collect();
+    (0..f.num_nodes() as NodeId)
+        .zip(fallback.iter())
+        .map(|(n, fb)| {
             let d = f.desc(n);
             let safe = !d.is_empty()
                 && d.len() <= 64
                 && count.get(d) == Some(&1)
+                && !reserved.contains(d)
                 && !d.contains(['"', '#', '@', '[', ']', '(', ')'])
                 && !d.chars().any(char::is_whitespace);
             if safe {
                 d.to_string()
             } else {
-                let p = match f.kind(n) {
-                    NodeKind::Switch => "S",
-                    NodeKind::Ca => "H",
-                    NodeKind::Router => "R",
-                };
-                format!("{p}-{:016x}", f.guid(n))
+                fb.clone()
             }
         })
         .collect()
@@ -357,4 +387,67 @@ pub fn write(f: &Fabric) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(text: &str) -> String {
+        parse(text, Path::new("t.net"))
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_guid_used_twice_is_refused_at_its_second_line() {
+        let text = "switchguid=0x10\nSwitch 1 \"a\"\nswitchguid=0x10\nSwitch 1 \"b\"\n";
+        assert_eq!(
+            refused(text),
+            "t.net:4: GUID 0x0000000000000010 is used twice (first on line 2)"
+        );
+    }
+
+    #[test]
+    fn a_lid_assigned_twice_is_refused_at_its_second_line() {
+        let switches = "\
+Switch 2 \"a\"  # \"a\" base port 0 lid 7 lmc 0
+[1] \"h\"[1]
+Switch 1 \"b\"  # \"b\" base port 0 lid 7 lmc 0
+Ca 1 \"h\"
+[1] \"a\"[1]  # lid 3 lmc 0
+";
+        assert_eq!(
+            refused(switches),
+            "t.net:3: LID 7 is assigned twice (first on line 1)"
+        );
+        let ca = "\
+Switch 2 \"a\"  # \"a\" base port 0 lid 3 lmc 0
+[1] \"h\"[1]
+Ca 1 \"h\"
+[1] \"a\"[1]  # lid 3 lmc 0
+";
+        assert_eq!(
+            refused(ca),
+            "t.net:4: LID 3 is assigned twice (first on line 1)"
+        );
+    }
+
+    #[test]
+    fn a_description_spelling_another_nodes_id_does_not_take_it() {
+        // Node "b" has no usable description, so it is written as
+        // S-<its guid>; node "a" is described by exactly that string.
+        let text = "\
+switchguid=0x100
+Switch 1 \"a\"  # \"S-0000000000000200\"
+switchguid=0x200
+Switch 1 \"b\"  # \"two words\"
+";
+        let f = parse(text, Path::new("t.net")).expect("parses");
+        let written = write(&f);
+        let back = parse(&written, Path::new("w.net")).expect("re-reads");
+        assert_eq!(back.desc(0), "S-0000000000000200");
+        assert_eq!(back.desc(1), "two words");
+        assert_eq!(write(&back), written);
+    }
 }

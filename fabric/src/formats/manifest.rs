@@ -64,18 +64,43 @@ pub struct Manifest {
 }
 
 fn line_of(text: &str, span: Range<usize>) -> usize {
-    text[..span.start.min(text.len())].matches('\n').count() + 1
+    // Bytes, not a str slice: a span is not trusted to fall on a character
+    // boundary.
+    let before = &text.as_bytes()[..span.start.min(text.len())];
+    before.iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// Reads a manifest and the topology files it names.
 pub fn read(path: &Path) -> Result<Manifest, Error> {
-    let text = read_file(path)?;
+    parse(&read_file(path)?, path)
+}
+
+/// Parses manifest text; `path` names it in errors, and topology files are
+/// read from disk relative to its directory.
+pub fn parse(text: &str, path: &Path) -> Result<Manifest, Error> {
+    parse_with(text, path, |topo| topo.is_file().then(|| read_file(topo)))
+}
+
+/// Parses manifest text, taking each topology file's text from `topology`
+/// (given the path relative to `path`'s directory; `None` when there is no
+/// such file), so manifests can be checked without touching the disk.
+pub fn parse_with(
+    text: &str,
+    path: &Path,
+    mut topology: impl FnMut(&Path) -> Option<Result<String, Error>>,
+) -> Result<Manifest, Error> {
     let at = |span: Range<usize>, cause: String| -> Error {
-        ParseError::new(path, line_of(&text, span), cause).into()
+        ParseError::new(path, line_of(text, span), cause).into()
     };
-    let file: File = toml::from_str(&text).map_err(|e| {
-        let line = e.span().map_or(1, |s| line_of(&text, s));
-        Error::from(ParseError::new(path, line, e.message().to_string()))
+    let file: File = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| line_of(text, s));
+        // toml gives some syntax errors (a control character in a comment)
+        // no message at all.
+        let cause = match e.message().trim() {
+            "" => "invalid TOML syntax",
+            m => m,
+        };
+        Error::from(ParseError::new(path, line, cause))
     })?;
     let hex = |v: &Spanned<String>, what: &str| {
         parse_hex_u64(v.get_ref()).ok_or_else(|| {
@@ -123,12 +148,12 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
             ));
         }
         let topo = dir.join(s.topology.get_ref());
-        if !topo.is_file() {
+        let Some(topo_text) = topology(&topo) else {
             return Err(at(
                 s.topology.span(),
                 format!("topology file {} does not exist", topo.display()),
             ));
-        }
+        };
         engines.push(
             s.engine
                 .as_ref()
@@ -139,7 +164,7 @@ pub fn read(path: &Path) -> Result<Manifest, Error> {
                 })
                 .transpose()?,
         );
-        let mut fabric = ibnetdiscover::read(&topo)?;
+        let mut fabric = ibnetdiscover::parse(&topo_text?, &topo)?;
         fabric.subnet_prefix = prefix;
         subnets.push(Subnet {
             name: s.name.get_ref().clone(),
@@ -270,6 +295,41 @@ mod tests {
             assert_eq!(a.guid, b.guid);
             assert_eq!(a.ports, b.ports);
         }
+    }
+
+    #[test]
+    fn toml_errors_without_a_message_still_give_a_cause() {
+        // toml reports a control character in a comment with an empty message.
+        let text = "[[subnet]]\nname = \"a\"\n# bad \u{17} comment\n";
+        let e = parse_with(text, Path::new("m.toml"), |_| None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(e, "m.toml:3: invalid TOML syntax");
+    }
+
+    #[test]
+    fn topology_files_can_come_from_memory() {
+        let m = fat_tree_subnets(2, 1, 1, 1, 1).expect("generates");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = write(&m, dir.path()).expect("writes");
+        let text = std::fs::read_to_string(&p).expect("reads");
+        let mut asked = Vec::new();
+        let back = parse_with(&text, Path::new("/nowhere/m.toml"), |topo| {
+            asked.push(topo.to_path_buf());
+            let name = topo.file_name()?;
+            Some(std::fs::read_to_string(dir.path().join(name)).map_err(|e| Error::io(topo, e)))
+        })
+        .expect("parses");
+        assert_eq!(
+            asked,
+            [
+                Path::new("/nowhere/subnet0.net"),
+                Path::new("/nowhere/subnet1.net")
+            ]
+        );
+        assert_eq!(back.files, asked);
+        assert_eq!(back.fabric.routers.len(), m.routers.len());
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod mapping;
 pub mod pathsl;
 pub mod sl2vl;
 
-use crate::error::Error;
+use crate::error::{Error, ParseError};
 use crate::model::{Fabric, NodeId, NodeKind};
 use std::path::Path;
 
@@ -90,12 +90,11 @@ impl<R: std::io::BufRead> Lines<R> {
     pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &str)>, Error> {
         loop {
             self.buf.clear();
-            if self
+            let read = self
                 .input
                 .read_line(&mut self.buf)
-                .map_err(|e| Error::io(&self.file, e))?
-                == 0
-            {
+                .map_err(|e| not_text(&self.file, self.line + 1, e))?;
+            if read == 0 {
                 return Ok(None);
             }
             self.line += 1;
@@ -106,6 +105,17 @@ impl<R: std::io::BufRead> Lines<R> {
                 return Ok(Some((self.line, t)));
             }
         }
+    }
+}
+
+/// A read error at `line`: bytes that are not UTF-8 are the input's fault
+/// and get its line, like any other malformed input; the rest stay I/O
+/// errors of the file.
+pub(crate) fn not_text(file: &Path, line: usize, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        ParseError::new(file, line, "not UTF-8 text").into()
+    } else {
+        Error::io(file, e)
     }
 }
 
@@ -142,4 +152,17 @@ pub fn parse_hex_u64(s: &str) -> Option<u64> {
 /// `true` for nodes that inject and consume traffic.
 pub(crate) fn is_end_node(f: &Fabric, n: NodeId) -> bool {
     f.kind(n) != NodeKind::Switch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_at_their_line() {
+        let mut lines = Lines::new(&b"# comment\nfirst\n\xff\xfe\n"[..], Path::new("x.dump"));
+        assert_eq!(lines.next_line().expect("reads").map(|(n, _)| n), Some(2));
+        let e = lines.next_line().expect_err("not UTF-8").to_string();
+        assert_eq!(e, "x.dump:3: not UTF-8 text");
+    }
 }

@@ -42,11 +42,15 @@ pub struct GlobalView {
 
 impl GlobalView {
     /// Sorts subnets by prefix and their ports by GUID / (router, port), so
-    /// the same reports in any arrival order give the same routes.
+    /// the same reports in any arrival order give the same routes. A port
+    /// GUID reported twice in one subnet keeps only its lowest LID: a GID
+    /// names one port, and two rules for one GID make a router refuse the
+    /// whole table.
     pub fn normalized(mut self) -> Self {
         self.subnets.sort_by_key(|s| s.prefix);
         for s in &mut self.subnets {
-            s.end_ports.sort_by_key(|e| e.guid);
+            s.end_ports.sort_by_key(|e| (e.guid, e.lid));
+            s.end_ports.dedup_by_key(|e| e.guid);
             s.router_ports.sort_by_key(|r| (r.router_guid, r.port));
         }
         self
@@ -120,5 +124,48 @@ impl GlobalView {
             v.sort_by_key(|(_, p)| p.port);
         }
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intersubnet::{registry, Match};
+    use crate::multi::fat_tree_subnets;
+    use std::collections::HashSet;
+
+    #[test]
+    fn a_port_guid_reported_twice_gives_one_rule_per_gid() {
+        let m = fat_tree_subnets(2, 1, 1, 2, 1).expect("generates");
+        let mut view = GlobalView::from_multi(&m);
+        // Subnet 1 reports its first port GUID a second time, under a
+        // higher LID.
+        let dup = view.subnets[1].end_ports[0].clone();
+        view.subnets[1].end_ports.push(EndPortView {
+            guid: dup.guid,
+            lid: dup.lid + 100,
+        });
+        let view = view.normalized();
+        let guids: Vec<u64> = view.subnets[1].end_ports.iter().map(|e| e.guid).collect();
+        assert_eq!(guids.len(), 2);
+        assert_ne!(guids[0], guids[1]);
+        let kept = view.subnets[1]
+            .end_ports
+            .iter()
+            .find(|e| e.guid == dup.guid);
+        assert_eq!(kept.map(|e| e.lid), Some(dup.lid), "the lowest LID stays");
+        for algo in registry() {
+            let routes = algo.route(&view).expect("routes");
+            for t in &routes.routers {
+                for c in &t.contexts {
+                    let mut seen: HashSet<Match> = HashSet::new();
+                    assert!(
+                        c.rules.iter().all(|r| seen.insert(r.matches)),
+                        "{}: two rules for one destination",
+                        algo.name()
+                    );
+                }
+            }
+        }
     }
 }
