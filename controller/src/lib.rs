@@ -94,6 +94,7 @@ impl Controller {
         algo: Box<dyn InterSubnetRouting>,
         persist: Arc<StorePersist>,
         leader: watch::Receiver<Option<String>>,
+        limits: Limits,
     ) -> Arc<Self> {
         Arc::new(Self {
             id,
@@ -107,18 +108,10 @@ impl Controller {
             leader,
             sessions: std::sync::atomic::AtomicU64::new(0),
             term: std::sync::atomic::AtomicU64::new(0),
-            limits: Limits::default(),
+            limits,
             held_egress: dashmap::DashMap::new(),
             held_mapping: dashmap::DashMap::new(),
         })
-    }
-
-    /// The same controller with other bounds (before it serves).
-    pub fn with_limits(mut self: Arc<Self>, limits: Limits) -> Arc<Self> {
-        if let Some(c) = Arc::get_mut(&mut self) {
-            c.limits = limits;
-        }
-        self
     }
 
     /// This leader's term: the high 32 bits of the versions it hands out.
@@ -344,8 +337,8 @@ pub async fn start(
         algo,
         persist.clone(),
         rx,
-    )
-    .with_limits(cfg.limits.state());
+        cfg.limits.state(),
+    );
     let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500)).await?;
     let ttl = Duration::from_secs(cfg.store.election_ttl_seconds.max(1));
     let leading = Arc::new(std::sync::atomic::AtomicBool::new(false));
