@@ -54,7 +54,10 @@ for t in "${targets[@]}"; do
     start=$(date +%s)
     # A malloc limit well below the RSS limit reports a huge allocation
     # from a small input as a crash instead of letting it pass.
-    cargo +nightly fuzz run "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
+    # TMPDIR: what a target writes there (the manifest round trip) goes
+    # when the script ends.
+    mkdir -p "$logs/tmp"
+    TMPDIR="$logs/tmp" cargo +nightly fuzz run "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
         -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
         -print_final_stats=1 >"$log" 2>&1
     rc=$?
