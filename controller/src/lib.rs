@@ -83,6 +83,11 @@ pub struct Controller {
     /// What routers (by GUID) and agents (by prefix) say they hold.
     held_egress: dashmap::DashMap<u64, u64>,
     held_mapping: dashmap::DashMap<u64, u64>,
+    /// The last recomputation did not publish (a store or routing
+    /// failure): the leader retries until it does.
+    pending: std::sync::atomic::AtomicBool,
+    /// Why the last computed routes were refused, for the status.
+    refused: Mutex<String>,
 }
 
 impl Controller {
@@ -111,6 +116,8 @@ impl Controller {
             limits,
             held_egress: dashmap::DashMap::new(),
             held_mapping: dashmap::DashMap::new(),
+            pending: std::sync::atomic::AtomicBool::new(false),
+            refused: Mutex::new(String::new()),
         })
     }
 
@@ -164,11 +171,20 @@ impl Controller {
         Ok(self.persist.save(&w.key, w.value).await?)
     }
 
-    /// Loads what an earlier leader persisted and raises the term; called
-    /// when this controller becomes leader, before it serves.
+    async fn save_all(&self, ws: Vec<Write>) -> Result<(), ControlError> {
+        Ok(self
+            .persist
+            .save_all(ws.into_iter().map(|w| (w.key, w.value)).collect())
+            .await?)
+    }
+
+    /// Loads what an earlier leader persisted, raises the term and
+    /// recomputes the routes (keeping the versions of every result whose
+    /// content is unchanged); called when this controller becomes leader,
+    /// before it serves.
     pub async fn take_over(&self) -> Result<(), ControlError> {
         let state = State::restore(self.persist.load(SUBNET_KEY).await?, Instant::now())?;
-        let published = Published::restore(self.algo.name(), self.persist.load(ROUTES_KEY).await?)?;
+        let restored = Published::restore(self.algo.name(), self.persist.load(ROUTES_KEY).await?)?;
         let stored_term = self
             .persist
             .load(TERM_KEY)
@@ -182,23 +198,38 @@ impl Controller {
             .map_or(0, |d| d.as_secs());
         // A term never below what was published, even if the term key was
         // lost while the routes survived.
-        let term = state::next_term(stored_term.max(state::term_of(published.version)), now);
+        let term = state::next_term(stored_term.max(state::term_of(restored.version)), now);
         self.save(Write {
             key: TERM_KEY.into(),
             value: term.to_be_bytes().to_vec(),
         })
         .await?;
+        match self.persist.collect_parts().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(parts = n, "removed parts no stored value names"),
+            // Garbage only: it costs space, not correctness.
+            Err(e) => tracing::warn!("stale parts left in the store: {e}"),
+        }
         self.term.store(term, std::sync::atomic::Ordering::SeqCst);
         tracing::info!(
             id = %self.id,
             subnets = state.len(),
-            version = published.version,
+            version = restored.version,
             term,
             "took over as leader"
         );
         *self.lock() = state;
-        self.published.send_replace(Arc::new(published));
-        Ok(())
+        self.published.send_replace(Arc::new(restored));
+        // The content comes from the reports: recomputed before serving,
+        // so receivers are offered the versions they already hold.
+        match self.recompute().await {
+            Ok(()) => Ok(()),
+            Err(e @ ControlError::Store(_)) => Err(e),
+            Err(e) => {
+                tracing::error!("routes not recomputed at take-over (retrying): {e}");
+                Ok(())
+            }
+        }
     }
 
     /// Gives `holder` a session for the subnet (memory only: the store
@@ -253,7 +284,12 @@ impl Controller {
         };
         if changed {
             tracing::info!(subnet = %format!("{prefix:#018x}"), generation = r.generation, "subnet report accepted");
-            self.recompute().await?;
+            // The report is stored and applied: a failure to publish is
+            // the leader's to retry ([`Controller::retry_pending`]), not
+            // the agent's.
+            if let Err(e) = self.recompute().await {
+                tracing::error!("routes not published (retrying): {e}");
+            }
         }
         let p = self.published();
         Ok(v1::ReportAck {
@@ -268,26 +304,52 @@ impl Controller {
     }
 
     /// Runs the inter-subnet algorithm on the current view; a changed
-    /// result is written, then published.
+    /// result is written, then published. On failure nothing is
+    /// published and the recomputation stays pending.
     pub async fn recompute(&self) -> Result<(), ControlError> {
         let _g = self.recompute.lock().await;
+        let r = self.recompute_locked().await;
+        self.pending
+            .store(r.is_err(), std::sync::atomic::Ordering::SeqCst);
+        r
+    }
+
+    async fn recompute_locked(&self) -> Result<(), ControlError> {
         let view = self.view();
         let Some(next) =
             state::recompute(&view, self.algo.as_ref(), &self.published(), self.term())?
         else {
             return Ok(());
         };
-        self.save(next.write).await?;
+        let written = next.writes.len();
+        self.save_all(next.writes).await?;
         let p = next.published;
         tracing::info!(
             version = p.version,
             subnets = p.mappings.len(),
             routers = p.egress.len(),
+            changed = written,
             algorithm = %p.algorithm,
             "inter-subnet routes published"
         );
         self.published.send_replace(Arc::new(p));
         Ok(())
+    }
+
+    /// True while computed routes wait to be written and published.
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Recomputes when the last attempt failed; the leadership loop calls
+    /// it now and then.
+    pub async fn retry_pending(&self) {
+        if self.is_leader() && self.is_pending() {
+            match self.recompute().await {
+                Ok(()) => tracing::info!("pending routes published"),
+                Err(e) => tracing::debug!("routes still pending: {e}"),
+            }
+        }
     }
 
     pub fn state(&self) -> v1::ControllerState {
@@ -299,11 +361,19 @@ impl Controller {
         for r in &mut d.routers {
             r.held_version = self.held_egress.get(&r.router_guid).map_or(0, |v| *v);
         }
+        let mut store = self.persist.health();
+        store.pending = self.is_pending();
         v1::ControllerState {
             controller_id: self.id.clone(),
             leader: self.is_leader(),
             algorithm: self.algo.name().to_string(),
             term: self.term(),
+            store: Some(store),
+            refused: self
+                .refused
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             ..d
         }
     }
@@ -313,6 +383,9 @@ impl Controller {
         self.lock().get(prefix).map(|e| e.query_addr.clone())
     }
 }
+
+/// How often a leader retries routes it could not publish.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// The election all controllers of one store namespace run.
 pub const ELECTION: &str = "controller";
@@ -365,6 +438,18 @@ pub async fn start(
                     r = observed.changed() => if r.is_err() { return },
                     _ = sd.wait_for(|s| *s) => return,
                 }
+            }
+        });
+    }
+    {
+        let (c, mut sd) = (ctl.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_EVERY) => {}
+                    _ = sd.wait_for(|s| *s) => return,
+                }
+                c.retry_pending().await;
             }
         });
     }

@@ -19,6 +19,11 @@ pub struct Bounds {
     pub rpc_timeout: Duration,
     /// Requests served at once on one connection.
     pub concurrency_per_connection: usize,
+    /// Largest pushed part on the Follow streams (the receiver's own
+    /// bound, when lower, wins).
+    pub push_part_bytes: usize,
+    /// A heartbeat goes out on every Follow stream this often.
+    pub heartbeat: Duration,
 }
 
 impl Default for Bounds {
@@ -28,6 +33,8 @@ impl Default for Bounds {
             max_streams_per_client: 8,
             rpc_timeout: Duration::from_secs(30),
             concurrency_per_connection: 64,
+            push_part_bytes: 4 << 20,
+            heartbeat: Duration::from_secs(1),
         }
     }
 }
@@ -134,11 +141,12 @@ impl From<ControlError> for Status {
     }
 }
 
-/// A pushed item and its version; `replaces` marks it as the repair of a
-/// held version from a term no leader has had.
-trait Pushed: Clone + Send + 'static {
+/// A pushed result: its version, its repair marker, and how it is cut
+/// into parts.
+trait Pushed: Clone + Send + Sync + prost::Message + 'static {
     fn version(&self) -> u64;
     fn set_replaces(&mut self, v: u64);
+    fn split(&self, max_bytes: usize) -> Result<Vec<Self>, proto::chunk::ChunkError>;
 }
 
 impl Pushed for v1::MappingUpdate {
@@ -147,6 +155,9 @@ impl Pushed for v1::MappingUpdate {
     }
     fn set_replaces(&mut self, v: u64) {
         self.replaces = v;
+    }
+    fn split(&self, max_bytes: usize) -> Result<Vec<Self>, proto::chunk::ChunkError> {
+        proto::chunk::split_mapping(self, max_bytes)
     }
 }
 
@@ -157,34 +168,126 @@ impl Pushed for v1::EgressTables {
     fn set_replaces(&mut self, v: u64) {
         self.replaces = v;
     }
+    fn split(&self, max_bytes: usize) -> Result<Vec<Self>, proto::chunk::ChunkError> {
+        proto::chunk::split_egress(self, max_bytes)
+    }
+}
+
+/// How one kind of stream frames what it sends.
+trait Framing<T>: Send + 'static {
+    type Out: Send + 'static;
+    /// The messages that carry one version.
+    fn frame(&self, item: T) -> Result<Vec<Self::Out>, Status>;
+    /// A heartbeat, on streams that have them.
+    fn beat(&self, hb: v1::Heartbeat) -> Option<Self::Out>;
+}
+
+/// The Watch streams of earlier releases: whole messages, no heartbeats.
+struct Whole {
+    max_bytes: usize,
+}
+
+impl<T: Pushed> Framing<T> for Whole {
+    type Out = T;
+    fn frame(&self, item: T) -> Result<Vec<T>, Status> {
+        let n = item.encoded_len();
+        if n > self.max_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "version {} is {n} bytes, over the message bound of {}: follow with FollowMapping / FollowEgress, which send it in parts",
+                item.version(),
+                self.max_bytes
+            )));
+        }
+        Ok(vec![item])
+    }
+    fn beat(&self, _: v1::Heartbeat) -> Option<T> {
+        None
+    }
+}
+
+/// The Follow streams: parts no larger than the receiver decodes, and
+/// heartbeats, wrapped in `wrap`.
+struct InParts<W> {
+    max_bytes: usize,
+    wrap: W,
+}
+
+/// What a Follow stream carries.
+enum Framed<T> {
+    Part(T),
+    Beat(v1::Heartbeat),
+}
+
+impl<T: Pushed, O: Send + 'static, W: Fn(Framed<T>) -> O + Send + 'static> Framing<T>
+    for InParts<W>
+{
+    type Out = O;
+    fn frame(&self, item: T) -> Result<Vec<O>, Status> {
+        let parts = item.split(self.max_bytes).map_err(|e| {
+            Status::resource_exhausted(format!("version {} cannot be sent: {e}", item.version()))
+        })?;
+        Ok(parts
+            .into_iter()
+            .map(|p| (self.wrap)(Framed::Part(p)))
+            .collect())
+    }
+    fn beat(&self, hb: v1::Heartbeat) -> Option<O> {
+        Some((self.wrap)(Framed::Beat(hb)))
+    }
+}
+
+fn mapping_push(f: Framed<v1::MappingUpdate>) -> v1::MappingPush {
+    use v1::mapping_push::Kind;
+    v1::MappingPush {
+        kind: Some(match f {
+            Framed::Part(p) => Kind::Part(p),
+            Framed::Beat(h) => Kind::Heartbeat(h),
+        }),
+    }
+}
+
+fn egress_push(f: Framed<v1::EgressTables>) -> v1::EgressPush {
+    use v1::egress_push::Kind;
+    v1::EgressPush {
+        kind: Some(match f {
+            Framed::Part(p) => Kind::Part(p),
+            Framed::Beat(h) => Kind::Heartbeat(h),
+        }),
+    }
 }
 
 /// Streams `pick(snapshot)` whenever it yields a version newer than the
 /// last one sent, for as long as this controller leads and the receiver
-/// listens. A receiver that holds a version no leader published (above
-/// the snapshot's: forged, or from a wiped store) gets the current item
-/// marked as replacing it.
-fn push_stream<T, F>(
+/// listens, framed by `framing` (with a heartbeat every `heartbeat` where
+/// the framing has them). A receiver that holds a version no leader
+/// published (above the snapshot's: forged, or from a wiped store) gets
+/// the current item marked as replacing it.
+fn push_stream<T, F, M>(
     ctl: Arc<Controller>,
     mut have: u64,
     slot: StreamSlot,
+    heartbeat: Duration,
+    framing: M,
     pick: F,
-) -> ReceiverStream<Result<T, Status>>
+) -> ReceiverStream<Result<M::Out, Status>>
 where
     T: Pushed,
-    F: Fn(&Published) -> Option<T> + Send + 'static,
+    F: Fn(&Published) -> Option<Arc<T>> + Send + 'static,
+    M: Framing<T>,
 {
     let (tx, rx) = mpsc::channel(4);
     let mut sub = ctl.subscribe();
     tokio::spawn(async move {
         let _slot = slot;
+        let mut beat = tokio::time::interval(heartbeat);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if !ctl.is_leader() {
                 let _ = tx.send(Err(Status::unavailable("leadership lost"))).await;
                 return;
             }
             let snap = sub.borrow_and_update().clone();
-            if let Some(mut item) = pick(&snap) {
+            if let Some(item) = pick(&snap) {
                 let v = item.version();
                 // Every version any leader published is at most the
                 // snapshot's (versions only grow, and a leader restores its
@@ -192,6 +295,7 @@ where
                 // no leader published.
                 let forged = ctl.term() > 0 && have > snap.version;
                 if v > have || (forged && v != have) {
+                    let mut item = Arc::unwrap_or_clone(item);
                     if forged {
                         tracing::warn!(
                             held = have,
@@ -200,22 +304,85 @@ where
                         );
                         item.set_replaces(have);
                     }
-                    have = v;
-                    if tx.send(Ok(item)).await.is_err() {
-                        return;
+                    let msgs = match framing.frame(item) {
+                        Ok(m) => m,
+                        Err(s) => {
+                            tracing::error!("push refused: {}", s.message());
+                            let _ = tx.send(Err(s)).await;
+                            return;
+                        }
+                    };
+                    for m in msgs {
+                        if tx.send(Ok(m)).await.is_err() {
+                            return;
+                        }
                     }
+                    have = v;
                 }
             }
-            // Wake on a new snapshot, and now and then to notice a lost
-            // leadership even when nothing is published.
+            // Wake on a new snapshot, to beat, and now and then to notice a
+            // lost leadership even when nothing is published.
             tokio::select! {
                 r = sub.changed() => if r.is_err() { return },
+                _ = beat.tick() => {
+                    let hb = v1::Heartbeat {
+                        controller_id: ctl.id.clone(),
+                        term: ctl.term(),
+                        interval_ms: heartbeat.as_millis().min(u128::from(u32::MAX)) as u32,
+                    };
+                    if let Some(m) = framing.beat(hb) {
+                        if tx.send(Ok(m)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 _ = tx.closed() => return,
             }
         }
     });
     ReceiverStream::new(rx)
+}
+
+impl Service {
+    /// The part bound for a receiver that decodes up to `theirs` bytes
+    /// (0: unknown, this side's bound).
+    fn part_bytes(&self, theirs: u32) -> usize {
+        let mine = self.bounds.push_part_bytes.min(self.bounds.max_message_bytes);
+        match theirs as usize {
+            0 => mine,
+            t => t.min(mine).max(proto::chunk::MIN_PART_BYTES),
+        }
+    }
+
+    /// Checks a mapping watch and counts its stream.
+    fn open_mapping<T>(
+        &self,
+        req: &Request<T>,
+        prefix: u64,
+        have: u64,
+    ) -> Result<StreamSlot, Status> {
+        if !self.ctl.is_leader() {
+            return Err(ControlError::NotLeader(String::new()).into());
+        }
+        let peer = self.transport.peer(req)?;
+        peer.authorize_as(&agent(prefix))?;
+        let slot = self.open_stream(client_key(req, &peer))?;
+        self.ctl.held(None, Some(prefix), have);
+        Ok(slot)
+    }
+
+    /// Checks an egress watch and counts its stream.
+    fn open_egress<T>(&self, req: &Request<T>, guid: u64, have: u64) -> Result<StreamSlot, Status> {
+        if !self.ctl.is_leader() {
+            return Err(ControlError::NotLeader(String::new()).into());
+        }
+        let peer = self.transport.peer(req)?;
+        peer.authorize_as(&ibtls::Identity::Router { guid })?;
+        let slot = self.open_stream(client_key(req, &peer))?;
+        self.ctl.held(Some(guid), None, have);
+        Ok(slot)
+    }
 }
 
 #[tonic::async_trait]
@@ -251,19 +418,17 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::WatchMappingRequest>,
     ) -> Result<Response<Self::WatchMappingStream>, Status> {
-        if !self.ctl.is_leader() {
-            return Err(ControlError::NotLeader(String::new()).into());
-        }
-        let peer = self.transport.peer(&req)?;
-        peer.authorize_as(&agent(req.get_ref().subnet_prefix))?;
-        let slot = self.open_stream(client_key(&req, &peer))?;
-        let r = req.into_inner();
+        let r = req.get_ref().clone();
+        let slot = self.open_mapping(&req, r.subnet_prefix, r.have_version)?;
         let prefix = r.subnet_prefix;
-        self.ctl.held(None, Some(prefix), r.have_version);
         Ok(Response::new(push_stream(
             self.ctl.clone(),
             r.have_version,
             slot,
+            self.bounds.heartbeat,
+            Whole {
+                max_bytes: self.bounds.max_message_bytes,
+            },
             move |p| p.mappings.get(&prefix).cloned(),
         )))
     }
@@ -274,21 +439,61 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::WatchEgressRequest>,
     ) -> Result<Response<Self::WatchEgressStream>, Status> {
-        if !self.ctl.is_leader() {
-            return Err(ControlError::NotLeader(String::new()).into());
-        }
-        let peer = self.transport.peer(&req)?;
-        peer.authorize_as(&ibtls::Identity::Router {
-            guid: req.get_ref().router_guid,
-        })?;
-        let slot = self.open_stream(client_key(&req, &peer))?;
-        let r = req.into_inner();
+        let r = req.get_ref().clone();
+        let slot = self.open_egress(&req, r.router_guid, r.have_version)?;
         let guid = r.router_guid;
-        self.ctl.held(Some(guid), None, r.have_version);
         Ok(Response::new(push_stream(
             self.ctl.clone(),
             r.have_version,
             slot,
+            self.bounds.heartbeat,
+            Whole {
+                max_bytes: self.bounds.max_message_bytes,
+            },
+            move |p| p.egress.get(&guid).cloned(),
+        )))
+    }
+
+    type FollowMappingStream = ReceiverStream<Result<v1::MappingPush, Status>>;
+
+    async fn follow_mapping(
+        &self,
+        req: Request<v1::WatchMappingRequest>,
+    ) -> Result<Response<Self::FollowMappingStream>, Status> {
+        let r = req.get_ref().clone();
+        let slot = self.open_mapping(&req, r.subnet_prefix, r.have_version)?;
+        let prefix = r.subnet_prefix;
+        Ok(Response::new(push_stream(
+            self.ctl.clone(),
+            r.have_version,
+            slot,
+            self.bounds.heartbeat,
+            InParts {
+                max_bytes: self.part_bytes(r.max_message_bytes),
+                wrap: mapping_push,
+            },
+            move |p| p.mappings.get(&prefix).cloned(),
+        )))
+    }
+
+    type FollowEgressStream = ReceiverStream<Result<v1::EgressPush, Status>>;
+
+    async fn follow_egress(
+        &self,
+        req: Request<v1::WatchEgressRequest>,
+    ) -> Result<Response<Self::FollowEgressStream>, Status> {
+        let r = req.get_ref().clone();
+        let slot = self.open_egress(&req, r.router_guid, r.have_version)?;
+        let guid = r.router_guid;
+        Ok(Response::new(push_stream(
+            self.ctl.clone(),
+            r.have_version,
+            slot,
+            self.bounds.heartbeat,
+            InParts {
+                max_bytes: self.part_bytes(r.max_message_bytes),
+                wrap: egress_push,
+            },
             move |p| p.egress.get(&guid).cloned(),
         )))
     }

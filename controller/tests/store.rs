@@ -90,7 +90,155 @@ on_both_stores!(
     abandoned_leadership_expires_after_ttl,
     a_leader_whose_term_ended_writes_nothing,
     followers_observe_the_leader,
+    large_values_go_in_parts,
+    many_keys_in_one_save,
+    stale_parts_are_collected,
+    a_fenced_commit_is_atomic,
 );
+
+/// What a controller's persist layer reads back for `key`.
+async fn stored(s: &Arc<dyn Store>, key: &str) -> Vec<u8> {
+    StorePersist::new(s.clone())
+        .load(key)
+        .await
+        .expect("load")
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+/// A value of `n` bytes that differs from position to position, so a
+/// part out of order would show.
+fn big(n: usize, salt: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31) ^ salt ^ (i >> 11) as u8).collect()
+}
+
+/// A value over etcd's request limit (1.5 MiB by default: the test etcd
+/// runs with the defaults) is written in parts and read back whole; a
+/// smaller value written over it removes the parts.
+async fn large_values_go_in_parts(h: Handles) {
+    let ga = within("campaign", STEP, h.a.campaign("ctl", "ctl-a", TTL))
+        .await
+        .unwrap();
+    let p = StorePersist::new(h.a.clone());
+    p.fence("ctl", ga.revision());
+    let v = big(3 << 20, 7);
+    p.save("subnets/0001", v.clone()).await.expect("a 3 MiB value");
+    assert_eq!(stored(&h.b, "subnets/0001").await, v);
+    let parts = h.a.list_keys("parts/").await.unwrap();
+    assert_eq!(parts.len(), 6, "3 MiB in 512 KiB parts: {parts:?}");
+    // Listing the subnets never meets a part.
+    let listed = StorePersist::new(h.b.clone()).load("subnets/").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    // A new large value replaces the parts, a small one removes them.
+    let v2 = big((3 << 20) + 5, 9);
+    p.save("subnets/0001", v2.clone()).await.expect("replaced");
+    assert_eq!(stored(&h.b, "subnets/0001").await, v2);
+    assert_eq!(h.a.list_keys("parts/").await.unwrap().len(), 7);
+    p.save("subnets/0001", b"small".to_vec()).await.expect("small");
+    assert_eq!(stored(&h.b, "subnets/0001").await, b"small");
+    assert!(h.a.list_keys("parts/").await.unwrap().is_empty());
+    // A corrupted part is noticed, not read back as a value.
+    p.save("subnets/0002", v.clone()).await.expect("again");
+    let (k, _) = h.a.list_keys("parts/").await.unwrap().remove(2);
+    h.a.put(&k, b"garbage".to_vec()).await.unwrap();
+    let e = StorePersist::new(h.b.clone())
+        .load("subnets/")
+        .await
+        .expect_err("corrupt");
+    assert!(e.to_string().contains("subnets/0002"), "{e}");
+    ga.resign().await.unwrap();
+}
+
+/// More keys than one etcd transaction may carry (128 operations by
+/// default), in one save.
+async fn many_keys_in_one_save(h: Handles) {
+    let ga = within("campaign", STEP, h.a.campaign("ctl", "ctl-a", TTL))
+        .await
+        .unwrap();
+    let p = StorePersist::new(h.a.clone());
+    p.fence("ctl", ga.revision());
+    let writes: Vec<(String, Vec<u8>)> = (0..300)
+        .map(|i| (format!("routes/egress/{i:016x}"), big(2000 + i, i as u8)))
+        .collect();
+    p.save_all(writes.clone()).await.expect("300 keys");
+    let back = StorePersist::new(h.b.clone()).load("routes/").await.unwrap();
+    assert_eq!(back.len(), 300);
+    let mut want = writes;
+    want.sort();
+    assert_eq!(back, want);
+    assert!(p.health().ok);
+    ga.resign().await.unwrap();
+}
+
+/// Parts a writer left without a head (it stopped in between) are removed
+/// by the next leader; parts a head names stay.
+async fn stale_parts_are_collected(h: Handles) {
+    let ga = within("campaign", STEP, h.a.campaign("ctl", "ctl-a", TTL))
+        .await
+        .unwrap();
+    let p = StorePersist::new(h.a.clone());
+    p.fence("ctl", ga.revision());
+    p.save("subnets/0001", big(1 << 20, 1)).await.unwrap();
+    h.a.put("parts/subnets/0002/dead-1/000000", b"orphan".to_vec())
+        .await
+        .unwrap();
+    h.a.put("parts/subnets/0001/dead-2/000000", b"orphan".to_vec())
+        .await
+        .unwrap();
+    let next = StorePersist::new(h.b.clone());
+    next.fence("ctl", ga.revision());
+    next.load("subnets/").await.unwrap();
+    assert_eq!(next.collect_parts().await.unwrap(), 2);
+    assert_eq!(stored(&h.b, "subnets/0001").await, big(1 << 20, 1));
+    assert_eq!(h.a.list_keys("parts/").await.unwrap().len(), 2);
+    ga.resign().await.unwrap();
+}
+
+/// Every write of a fenced commit lands, at one revision, or none does.
+async fn a_fenced_commit_is_atomic(h: Handles) {
+    use controller::store::Op;
+    let ga = within("campaign", STEP, h.a.campaign("ctl", "ctl-a", TTL))
+        .await
+        .unwrap();
+    h.a.put("k/gone", b"x".to_vec()).await.unwrap();
+    let ops = vec![
+        Op::Put {
+            key: "k/1".into(),
+            value: b"one".to_vec(),
+        },
+        Op::Put {
+            key: "k/2".into(),
+            value: b"two".to_vec(),
+        },
+        Op::Delete {
+            key: "k/gone".into(),
+        },
+        Op::Delete {
+            key: "k/never".into(),
+        },
+    ];
+    let rev = h
+        .a
+        .commit_fenced(ops.clone(), "ctl", ga.revision())
+        .await
+        .unwrap()
+        .expect("in the term");
+    let l = h.b.list("k/").await.unwrap();
+    assert_eq!(l.len(), 2);
+    assert!(l.iter().all(|e| e.revision == rev), "{l:?}");
+    // Outside the term: nothing.
+    h.a.put("k/gone", b"x".to_vec()).await.unwrap();
+    assert_eq!(
+        h.a.commit_fenced(ops, "ctl", ga.revision() + 1000)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(h.b.get("k/gone").await.unwrap().is_some());
+    ga.resign().await.unwrap();
+}
 
 async fn within<T>(what: &str, d: Duration, f: impl Future<Output = T>) -> T {
     match timeout(d, f).await {
@@ -400,7 +548,7 @@ async fn a_leader_whose_term_ended_writes_nothing(h: Handles) {
     old.save("routes", b"a1".to_vec())
         .await
         .expect("leader writes");
-    assert_eq!(h.b.get("routes").await.unwrap().unwrap().0, b"a1");
+    assert_eq!(stored(&h.b, "routes").await, b"a1");
     // A fence names a term by its start; another term's revision fails
     // even while a leader holds the key.
     let r =
@@ -426,7 +574,7 @@ async fn a_leader_whose_term_ended_writes_nothing(h: Handles) {
         .await
         .expect_err("the old term is over");
     assert!(e.to_string().contains("term"), "{e}");
-    assert_eq!(h.a.get("routes").await.unwrap().unwrap().0, b"b1");
+    assert_eq!(stored(&h.a, "routes").await, b"b1");
 }
 
 /// A leader that stops renewing without resigning (its process died) is

@@ -24,13 +24,20 @@ pub enum ConnectError {
     },
     #[error("{0}: not a URL with a host")]
     Address(String),
+    #[error("{0}: no connection within {CONNECT_TIMEOUT:?} (a frozen or unreachable peer)")]
+    Timeout(String),
 }
 
 /// Largest message either side of a link encodes or decodes.
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// Deadline of a unary call.
 pub const UNARY_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Whole connection set-up, TLS handshake included: a frozen peer's
+/// kernel still accepts TCP connections, so the TCP connect alone never
+/// times out against it.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a leader query waits for each controller.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -91,13 +98,14 @@ pub async fn connect(
     transport: &Transport,
     server: Role,
 ) -> Result<Channel, ConnectError> {
-    secure_endpoint(addr, transport, server)?
-        .connect()
-        .await
-        .map_err(|source| ConnectError::Transport {
+    let e = secure_endpoint(addr, transport, server)?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, e.connect()).await {
+        Ok(r) => r.map_err(|source| ConnectError::Transport {
             addr: addr.to_string(),
             source,
-        })
+        }),
+        Err(_) => Err(ConnectError::Timeout(addr.to_string())),
+    }
 }
 
 /// Connects to a controller.
@@ -108,6 +116,37 @@ pub async fn controller(
     Ok(controller_client(
         connect(addr, transport, Role::Controller).await?,
     ))
+}
+
+/// Orders `controllers` for a client looking for the leader: those that
+/// answer their `State` within [`PROBE_TIMEOUT`] and say they lead come
+/// first, highest term first (a deposed leader that has not noticed yet
+/// holds a lower term), then the rest in their configured order. Every
+/// controller is asked at once, so a frozen one costs one timeout, not
+/// one per address.
+pub async fn leader_first(controllers: &[String], transport: &Transport) -> Vec<String> {
+    let probes = controllers.iter().map(|addr| async move {
+        let ask = async {
+            let mut c = controller(addr, transport).await.ok()?;
+            let mut req = tonic::Request::new(crate::v1::StateRequest {});
+            req.set_timeout(PROBE_TIMEOUT);
+            c.state(req).await.ok().map(|r| r.into_inner())
+        };
+        tokio::time::timeout(PROBE_TIMEOUT + CONNECT_TIMEOUT, ask)
+            .await
+            .ok()
+            .flatten()
+            .filter(|s| s.leader)
+            .map(|s| s.term)
+    });
+    let terms = futures::future::join_all(probes).await;
+    let mut ranked: Vec<(usize, Option<u64>)> = terms.into_iter().enumerate().collect();
+    // Leaders by descending term (None sorts last), then the configured order.
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked
+        .into_iter()
+        .map(|(i, _)| controllers[i].clone())
+        .collect()
 }
 
 /// A unary request with its deadline.

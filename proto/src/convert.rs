@@ -141,14 +141,28 @@ pub fn table_to_wire(t: &RouterTable, version: u64, algorithm: &str) -> v1::Egre
             .map(|c| v1::IngressContext {
                 ingress_ports: c.ingress_ports.iter().map(|&p| p as u32).collect(),
                 rules: c.rules.iter().map(rule_to_wire).collect(),
+                continued: false,
             })
             .collect(),
+        part: 0,
+        parts: 0,
     }
 }
 
 /// Checks and converts a pushed table. Duplicate matches within one
 /// context are refused: which of two rules applies would be ambiguous.
 pub fn table_from_wire(t: &v1::EgressTables) -> Result<RouterTable, Invalid> {
+    if t.parts > 1 {
+        return Err(Invalid(format!(
+            "part {} of {}: only whole tables are applied (assemble the parts first)",
+            t.part, t.parts
+        )));
+    }
+    if t.contexts.iter().any(|c| c.continued) {
+        return Err(Invalid(
+            "a context marked as continuing another: only whole tables are applied".into(),
+        ));
+    }
     let mut contexts = Vec::with_capacity(t.contexts.len());
     for (ci, c) in t.contexts.iter().enumerate() {
         let ingress_ports = c
@@ -194,10 +208,18 @@ pub fn mapping_to_wire(m: &Mapping, version: u64, algorithm: &str) -> v1::Mappin
             })
             .collect(),
         default_ports: m.defaults.clone(),
+        part: 0,
+        parts: 0,
     }
 }
 
 pub fn mapping_from_wire(m: &v1::MappingUpdate) -> Result<Mapping, Invalid> {
+    if m.parts > 1 {
+        return Err(Invalid(format!(
+            "part {} of {}: only whole mappings are applied (assemble the parts first)",
+            m.part, m.parts
+        )));
+    }
     let entries = m
         .entries
         .iter()

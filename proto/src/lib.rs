@@ -3,6 +3,7 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod chunk;
 pub mod client;
 pub mod convert;
 pub mod version;

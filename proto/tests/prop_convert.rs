@@ -155,6 +155,7 @@ fn wire_table() -> impl Strategy<Value = v1::EgressTables> {
         .prop_map(|(ingress_ports, rules)| v1::IngressContext {
             ingress_ports,
             rules,
+            continued: false,
         });
     (
         any::<u64>(),
@@ -167,6 +168,8 @@ fn wire_table() -> impl Strategy<Value = v1::EgressTables> {
             algorithm: "issr".into(),
             contexts,
             replaces: 0,
+            part: 0,
+            parts: 0,
         })
 }
 
@@ -197,6 +200,8 @@ fn wire_mapping() -> impl Strategy<Value = v1::MappingUpdate> {
                 entries,
                 default_ports,
                 replaces: 0,
+                part: 0,
+                parts: 0,
             },
         )
 }

@@ -19,12 +19,15 @@ use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRouting, SubnetVie
 use prost::Message;
 use proto::v1;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Store key prefix of the accepted subnets, one key per prefix.
 pub const SUBNET_KEY: &str = "subnets/";
-/// Store key of the published routes.
-pub const ROUTES_KEY: &str = "routes";
+/// Store key prefix of the published routes: one key per result,
+/// `routes/mapping/<prefix>` and `routes/egress/<router GUID>`, each a
+/// [`v1::StoredRoute`] (version and digest).
+pub const ROUTES_KEY: &str = "routes/";
 /// Store key of the leadership term.
 pub const TERM_KEY: &str = "term";
 
@@ -54,20 +57,31 @@ impl Default for Limits {
     }
 }
 
-/// Published results, one immutable snapshot per change.
+/// Published results, one immutable snapshot per change. Results are
+/// shared between snapshots: a change copies pointers, not tables.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Published {
     pub version: u64,
     pub algorithm: String,
-    pub mappings: BTreeMap<u64, v1::MappingUpdate>,
-    pub egress: BTreeMap<u64, v1::EgressTables>,
+    pub mappings: BTreeMap<u64, Arc<v1::MappingUpdate>>,
+    pub egress: BTreeMap<u64, Arc<v1::EgressTables>>,
+    /// What the store holds of every result published, by store key:
+    /// version and digest. A restored snapshot has these and no content
+    /// until the first recomputation, which keeps a version wherever the
+    /// recomputed content has the same digest.
+    pub heads: BTreeMap<String, v1::StoredRoute>,
+    /// Restored from the store and not recomputed yet: versions without
+    /// content.
+    pub restored: bool,
 }
 
-/// A new snapshot to publish and the write that must land before it does.
+/// A new snapshot to publish and the writes that must land before it
+/// does (the heads of the results that changed; none when a restored
+/// snapshot only got its content back).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Publication {
     pub published: Published,
-    pub write: Write,
+    pub writes: Vec<Write>,
 }
 
 /// One subnet's agent as the leader knows it.
@@ -570,24 +584,64 @@ pub fn next_term(stored: u64, unix_seconds: u64) -> u64 {
         .min(u64::from(u32::MAX))
 }
 
+/// The store key of a subnet's published mapping.
+pub fn mapping_key(prefix: u64) -> String {
+    format!("{ROUTES_KEY}mapping/{prefix:016x}")
+}
+
+/// The store key of a router's published egress tables.
+pub fn egress_key(router_guid: u64) -> String {
+    format!("{ROUTES_KEY}egress/{router_guid:016x}")
+}
+
+/// SHA-256 of a result's content: the message with its version, repair
+/// marker and part numbers zeroed.
+fn digest<M: Message>(m: &M) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(m.encode_to_vec()).to_vec()
+}
+
+fn mapping_digest(m: &v1::MappingUpdate) -> Vec<u8> {
+    digest(&v1::MappingUpdate {
+        version: 0,
+        replaces: 0,
+        part: 0,
+        parts: 0,
+        ..m.clone()
+    })
+}
+
+fn egress_digest(t: &v1::EgressTables) -> Vec<u8> {
+    digest(&v1::EgressTables {
+        version: 0,
+        replaces: 0,
+        part: 0,
+        parts: 0,
+        ..t.clone()
+    })
+}
+
 impl Published {
-    /// What an earlier leader published (the `routes` key, when present),
-    /// or nothing published yet under `algorithm`.
+    /// What an earlier leader published (the heads under `routes/`), or
+    /// nothing published yet under `algorithm`. The content comes back
+    /// with the first recomputation ([`Published::next`]).
     pub fn restore(algorithm: &str, stored: Vec<(String, Vec<u8>)>) -> Result<Self, ControlError> {
         let mut p = Published {
             algorithm: algorithm.to_string(),
+            restored: true,
             ..Published::default()
         };
-        if let Some((key, v)) = stored.into_iter().find(|(k, _)| k == ROUTES_KEY) {
-            let r = v1::StoredRoutes::decode(v.as_slice())
-                .map_err(|source| ControlError::Undecodable { key, source })?;
-            p.version = r.version;
-            p.mappings = r
-                .mappings
-                .into_iter()
-                .map(|m| (m.subnet_prefix, m))
-                .collect();
-            p.egress = r.egress.into_iter().map(|e| (e.router_guid, e)).collect();
+        for (key, v) in stored {
+            if !key.starts_with(ROUTES_KEY) {
+                continue;
+            }
+            let head = v1::StoredRoute::decode(v.as_slice())
+                .map_err(|source| ControlError::Undecodable {
+                    key: key.clone(),
+                    source,
+                })?;
+            p.version = p.version.max(head.version);
+            p.heads.insert(key, head);
         }
         Ok(p)
     }
@@ -602,26 +656,61 @@ impl Published {
         term: u64,
     ) -> Option<Publication> {
         let next_version = (self.version + 1).max(first_version(term));
-        let mut changed = false;
+        let mut writes = Vec::new();
+        let mut heads = self.heads.clone();
         let mut mappings = BTreeMap::new();
         for m in &routes.mappings {
+            let key = mapping_key(m.prefix);
             let mut w = proto::convert::mapping_to_wire(m, next_version, &routes.algorithm);
-            match self.mappings.get(&m.prefix) {
-                Some(old) if same_mapping(old, &w) => w.version = old.version,
-                _ => changed = true,
+            let kept = match (self.mappings.get(&m.prefix), self.heads.get(&key)) {
+                (Some(old), _) if same_mapping(old, &w) => Some(old.version),
+                (None, Some(h)) if h.digest == mapping_digest(&w) => Some(h.version),
+                _ => None,
+            };
+            match kept {
+                Some(v) => w.version = v,
+                None => {
+                    let head = v1::StoredRoute {
+                        version: next_version,
+                        algorithm: routes.algorithm.clone(),
+                        digest: mapping_digest(&w),
+                    };
+                    writes.push(Write {
+                        key: key.clone(),
+                        value: head.encode_to_vec(),
+                    });
+                    heads.insert(key, head);
+                }
             }
-            mappings.insert(m.prefix, w);
+            mappings.insert(m.prefix, Arc::new(w));
         }
         let mut egress = BTreeMap::new();
         for t in &routes.routers {
+            let key = egress_key(t.router_guid);
             let mut w = proto::convert::table_to_wire(t, next_version, &routes.algorithm);
-            match self.egress.get(&t.router_guid) {
-                Some(old) if same_table(old, &w) => w.version = old.version,
-                _ => changed = true,
+            let kept = match (self.egress.get(&t.router_guid), self.heads.get(&key)) {
+                (Some(old), _) if same_table(old, &w) => Some(old.version),
+                (None, Some(h)) if h.digest == egress_digest(&w) => Some(h.version),
+                _ => None,
+            };
+            match kept {
+                Some(v) => w.version = v,
+                None => {
+                    let head = v1::StoredRoute {
+                        version: next_version,
+                        algorithm: routes.algorithm.clone(),
+                        digest: egress_digest(&w),
+                    };
+                    writes.push(Write {
+                        key: key.clone(),
+                        value: head.encode_to_vec(),
+                    });
+                    heads.insert(key, head);
+                }
             }
-            egress.insert(t.router_guid, w);
+            egress.insert(t.router_guid, Arc::new(w));
         }
-        if !changed {
+        if writes.is_empty() && !self.restored {
             return None;
         }
         // A result that vanished (its subnet or router left) is kept: its
@@ -633,25 +722,21 @@ impl Published {
         for (k, v) in &self.egress {
             egress.entry(*k).or_insert_with(|| v.clone());
         }
+        // A restored head whose result vanished has no content to serve:
+        // its receivers hold it, and its version still counts below.
         let published = Published {
-            version: next_version,
+            version: if writes.is_empty() {
+                self.version
+            } else {
+                next_version
+            },
             algorithm: routes.algorithm.clone(),
             mappings,
             egress,
+            heads,
+            restored: false,
         };
-        let stored = v1::StoredRoutes {
-            version: published.version,
-            algorithm: published.algorithm.clone(),
-            mappings: published.mappings.values().cloned().collect(),
-            egress: published.egress.values().cloned().collect(),
-        };
-        Some(Publication {
-            published,
-            write: Write {
-                key: ROUTES_KEY.to_string(),
-                value: stored.encode_to_vec(),
-            },
-        })
+        Some(Publication { published, writes })
     }
 }
 
@@ -685,24 +770,17 @@ fn same_content(a: &v1::SubnetReport, b: &v1::SubnetReport) -> bool {
     strip(a) == strip(b)
 }
 
+/// Same content, whatever the versions (compared in place: results can be
+/// megabytes).
 fn same_mapping(a: &v1::MappingUpdate, b: &v1::MappingUpdate) -> bool {
-    v1::MappingUpdate {
-        version: 0,
-        ..a.clone()
-    } == v1::MappingUpdate {
-        version: 0,
-        ..b.clone()
-    }
+    a.subnet_prefix == b.subnet_prefix
+        && a.algorithm == b.algorithm
+        && a.entries == b.entries
+        && a.default_ports == b.default_ports
 }
 
 fn same_table(a: &v1::EgressTables, b: &v1::EgressTables) -> bool {
-    v1::EgressTables {
-        version: 0,
-        ..a.clone()
-    } == v1::EgressTables {
-        version: 0,
-        ..b.clone()
-    }
+    a.router_guid == b.router_guid && a.algorithm == b.algorithm && a.contexts == b.contexts
 }
 
 #[cfg(test)]

@@ -232,7 +232,9 @@ fn a_changed_report_is_written_then_applied_then_published_in_the_term() {
         .expect("a first publication");
     assert_eq!(first.published.version, first_version(TERM));
     assert_eq!(term_of(first.published.version), TERM);
-    assert_eq!(first.write.key, ROUTES_KEY);
+    // One head per result: two mappings and the router's tables.
+    assert_eq!(first.writes.len(), 3);
+    assert!(first.writes.iter().all(|w| w.key.starts_with(ROUTES_KEY)));
     assert_eq!(first.published.mappings.len(), 2);
     assert!(first
         .published
@@ -270,10 +272,26 @@ fn a_changed_report_is_written_then_applied_then_published_in_the_term() {
         "unchanged content keeps its version"
     );
     assert!(p.egress.values().all(|t| t.version == p.version));
-    // The write is the snapshot a new leader restores.
-    let restored = Published::restore("prefix", vec![(next.write.key.clone(), next.write.value)])
-        .expect("decodes");
-    assert_eq!(&restored, p);
+    assert_eq!(next.writes.len(), 2, "only the changed results are written");
+    // The heads are what a new leader restores: recomputing the same view
+    // against them, even in a later term, gives the same versions and
+    // writes nothing.
+    let mut stored: BTreeMap<String, Vec<u8>> = first
+        .writes
+        .iter()
+        .map(|w| (w.key.clone(), w.value.clone()))
+        .collect();
+    stored.extend(next.writes.iter().map(|w| (w.key.clone(), w.value.clone())));
+    let restored = Published::restore("prefix", stored.into_iter().collect()).expect("decodes");
+    assert_eq!(restored.version, p.version);
+    assert!(restored.mappings.is_empty(), "heads only, no content");
+    let again = recompute(&st.view(), algo.as_ref(), &restored, TERM + 1)
+        .expect("routes")
+        .expect("the content comes back");
+    assert!(again.writes.is_empty());
+    assert_eq!(again.published.mappings, p.mappings);
+    assert_eq!(again.published.egress, p.egress);
+    assert_eq!(again.published.version, p.version);
     // A later term starts above everything the earlier one handed out.
     changed.generation = 3;
     changed.end_ports.pop();
@@ -439,6 +457,7 @@ fn recompute_keeps_versions_of_unchanged_and_vanished_results() {
         version: 1,
         ..Default::default()
     };
+    let gone = Arc::new(gone);
     prev.mappings.insert(0xdead, gone.clone());
     prev.version = first_version(TERM) + 6;
     // Only subnet 0 is known now (a new leader that heard from one agent

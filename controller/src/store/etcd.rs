@@ -3,7 +3,7 @@
 
 use super::{
     candidate_id, check_namespace, election_key, Entry, Event, EventKind, EventSource, LeaderGuard,
-    Revision, Store, StoreError, Term, Watch,
+    Op, Revision, Store, StoreError, Term, Watch,
 };
 use async_trait::async_trait;
 use etcd_client::{
@@ -239,10 +239,9 @@ impl Store for EtcdStore {
         Ok(Some(self.header_rev("put_if", r.header())?))
     }
 
-    async fn put_fenced(
+    async fn commit_fenced(
         &self,
-        key: &str,
-        value: Vec<u8>,
+        ops: Vec<Op>,
         election: &str,
         term: Revision,
     ) -> Result<Option<Revision>, StoreError> {
@@ -251,18 +250,25 @@ impl Store for EtcdStore {
         // since (keepalives do not write it); a successor's key, an
         // overwrite, or no key (the lease expired) fails one of the two,
         // as any write to the key ends the term in `monitor_etcd_term`.
+        let ops = ops
+            .into_iter()
+            .map(|op| match op {
+                Op::Put { key, value } => TxnOp::put(self.full(&key), value, None),
+                Op::Delete { key } => TxnOp::delete(self.full(&key), None),
+            })
+            .collect::<Vec<_>>();
         let txn = Txn::new()
             .when(vec![
                 Compare::create_revision(leader_key.clone(), CompareOp::Equal, term as i64),
                 Compare::mod_revision(leader_key, CompareOp::Equal, term as i64),
             ])
-            .and_then(vec![TxnOp::put(self.full(key), value, None)]);
+            .and_then(ops);
         let mut c = self.client.clone();
-        let r = self.call("put_fenced", c.txn(txn)).await?;
+        let r = self.call("commit_fenced", c.txn(txn)).await?;
         if !r.succeeded() {
             return Ok(None);
         }
-        Ok(Some(self.header_rev("put_fenced", r.header())?))
+        Ok(Some(self.header_rev("commit_fenced", r.header())?))
     }
 
     async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError> {
@@ -291,6 +297,23 @@ impl Store for EtcdStore {
                     revision: rev(kv.mod_revision()),
                 })
             })
+            .collect()
+    }
+
+    async fn list_keys(&self, prefix: &str) -> Result<Vec<(String, Revision)>, StoreError> {
+        let mut c = self.client.clone();
+        let r = self
+            .call(
+                "list_keys",
+                c.get(
+                    self.full(prefix),
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                ),
+            )
+            .await?;
+        r.kvs()
+            .iter()
+            .map(|kv| Ok((self.strip(kv.key())?, rev(kv.mod_revision()))))
             .collect()
     }
 

@@ -5,7 +5,7 @@
 
 use super::{
     candidate_id, check_namespace, election_key, Entry, Event, EventKind, EventSource, LeaderGuard,
-    Revision, Store, StoreError, Term, Watch,
+    Op, Revision, Store, StoreError, Term, Watch,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -52,6 +52,13 @@ impl Inner {
     fn write(&self, st: &mut State, kind: EventKind, key: &str, value: Vec<u8>) -> Revision {
         st.revision += 1;
         let rev = st.revision;
+        self.write_at(st, rev, kind, key, value);
+        rev
+    }
+
+    /// One write at a revision already taken (several writes of one
+    /// transaction share it).
+    fn write_at(&self, st: &mut State, rev: Revision, kind: EventKind, key: &str, value: Vec<u8>) {
         match kind {
             EventKind::Put => {
                 st.keys.insert(key.to_string(), (value.clone(), rev));
@@ -67,7 +74,6 @@ impl Inner {
             value,
             revision: rev,
         }));
-        rev
     }
 
     /// Rewrites the state file (when there is one) with every key but the
@@ -180,22 +186,35 @@ impl Store for MemoryStore {
         Ok(Some(rev))
     }
 
-    async fn put_fenced(
+    async fn commit_fenced(
         &self,
-        key: &str,
-        value: Vec<u8>,
+        ops: Vec<Op>,
         election: &str,
         term: Revision,
     ) -> Result<Option<Revision>, StoreError> {
         let leader_key = self.full(&election_key(election)?);
-        let full = self.full(key);
         let mut st = self.inner.lock();
         // The leader key is written once per term, so its revision is the
         // revision the term began at.
         if st.keys.get(&leader_key).map(|(_, r)| *r) != Some(term) {
             return Ok(None);
         }
-        let rev = self.inner.write(&mut st, EventKind::Put, &full, value);
+        // One revision for the whole step, as etcd gives a transaction.
+        st.revision += 1;
+        let rev = st.revision;
+        for op in ops {
+            let (kind, key, value) = match op {
+                Op::Put { key, value } => (EventKind::Put, self.full(&key), value),
+                Op::Delete { key } => {
+                    let full = self.full(&key);
+                    if !st.keys.contains_key(&full) {
+                        continue;
+                    }
+                    (EventKind::Delete, full, Vec::new())
+                }
+            };
+            self.inner.write_at(&mut st, rev, kind, &key, value);
+        }
         self.inner.persist(&st)?;
         Ok(Some(rev))
     }
@@ -225,6 +244,17 @@ impl Store for MemoryStore {
                 value: v.clone(),
                 revision: *r,
             })
+            .collect())
+    }
+
+    async fn list_keys(&self, prefix: &str) -> Result<Vec<(String, Revision)>, StoreError> {
+        let full = self.full(prefix);
+        let st = self.inner.lock();
+        Ok(st
+            .keys
+            .range(full.clone()..)
+            .take_while(|(k, _)| k.starts_with(&full))
+            .map(|(k, (_, r))| (k[self.ns.len()..].to_string(), *r))
             .collect())
     }
 

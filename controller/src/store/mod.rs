@@ -31,6 +31,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// The most writes one transaction carries: etcd refuses more than its
+/// `--max-txn-ops` (128 by default).
+pub const MAX_TXN_OPS: usize = 64;
+/// The most key and value bytes one transaction carries: etcd refuses a
+/// request over its `--max-request-bytes` (1.5 MiB by default).
+pub const MAX_TXN_BYTES: usize = 1 << 20;
+
 /// A point in the store's history; 0 is "before any write".
 pub type Revision = u64;
 
@@ -44,6 +51,25 @@ pub struct Entry {
     pub key: String,
     pub value: Vec<u8>,
     pub revision: Revision,
+}
+
+/// One write of a [`Store::commit_fenced`] transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put { key: String, value: Vec<u8> },
+    /// Removing a key that does not exist is not an error.
+    Delete { key: String },
+}
+
+impl Op {
+    /// Bytes this write puts on the wire (key and value), for keeping a
+    /// transaction under the backend's request limit.
+    pub fn size(&self) -> usize {
+        match self {
+            Op::Put { key, value } => key.len() + value.len(),
+            Op::Delete { key } => key.len(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +115,8 @@ pub enum StoreError {
     Config(String),
     #[error("not written: the leadership term that began at revision {term} is over")]
     TermOver { term: Revision },
+    #[error("stored value '{key}' is corrupt: {detail}")]
+    Corrupt { key: String, detail: String },
 }
 
 /// The state store. Object safe: the controller holds an `Arc<dyn Store>`.
@@ -123,19 +151,39 @@ pub trait Store: Send + Sync {
         expected: Option<Revision>,
     ) -> Result<Option<Revision>, StoreError>;
 
-    /// Writes `key` only while the leadership term of `election` that
-    /// began at revision `term` ([`LeaderGuard::revision`]) still holds the
-    /// leader key, in one atomic step: a leader paused past its lease (a
-    /// stopped VM, a long GC) cannot overwrite its successor's state when
-    /// it wakes. Returns the new revision, or `Ok(None)` when the term is
-    /// over (nothing was written).
+    /// Applies `ops` in one atomic step, only while the leadership term
+    /// of `election` that began at revision `term`
+    /// ([`LeaderGuard::revision`]) still holds the leader key: a leader
+    /// paused past its lease (a stopped VM, a long GC) cannot overwrite
+    /// its successor's state when it wakes. Every write of the step gets
+    /// the same new revision, which is returned; `Ok(None)` when the term
+    /// is over (nothing was written). Callers keep a step within the
+    /// backend's limits ([`MAX_TXN_OPS`], [`MAX_TXN_BYTES`]).
+    async fn commit_fenced(
+        &self,
+        ops: Vec<Op>,
+        election: &str,
+        term: Revision,
+    ) -> Result<Option<Revision>, StoreError>;
+
+    /// [`Store::commit_fenced`] of one put.
     async fn put_fenced(
         &self,
         key: &str,
         value: Vec<u8>,
         election: &str,
         term: Revision,
-    ) -> Result<Option<Revision>, StoreError>;
+    ) -> Result<Option<Revision>, StoreError> {
+        self.commit_fenced(
+            vec![Op::Put {
+                key: key.to_string(),
+                value,
+            }],
+            election,
+            term,
+        )
+        .await
+    }
 
     /// Removes `key`; returns the revision of the deletion, or None when
     /// the key did not exist (which writes nothing).
@@ -144,6 +192,10 @@ pub trait Store: Send + Sync {
     /// Every key starting with `prefix` (relative to the namespace), sorted
     /// by key, with the revision of its last write.
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError>;
+
+    /// The keys under `prefix` with their revisions, without the values:
+    /// a listing of large values would not fit one response.
+    async fn list_keys(&self, prefix: &str) -> Result<Vec<(String, Revision)>, StoreError>;
 
     /// Writes under `prefix` from now on, in revision order. The watch
     /// starts after the current revision ([`Watch::after`]): writes that
@@ -427,12 +479,33 @@ async fn leader_snapshot(
     Ok((w, cur))
 }
 
+/// Largest value stored in its key; a larger one is split into parts of
+/// this size under [`PARTS_PREFIX`], well inside one transaction.
+pub const PART_BYTES: usize = 512 << 10;
+/// Where the parts of large values live: `parts/<key>/<nonce>/<index>`.
+/// Outside every other prefix, so listing `subnets/` never meets a part.
+pub const PARTS_PREFIX: &str = "parts/";
+
 /// Where the controller leader keeps what it accepted. Once given a
-/// leadership term ([`StorePersist::fence`]), every save is fenced by it
-/// ([`Store::put_fenced`]): a controller whose term ended writes nothing.
+/// leadership term ([`StorePersist::fence`]), every write is fenced by it
+/// ([`Store::commit_fenced`]): a controller whose term ended writes
+/// nothing.
+///
+/// Values of any size: a value over [`PART_BYTES`] is written as parts
+/// first, then a head in its own key naming them (and their SHA-256), so
+/// a reader never finds a head whose parts are missing; parts a head no
+/// longer names are removed afterwards. Writes are grouped into
+/// transactions under etcd's limits ([`MAX_TXN_OPS`], [`MAX_TXN_BYTES`]).
+///
+/// Every operation's outcome is kept for the controller's status
+/// ([`StorePersist::health`]); a failure is logged as an ERROR.
 pub struct StorePersist {
     store: Arc<dyn Store>,
     term: std::sync::Mutex<Option<(String, Revision)>>,
+    /// Keys whose value lives in parts, with the nonce of the parts in force.
+    chunked: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    nonces: std::sync::atomic::AtomicU64,
+    health: std::sync::Mutex<proto::v1::StoreHealth>,
 }
 
 impl StorePersist {
@@ -440,7 +513,39 @@ impl StorePersist {
         Self {
             store,
             term: std::sync::Mutex::new(None),
+            chunked: std::sync::Mutex::new(std::collections::HashMap::new()),
+            nonces: std::sync::atomic::AtomicU64::new(0),
+            health: std::sync::Mutex::new(proto::v1::StoreHealth {
+                ok: true,
+                ..Default::default()
+            }),
         }
+    }
+
+    /// The store as the last operation found it.
+    pub fn health(&self) -> proto::v1::StoreHealth {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Records an operation's outcome for [`Self::health`].
+    fn record<T>(&self, op: &str, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        match &r {
+            Ok(_) => h.ok = true,
+            Err(e) => {
+                tracing::error!(store = %self.store.describe(), "{op} failed: {e}");
+                h.ok = false;
+                h.failures += 1;
+                h.last_error = format!("{op}: {e}");
+                h.last_error_unix_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+            }
+        }
+        r
     }
 
     /// Fences the saves from now on by the term of `election` that began
@@ -451,26 +556,246 @@ impl StorePersist {
 
     /// Writes `key`; [`StoreError::TermOver`] when the fencing term ended.
     pub async fn save(&self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        let term = self.term.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        match term {
-            None => self.store.put(key, value).await.map(|_| ()),
-            Some((election, term)) => self
-                .store
-                .put_fenced(key, value, &election, term)
-                .await?
-                .map(|_| ())
-                .ok_or(StoreError::TermOver { term }),
-        }
+        self.save_all(vec![(key.to_string(), value)]).await
     }
 
-    /// Every key under `prefix` with its value, sorted by key.
-    pub async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        Ok(self
-            .store
-            .list(prefix)
-            .await?
-            .into_iter()
-            .map(|e| (e.key, e.value))
-            .collect())
+    /// Writes every `(key, value)`: parts first, then the heads, then the
+    /// removal of parts no head names any more. A failure part way leaves
+    /// every head either old or new, never one without its parts.
+    pub async fn save_all(&self, writes: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
+        let r = self.save_all_inner(writes).await;
+        self.record("write", r)
     }
+
+    async fn save_all_inner(&self, writes: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
+        use prost::Message;
+        use proto::v1::{stored_value::Kind, StoredParts, StoredValue};
+        use sha2::{Digest, Sha256};
+        let mut parts = Vec::new();
+        let mut heads = Vec::with_capacity(writes.len());
+        let mut now_chunked = Vec::new();
+        let mut replaced = Vec::new();
+        let known = self
+            .chunked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for (key, value) in writes {
+            if known.contains_key(&key) {
+                replaced.push(key.clone());
+            }
+            let kind = if value.len() <= PART_BYTES {
+                Kind::Inline(value)
+            } else {
+                let n = self
+                    .nonces
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Unique across leaders too: a term's revision is never
+                // reused, so two writers never share a nonce.
+                let term = self
+                    .term
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .map_or(0, |t| t.1);
+                let nonce = format!("{term:x}-{n:x}");
+                let chunks: Vec<&[u8]> = value.chunks(PART_BYTES).collect();
+                for (i, c) in chunks.iter().enumerate() {
+                    parts.push(Op::Put {
+                        key: part_key(&key, &nonce, i),
+                        value: c.to_vec(),
+                    });
+                }
+                now_chunked.push((key.clone(), nonce.clone()));
+                Kind::Parts(StoredParts {
+                    nonce,
+                    count: chunks.len() as u32,
+                    length: value.len() as u64,
+                    sha256: Sha256::digest(&value).to_vec(),
+                })
+            };
+            heads.push(Op::Put {
+                key,
+                value: StoredValue { kind: Some(kind) }.encode_to_vec(),
+            });
+        }
+        self.commit(parts).await?;
+        self.commit(heads).await?;
+        {
+            let mut c = self.chunked.lock().unwrap_or_else(|p| p.into_inner());
+            for k in &replaced {
+                c.remove(k);
+            }
+            c.extend(now_chunked);
+        }
+        // Parts of values that were replaced: no head names them now.
+        let mut stale = Vec::new();
+        for key in replaced {
+            let keep = self
+                .chunked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .cloned();
+            for (k, _) in self.store.list_keys(&parts_dir(&key)).await? {
+                let nonce = k[parts_dir(&key).len()..].split('/').next();
+                if nonce != keep.as_deref() {
+                    stale.push(Op::Delete { key: k });
+                }
+            }
+        }
+        self.commit(stale).await
+    }
+
+    /// Applies `ops` in transactions within the store's limits, each
+    /// fenced by the term when there is one.
+    async fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
+        let term = self.term.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        let mut batches = Vec::new();
+        for op in ops {
+            if !batch.is_empty() && (batch.len() >= MAX_TXN_OPS || bytes + op.size() > MAX_TXN_BYTES)
+            {
+                batches.push(std::mem::take(&mut batch));
+                bytes = 0;
+            }
+            bytes += op.size();
+            batch.push(op);
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+        for b in batches {
+            match &term {
+                Some((election, term)) => {
+                    self.store
+                        .commit_fenced(b, election, *term)
+                        .await?
+                        .ok_or(StoreError::TermOver { term: *term })?;
+                }
+                // Unfenced (before any term: tools and tests): one write
+                // at a time.
+                None => {
+                    for op in b {
+                        match op {
+                            Op::Put { key, value } => {
+                                self.store.put(&key, value).await?;
+                            }
+                            Op::Delete { key } => {
+                                self.store.delete(&key).await?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every key under `prefix` with its whole value, sorted by key.
+    pub async fn load(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let r = self.load_inner(prefix).await;
+        self.record("read", r)
+    }
+
+    async fn load_inner(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        use prost::Message;
+        use proto::v1::{stored_value::Kind, StoredValue};
+        use sha2::{Digest, Sha256};
+        let mut out = Vec::new();
+        // Keys first, then each value: one listing of large values would
+        // not fit a response.
+        for (key, _) in self.store.list_keys(prefix).await? {
+            if key.starts_with(PARTS_PREFIX) {
+                continue;
+            }
+            let Some((raw, _)) = self.store.get(&key).await? else {
+                // Removed between the listing and the read.
+                continue;
+            };
+            let corrupt = |detail: String| StoreError::Corrupt {
+                key: key.clone(),
+                detail,
+            };
+            let v = StoredValue::decode(raw.as_slice())
+                .map_err(|e| corrupt(format!("undecodable: {e}")))?;
+            let value = match v.kind {
+                Some(Kind::Inline(b)) => {
+                    self.chunked
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                    b
+                }
+                Some(Kind::Parts(p)) => {
+                    if u64::from(p.count) > p.length.div_ceil(PART_BYTES as u64) + 1 {
+                        return Err(corrupt(format!(
+                            "{} parts for {} bytes",
+                            p.count, p.length
+                        )));
+                    }
+                    let mut value = Vec::with_capacity(p.length.min(1 << 30) as usize);
+                    for i in 0..p.count as usize {
+                        let pk = part_key(&key, &p.nonce, i);
+                        let (b, _) = self
+                            .store
+                            .get(&pk)
+                            .await?
+                            .ok_or_else(|| corrupt(format!("part {pk} is missing")))?;
+                        value.extend_from_slice(&b);
+                    }
+                    if value.len() as u64 != p.length || Sha256::digest(&value).as_slice() != p.sha256
+                    {
+                        return Err(corrupt(
+                            "the parts do not match the head's length and SHA-256".into(),
+                        ));
+                    }
+                    self.chunked
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key.clone(), p.nonce);
+                    value
+                }
+                None => return Err(corrupt("empty value".into())),
+            };
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
+    /// Removes parts that no loaded head names (left by a writer that
+    /// stopped between its parts and its head); call after loading every
+    /// prefix that may hold large values.
+    pub async fn collect_parts(&self) -> Result<usize, StoreError> {
+        let r = async {
+            let keep = self
+                .chunked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let mut stale = Vec::new();
+            for (k, _) in self.store.list_keys(PARTS_PREFIX).await? {
+                let named = keep
+                    .iter()
+                    .any(|(key, nonce)| k.starts_with(&format!("{}{nonce}/", parts_dir(key))));
+                if !named {
+                    stale.push(Op::Delete { key: k });
+                }
+            }
+            let n = stale.len();
+            self.commit(stale).await?;
+            Ok(n)
+        }
+        .await;
+        self.record("removing stale parts", r)
+    }
+}
+
+fn parts_dir(key: &str) -> String {
+    format!("{PARTS_PREFIX}{key}/")
+}
+
+fn part_key(key: &str, nonce: &str, i: usize) -> String {
+    format!("{}{nonce}/{i:06}", parts_dir(key))
 }
