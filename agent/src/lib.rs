@@ -391,9 +391,17 @@ async fn watch_topology(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) 
     }
 }
 
-/// Register, report, follow the mapping; on any break, the next controller
-/// after a backoff. Followers refuse registration (UNAVAILABLE), so the
-/// session settles on the leader.
+/// Before the first heartbeat says otherwise, the silence after which the
+/// mapping stream is left.
+const SILENCE_FALLBACK: Duration = Duration::from_secs(5);
+
+/// Register, report, follow the mapping. Each round asks every configured
+/// controller who leads ([`proto::client::leader_first`]) and holds a
+/// session with the leader of the highest term; followers refuse
+/// registration (UNAVAILABLE), so the round moves on to the next address.
+/// A session ends when the leader stops sending (three heartbeats of
+/// silence: frozen, partitioned, deposed), and the next round finds the
+/// current leader.
 async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
     let ctrls = agent.cfg.controllers.clone();
     if ctrls.is_empty() {
@@ -403,26 +411,52 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
     let prefix = agent.cfg.subnet_prefix;
     let transport = agent.cfg.transport();
     let mut backoff = BACKOFF_MIN;
-    let mut i = 0usize;
     loop {
-        let addr = ctrls[i % ctrls.len()].clone();
-        i += 1;
-        let outcome = tokio::select! {
-            r = one_session(&agent, &transport, &addr, prefix) => r,
+        let order = tokio::select! {
+            o = proto::client::leader_first(&ctrls, &transport) => o,
             _ = shutdown.changed() => return,
         };
-        match outcome {
-            Ok(()) => backoff = BACKOFF_MIN,
-            Err(e) => tracing::debug!(controller = %addr, "controller session: {e}"),
-        }
-        if i.is_multiple_of(ctrls.len()) {
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+        let mut held = false;
+        for addr in order {
+            let outcome = tokio::select! {
+                r = one_session(&agent, &transport, &addr, prefix) => r,
                 _ = shutdown.changed() => return,
+            };
+            match outcome {
+                Ok(()) => {
+                    held = true;
+                    break;
+                }
+                Err(e) => tracing::debug!(controller = %addr, "controller session: {e}"),
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+        if held {
+            backoff = BACKOFF_MIN;
+            continue;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => return,
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
+}
+
+type Client = v1::controller_client::ControllerClient<tonic::transport::Channel>;
+
+/// Sends the current report on `c`.
+async fn send_report(
+    agent: Arc<Agent>,
+    mut c: Client,
+    session: String,
+) -> Result<v1::ReportAck, SessionError> {
+    let Some(r) = agent.current_report(&session) else {
+        return Err(SessionError::NothingRouted);
+    };
+    c.report(proto::client::unary(r))
+        .await
+        .map(|a| a.into_inner())
+        .map_err(SessionError::call("report"))
 }
 
 /// One session with one controller: Ok when it was established and later
@@ -445,62 +479,109 @@ async fn one_session(
         .into_inner();
     let lease = Duration::from_secs(reg.lease_seconds.max(1) as u64);
     tracing::info!(controller = %addr, leader = %reg.controller_id, "registered");
-    let report = |c: &mut v1::controller_client::ControllerClient<tonic::transport::Channel>| {
-        let r = agent.current_report(&reg.session);
-        let mut c = c.clone();
-        async move {
-            let Some(r) = r else {
-                return Err(SessionError::NothingRouted);
-            };
-            c.report(proto::client::unary(r))
-                .await
-                .map(|a| a.into_inner())
-                .map_err(SessionError::call("report"))
-        }
+    send_report(agent.clone(), client.clone(), reg.session.clone()).await?;
+    let req = v1::WatchMappingRequest {
+        subnet_prefix: prefix,
+        have_version: agent.mapping_version(),
+        max_message_bytes: proto::client::MAX_MESSAGE_BYTES as u32,
     };
-    report(&mut client).await?;
-    let mut stream = client
-        .watch_mapping(v1::WatchMappingRequest {
-            subnet_prefix: prefix,
-            have_version: agent.mapping_version(),
-        })
+    // Only the opening has a deadline (a gRPC deadline would end the
+    // stream too): the stream itself lives on heartbeats.
+    let mut stream = tokio::time::timeout(proto::client::PROBE_TIMEOUT, client.follow_mapping(req))
         .await
-        .map_err(SessionError::call("watch mapping"))?
+        .map_err(|_| SessionError::Call {
+            call: "follow mapping",
+            status: Status::deadline_exceeded("the controller did not open the stream in time"),
+        })?
+        .map_err(SessionError::call("follow mapping"))?
         .into_inner();
     // Reports double as the liveness heartbeat: well inside the lease.
     let mut beat = tokio::time::interval(lease / 3);
     beat.tick().await;
-    loop {
+    let mut parts = proto::chunk::Assembler::<v1::MappingUpdate>::new();
+    let mut interval = None;
+    // At most one report in flight, run aside so a silent leader is
+    // noticed by the stream even while a report waits for its answer.
+    let mut in_flight: Option<tokio::task::JoinHandle<Result<v1::ReportAck, SessionError>>> = None;
+    let mut due = false;
+    let ended = loop {
+        if due && in_flight.is_none() {
+            due = false;
+            in_flight = Some(tokio::spawn(send_report(
+                agent.clone(),
+                client.clone(),
+                reg.session.clone(),
+            )));
+        }
+        let silence = proto::client::silence_bound(interval, SILENCE_FALLBACK);
         tokio::select! {
-            m = stream.message() => match m {
-                Ok(Some(m)) => match agent.accept_mapping(&m, prefix) {
+            m = tokio::time::timeout(silence, stream.message()) => {
+                let push = match m {
+                    Err(_) => {
+                        tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                        break Ok(());
+                    }
+                    Ok(Ok(Some(p))) => p,
+                    Ok(Ok(None)) => break Ok(()),
+                    Ok(Err(s)) => {
+                        tracing::info!(controller = %addr, "mapping watch ended: {}", s.message());
+                        break Ok(());
+                    }
+                };
+                let part = match push.kind {
+                    Some(v1::mapping_push::Kind::Heartbeat(h)) => {
+                        interval = Some(h.interval_ms);
+                        continue;
+                    }
+                    Some(v1::mapping_push::Kind::Part(p)) => p,
+                    None => continue,
+                };
+                let m = match parts.push(part) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        // Nothing half is applied: the mapping in force
+                        // stays, a new stream starts the version again.
+                        tracing::warn!(controller = %addr, "pushed parts refused: {e}");
+                        break Ok(());
+                    }
+                };
+                match agent.accept_mapping(&m, prefix) {
                     Ok(true) => {
                         tracing::info!(version = m.version, entries = m.entries.len(), "mapping applied");
                         // What the agent holds, for the controller's status;
-                        // a lost answer only costs that view.
+                        // sent aside, a lost answer only costs that view.
                         let held = v1::HeldRequest {
                             holder: Some(v1::held_request::Holder::SubnetPrefix(prefix)),
                             version: m.version,
                         };
-                        if let Err(s) = client.held(proto::client::unary(held)).await {
-                            tracing::debug!("held: {}", s.message());
-                        }
+                        let mut c = client.clone();
+                        tokio::spawn(async move {
+                            if let Err(s) = c.held(proto::client::unary(held)).await {
+                                tracing::debug!("held: {}", s.message());
+                            }
+                        });
                     }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("mapping refused: {e}"),
-                },
-                Ok(None) => return Ok(()),
-                Err(s) => {
-                    tracing::info!(controller = %addr, "mapping watch ended: {}", s.message());
-                    return Ok(());
                 }
-            },
-            _ = agent.rerouted.notified() => {
-                report(&mut client).await?;
             }
-            _ = beat.tick() => {
-                report(&mut client).await?;
+            r = async { match in_flight.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
+                in_flight = None;
+                match r {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => break Err(e),
+                    Err(e) => tracing::warn!("report task: {e}"),
+                }
             }
+            _ = agent.rerouted.notified() => due = true,
+            _ = beat.tick() => due = true,
         }
+    };
+    if let Some(h) = in_flight {
+        h.abort();
     }
+    // A report refused after the session was established ends it as an
+    // error: the next round registers again, after the backoff.
+    ended
 }

@@ -25,6 +25,9 @@
 //! max_watch_streams_per_client = 8
 //! max_message_bytes = 67108864      # gRPC messages, both directions
 //! rpc_timeout_seconds = 30          # deadline of every unary call
+//! push_part_bytes = 4194304         # largest pushed part (tables travel in parts)
+//! heartbeat_ms = 1000               # push streams beat this often; receivers leave
+//!                                   # a controller silent for three beats
 //! ```
 
 use fabric::intersubnet::AlgorithmKind;
@@ -69,6 +72,8 @@ pub struct LimitsConfig {
     pub max_watch_streams_per_client: usize,
     pub max_message_bytes: usize,
     pub rpc_timeout_seconds: u64,
+    pub push_part_bytes: usize,
+    pub heartbeat_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -82,6 +87,8 @@ impl Default for LimitsConfig {
             max_watch_streams_per_client: b.max_streams_per_client,
             max_message_bytes: b.max_message_bytes,
             rpc_timeout_seconds: b.rpc_timeout.as_secs(),
+            push_part_bytes: b.push_part_bytes,
+            heartbeat_ms: b.heartbeat.as_millis() as u64,
         }
     }
 }
@@ -100,6 +107,8 @@ impl LimitsConfig {
             max_message_bytes: self.max_message_bytes,
             max_streams_per_client: self.max_watch_streams_per_client,
             rpc_timeout: std::time::Duration::from_secs(self.rpc_timeout_seconds),
+            push_part_bytes: self.push_part_bytes,
+            heartbeat: std::time::Duration::from_millis(self.heartbeat_ms),
             ..crate::service::Bounds::default()
         }
     }
@@ -258,9 +267,14 @@ impl ConfigFile for ControllerConfig {
                 "limits: max_subnets, max_end_ports, max_watch_streams_per_client and rpc_timeout_seconds must be at least 1".into(),
             ));
         }
-        if l.max_message_bytes < 4096 {
+        if l.max_message_bytes < 4096 || l.push_part_bytes < proto::chunk::MIN_PART_BYTES {
             return Err(Invalid(
-                "limits.max_message_bytes must be at least 4096".into(),
+                "limits.max_message_bytes and limits.push_part_bytes must be at least 4096".into(),
+            ));
+        }
+        if !(100..=60_000).contains(&l.heartbeat_ms) {
+            return Err(Invalid(
+                "limits.heartbeat_ms must be between 100 and 60000".into(),
             ));
         }
         Ok(())

@@ -209,8 +209,11 @@ async fn a_bad_table_push_is_refused_and_the_old_table_kept() {
         contexts: vec![v1::IngressContext {
             ingress_ports: vec![],
             rules,
+            continued: false,
         }],
         replaces: 0,
+        part: 0,
+        parts: 0,
     };
     // Another identity of the CA may ask, not install, even a good table.
     let e = tester

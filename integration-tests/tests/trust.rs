@@ -60,9 +60,10 @@ async fn clients_of_another_ca_or_without_the_right_identity_are_refused() {
     let r = Transport::Tls(c.tls_for(&Identity::Router { guid: 0x77 }).expect("cert"));
     let e = controller_as(&c, &r)
         .await
-        .watch_egress(v1::WatchEgressRequest {
+        .follow_egress(v1::WatchEgressRequest {
             router_guid: c.routers[0].guid,
             have_version: 0,
+            max_message_bytes: 0,
         })
         .await
         .expect_err("refused");
@@ -183,6 +184,8 @@ async fn a_forged_version_on_a_router_is_repaired_by_the_leader() {
         algorithm: "forged".into(),
         contexts: vec![],
         replaces: 0,
+        part: 0,
+        parts: 0,
     })
     .await
     .expect("the router took it");
@@ -209,9 +212,10 @@ async fn one_client_cannot_hold_unbounded_watch_streams() {
     let mut refused = None;
     for _ in 0..32 {
         match ctl
-            .watch_egress(v1::WatchEgressRequest {
+            .follow_egress(v1::WatchEgressRequest {
                 router_guid: 0x99,
                 have_version: 0,
+                max_message_bytes: 0,
             })
             .await
         {
@@ -230,9 +234,10 @@ async fn one_client_cannot_hold_unbounded_watch_streams() {
     let again = wait_for("a freed stream slot", Duration::from_secs(5), || {
         let mut ctl = ctl.clone();
         async move {
-            ctl.watch_egress(v1::WatchEgressRequest {
+            ctl.follow_egress(v1::WatchEgressRequest {
                 router_guid: 0x99,
                 have_version: 0,
+                max_message_bytes: 0,
             })
             .await
             .ok()

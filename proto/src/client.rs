@@ -36,8 +36,8 @@ pub const UNARY_TIMEOUT: Duration = Duration::from_secs(30);
 /// kernel still accepts TCP connections, so the TCP connect alone never
 /// times out against it.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a leader query waits for each controller.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a leader query waits in all.
+pub const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -119,27 +119,47 @@ pub async fn controller(
 }
 
 /// Orders `controllers` for a client looking for the leader: those that
-/// answer their `State` within [`PROBE_TIMEOUT`] and say they lead come
-/// first, highest term first (a deposed leader that has not noticed yet
-/// holds a lower term), then the rest in their configured order. Every
-/// controller is asked at once, so a frozen one costs one timeout, not
-/// one per address.
+/// answer their `State` and say they lead come first, highest term first
+/// (a deposed leader that has not noticed yet holds a lower term), then
+/// the rest in their configured order. Every controller is asked at once;
+/// the answer is ready [`PROBE_GRACE`] after the first leader answered (a
+/// frozen controller never answers, and is not waited for), or after
+/// [`PROBE_TIMEOUT`] in all.
 pub async fn leader_first(controllers: &[String], transport: &Transport) -> Vec<String> {
-    let probes = controllers.iter().map(|addr| async move {
-        let ask = async {
-            let mut c = controller(addr, transport).await.ok()?;
-            let mut req = tonic::Request::new(crate::v1::StateRequest {});
-            req.set_timeout(PROBE_TIMEOUT);
-            c.state(req).await.ok().map(|r| r.into_inner())
-        };
-        tokio::time::timeout(PROBE_TIMEOUT + CONNECT_TIMEOUT, ask)
-            .await
-            .ok()
-            .flatten()
-            .filter(|s| s.leader)
-            .map(|s| s.term)
-    });
-    let terms = futures::future::join_all(probes).await;
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let mut probes: FuturesUnordered<_> = controllers
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| async move {
+            let ask = async {
+                let mut c = controller(addr, transport).await.ok()?;
+                let mut req = tonic::Request::new(crate::v1::StateRequest {});
+                req.set_timeout(PROBE_TIMEOUT);
+                c.state(req).await.ok().map(|r| r.into_inner())
+            };
+            let st = tokio::time::timeout(PROBE_TIMEOUT, ask).await.ok().flatten();
+            (i, st.filter(|s| s.leader).map(|s| s.term))
+        })
+        .collect();
+    let mut terms: Vec<Option<u64>> = vec![None; controllers.len()];
+    let deadline = tokio::time::sleep(PROBE_TIMEOUT);
+    tokio::pin!(deadline);
+    let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    loop {
+        tokio::select! {
+            next = probes.next() => match next {
+                Some((i, term)) => {
+                    terms[i] = term;
+                    if term.is_some() && grace.is_none() {
+                        grace = Some(Box::pin(tokio::time::sleep(PROBE_GRACE)));
+                    }
+                }
+                None => break,
+            },
+            _ = &mut deadline => break,
+            _ = async { if let Some(g) = grace.as_mut() { g.await } else { std::future::pending().await } } => break,
+        }
+    }
     let mut ranked: Vec<(usize, Option<u64>)> = terms.into_iter().enumerate().collect();
     // Leaders by descending term (None sorts last), then the configured order.
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -147,6 +167,20 @@ pub async fn leader_first(controllers: &[String], transport: &Transport) -> Vec<
         .into_iter()
         .map(|(i, _)| controllers[i].clone())
         .collect()
+}
+
+/// How long a leader query waits for other answers once one controller
+/// said it leads: long enough for every live controller on a LAN.
+pub const PROBE_GRACE: Duration = Duration::from_millis(250);
+
+/// How long a follower of a push stream waits without any message before
+/// it leaves the stream: three heartbeats, or `fallback` before the first
+/// heartbeat told the interval.
+pub fn silence_bound(interval_ms: Option<u32>, fallback: Duration) -> Duration {
+    match interval_ms {
+        Some(ms) if ms > 0 => Duration::from_millis(u64::from(ms) * 3),
+        _ => fallback,
+    }
 }
 
 /// A unary request with its deadline.

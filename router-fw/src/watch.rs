@@ -1,7 +1,10 @@
-//! Following the leader controller's egress pushes. Any controller in the
-//! list may answer; followers refuse the watch (UNAVAILABLE), so the loop
-//! moves on to the next address, with capped exponential backoff after a
-//! full round without success.
+//! Following the leader controller's egress pushes. Each round asks
+//! every configured controller who leads ([`proto::client::leader_first`])
+//! and follows the leader with the highest term; followers refuse the
+//! stream (UNAVAILABLE), so the loop moves on to the next address. The
+//! stream carries tables in parts and heartbeats: a leader that stops
+//! sending either for three heartbeats (frozen, partitioned, or deposed
+//! without noticing) is left, and the round starts again.
 
 use crate::{RejectReason, RouterFw};
 use proto::v1;
@@ -18,6 +21,10 @@ enum WatchError {
     Refused(#[from] tonic::Status),
 }
 
+/// Before the first heartbeat says otherwise, the silence after which a
+/// stream is left.
+const SILENCE_FALLBACK: Duration = Duration::from_secs(5);
+
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(3);
 
@@ -33,99 +40,139 @@ pub async fn follow(
         return;
     }
     let mut backoff = BACKOFF_MIN;
-    let mut i = 0usize;
     loop {
         if *shutdown.borrow() {
             return;
         }
-        let addr = controllers[i % controllers.len()].clone();
-        i += 1;
-        let got_any = tokio::select! {
-            r = watch_one(&fw, &transport, &addr) => match r {
-                Ok(n) => n > 0,
-                Err(e) => {
-                    tracing::debug!(controller = %addr, "egress watch: {e}");
-                    false
-                }
-            },
+        let order = tokio::select! {
+            o = proto::client::leader_first(&controllers, &transport) => o,
             _ = shutdown.changed() => return,
         };
-        if got_any {
-            backoff = BACKOFF_MIN;
-        }
-        if got_any || i.is_multiple_of(controllers.len()) {
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+        let mut followed = false;
+        for addr in order {
+            let r = tokio::select! {
+                r = watch_one(&fw, &transport, &addr) => r,
                 _ = shutdown.changed() => return,
+            };
+            match r {
+                // A session ran: whoever leads now is found afresh.
+                Ok(()) => {
+                    followed = true;
+                    break;
+                }
+                Err(e) => tracing::debug!(controller = %addr, "egress watch: {e}"),
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+        if followed {
+            backoff = BACKOFF_MIN;
+            continue;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => return,
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 
-/// One watch session; returns how many tables arrived before it ended.
+/// One watch session: Ok once the stream was open and has ended, Err when
+/// it could not be opened.
 async fn watch_one(
     fw: &RouterFw,
     transport: &ibtls::Transport,
     addr: &str,
-) -> Result<u64, WatchError> {
+) -> Result<(), WatchError> {
     let mut client = proto::client::controller(addr, transport).await?;
-    let mut stream = client
-        .watch_egress(v1::WatchEgressRequest {
-            router_guid: fw.guid,
-            have_version: fw.version(),
-        })
-        .await?
+    let req = v1::WatchEgressRequest {
+        router_guid: fw.guid,
+        have_version: fw.version(),
+        max_message_bytes: proto::client::MAX_MESSAGE_BYTES as u32,
+    };
+    // Only the opening has a deadline (a gRPC deadline would end the
+    // stream too): the stream itself lives on heartbeats.
+    let mut stream = tokio::time::timeout(proto::client::PROBE_TIMEOUT, client.follow_egress(req))
+        .await
+        .map_err(|_| {
+            WatchError::Refused(tonic::Status::deadline_exceeded(
+                "the controller did not open the stream in time",
+            ))
+        })??
         .into_inner();
     tracing::info!(controller = %addr, "following egress tables");
-    let mut n = 0;
     // The version this stream last put in force: a change by any other
     // path (an operator's Install) makes the router watch again with the
     // version it now holds, so the leader sees it and can repair it.
     let mut ours = fw.version();
     let mut installs = fw.subscribe();
+    let mut parts = proto::chunk::Assembler::<v1::EgressTables>::new();
+    let mut interval = None;
     loop {
+        let silence = proto::client::silence_bound(interval, SILENCE_FALLBACK);
         let msg = tokio::select! {
-            m = stream.message() => m,
+            m = tokio::time::timeout(silence, stream.message()) => match m {
+                Ok(m) => m,
+                Err(_) => {
+                    tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                    return Ok(());
+                }
+            },
             r = installs.changed() => {
                 if r.is_err() {
-                    return Ok(n);
+                    return Ok(());
                 }
                 if *installs.borrow_and_update() != ours {
                     tracing::info!(controller = %addr, "tables installed directly; watching again");
-                    return Ok(n.max(1));
+                    return Ok(());
                 }
                 continue;
             }
         };
-        match msg {
-            Ok(Some(t)) => {
-                n += 1;
-                match fw.install(&t) {
-                    Ok(v) => {
-                        ours = v;
-                        // What the router holds, for the controller's
-                        // status; a lost answer only costs that view.
-                        let held = v1::HeldRequest {
-                            holder: Some(v1::held_request::Holder::RouterGuid(fw.guid)),
-                            version: v,
-                        };
-                        if let Err(s) = client.held(proto::client::unary(held)).await {
-                            tracing::debug!(controller = %addr, "held: {}", s.message());
-                        }
-                    }
-                    Err(RejectReason::NotNewer { .. }) => {}
-                    Err(e) => tracing::warn!(controller = %addr, "pushed table refused: {e}"),
-                }
-            }
-            Ok(None) => return Ok(n),
+        let push = match msg {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(()),
             Err(s) => {
-                if n > 0 {
-                    tracing::info!(controller = %addr, "egress watch ended: {}", s.message());
-                    return Ok(n);
-                }
-                return Err(s.into());
+                tracing::info!(controller = %addr, "egress watch ended: {}", s.message());
+                return Ok(());
             }
+        };
+        let part = match push.kind {
+            Some(v1::egress_push::Kind::Heartbeat(h)) => {
+                interval = Some(h.interval_ms);
+                continue;
+            }
+            Some(v1::egress_push::Kind::Part(p)) => p,
+            None => continue,
+        };
+        let t = match parts.push(part) {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
+            Err(e) => {
+                // Nothing half is applied: the tables in force stay, and
+                // a new stream starts the version again.
+                tracing::warn!(controller = %addr, "pushed parts refused: {e}");
+                return Ok(());
+            }
+        };
+        match fw.install(&t) {
+            Ok(v) => {
+                ours = v;
+                // What the router holds, for the controller's status; a
+                // lost answer only costs that view.
+                // Sent aside: a controller that stopped answering must
+                // not hold the stream's loop.
+                let held = v1::HeldRequest {
+                    holder: Some(v1::held_request::Holder::RouterGuid(fw.guid)),
+                    version: v,
+                };
+                let mut c = client.clone();
+                tokio::spawn(async move {
+                    if let Err(s) = c.held(proto::client::unary(held)).await {
+                        tracing::debug!("held: {}", s.message());
+                    }
+                });
+            }
+            Err(RejectReason::NotNewer { .. }) => {}
+            Err(e) => tracing::warn!(controller = %addr, "pushed table refused: {e}"),
         }
     }
 }
