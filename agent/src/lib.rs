@@ -23,6 +23,8 @@ use tonic::{Request, Response, Status};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(3);
+/// How often to ask again while the controllers elect a leader.
+const ELECTION_POLL: Duration = Duration::from_millis(250);
 
 /// The controller's mapping for this subnet, indexed.
 pub struct MappingState {
@@ -413,11 +415,13 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
     let mut backoff = BACKOFF_MIN;
     loop {
         let order = tokio::select! {
-            o = proto::client::leader_first(&ctrls, &transport) => o,
+            o = proto::client::find_leader(&ctrls, &transport) => o,
             _ = shutdown.changed() => return,
         };
         let mut held = false;
-        for addr in order {
+        // Only a controller that says it leads is tried: a silent one may
+        // be frozen, and would hold the connection attempt.
+        for addr in order.leaders {
             let outcome = tokio::select! {
                 r = one_session(&agent, &transport, &addr, prefix) => r,
                 _ = shutdown.changed() => return,
@@ -434,11 +438,20 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
             backoff = BACKOFF_MIN;
             continue;
         }
+        // Controllers that answer without a leader among them are
+        // electing one: ask again soon. Otherwise back off.
+        let wait = if order.followers.is_empty() {
+            backoff
+        } else {
+            ELECTION_POLL
+        };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+        if order.followers.is_empty() {
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
     }
 }
 
@@ -499,11 +512,16 @@ async fn one_session(
     let mut beat = tokio::time::interval(lease / 3);
     beat.tick().await;
     let mut parts = proto::chunk::Assembler::<v1::MappingUpdate>::new();
+    let held = proto::client::HeldReporter::spawn(
+        client.clone(),
+        v1::held_request::Holder::SubnetPrefix(prefix),
+    );
     let mut interval = None;
     // At most one report in flight, run aside so a silent leader is
     // noticed by the stream even while a report waits for its answer.
     let mut in_flight: Option<tokio::task::JoinHandle<Result<v1::ReportAck, SessionError>>> = None;
     let mut due = false;
+    let mut heard = tokio::time::Instant::now();
     let ended = loop {
         if due && in_flight.is_none() {
             due = false;
@@ -515,15 +533,17 @@ async fn one_session(
         }
         let silence = proto::client::silence_bound(interval, SILENCE_FALLBACK);
         tokio::select! {
-            m = tokio::time::timeout(silence, stream.message()) => {
+            // Counted from the last message, whatever else wakes the loop.
+            _ = tokio::time::sleep_until(heard + silence) => {
+                tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                break Ok(());
+            }
+            m = stream.message() => {
+                heard = tokio::time::Instant::now();
                 let push = match m {
-                    Err(_) => {
-                        tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
-                        break Ok(());
-                    }
-                    Ok(Ok(Some(p))) => p,
-                    Ok(Ok(None)) => break Ok(()),
-                    Ok(Err(s)) => {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break Ok(()),
+                    Err(s) => {
                         tracing::info!(controller = %addr, "mapping watch ended: {}", s.message());
                         break Ok(());
                     }
@@ -549,18 +569,8 @@ async fn one_session(
                 match agent.accept_mapping(&m, prefix) {
                     Ok(true) => {
                         tracing::info!(version = m.version, entries = m.entries.len(), "mapping applied");
-                        // What the agent holds, for the controller's status;
-                        // sent aside, a lost answer only costs that view.
-                        let held = v1::HeldRequest {
-                            holder: Some(v1::held_request::Holder::SubnetPrefix(prefix)),
-                            version: m.version,
-                        };
-                        let mut c = client.clone();
-                        tokio::spawn(async move {
-                            if let Err(s) = c.held(proto::client::unary(held)).await {
-                                tracing::debug!("held: {}", s.message());
-                            }
-                        });
+                        // What the agent holds, for the controller's status.
+                        held.held(m.version);
                     }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("mapping refused: {e}"),

@@ -49,6 +49,22 @@ impl Proc {
         }
     }
 
+    /// Sends `signal` (e.g. "STOP", "CONT") to the process: a frozen
+    /// process keeps its sockets open and answers nothing, as a hung host.
+    pub fn signal(&self, signal: &str) -> Result<()> {
+        let Some(c) = self.child.as_ref() else {
+            bail!("{} is not running", self.name);
+        };
+        let st = Command::new("kill")
+            .args([&format!("-{signal}"), &c.id().to_string()])
+            .status()
+            .context("running kill")?;
+        if !st.success() {
+            bail!("kill -{signal} {} failed", self.name);
+        }
+        Ok(())
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
@@ -102,6 +118,19 @@ pub struct RouterProc {
     pub guid: u64,
     pub addr: String,
     pub proc: Proc,
+}
+
+/// A cluster to start: the fabric, the engine of every agent, the
+/// controllers' algorithm, store, election lease and any extra lines for
+/// their config (e.g. a `[limits]` table).
+pub struct Spec<'a> {
+    pub fabric: MultiFabric,
+    pub engine: &'a str,
+    pub algorithm: &'a str,
+    pub controllers: usize,
+    pub store: StoreSpec<'a>,
+    pub ttl_seconds: u64,
+    pub extra: String,
 }
 
 /// Where the cluster's controllers keep their state.
@@ -160,7 +189,28 @@ impl Cluster {
         controllers: usize,
         store_spec: StoreSpec<'_>,
     ) -> Result<Self> {
-        let fabric = fabric::multi::fat_tree_subnets(subnets, 4, 2, 2, routers)?;
+        Self::start_spec(Spec {
+            fabric: fabric::multi::fat_tree_subnets(subnets, 4, 2, 2, routers)?,
+            engine,
+            algorithm: "prefix",
+            controllers,
+            store: store_spec,
+            ttl_seconds: 1,
+            extra: String::new(),
+        })
+    }
+
+    /// Starts the cluster `spec` describes.
+    pub fn start_spec(spec: Spec<'_>) -> Result<Self> {
+        let Spec {
+            fabric,
+            engine,
+            algorithm,
+            controllers,
+            store: store_spec,
+            ttl_seconds: ttl,
+            extra,
+        } = spec;
         let dir = tempfile::tempdir()?;
         let ca = ibtls::generate_ca("ibfabric test CA")?;
         std::fs::write(dir.path().join("ca.pem"), &ca.cert_pem)?;
@@ -190,17 +240,17 @@ impl Cluster {
             let cfg = c.path(&format!("{name}.toml"));
             let store = match store_spec {
                 StoreSpec::Etcd(ep, ns) => format!(
-                    "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\ninsecure = true\n"
+                    "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = {ttl}\ninsecure = true\n"
                 ),
                 StoreSpec::MemoryFile => format!(
-                    "\n[store]\nkind = \"memory\"\nstate_file = \"{name}.state\"\nelection_ttl_seconds = 1\n"
+                    "\n[store]\nkind = \"memory\"\nstate_file = \"{name}.state\"\nelection_ttl_seconds = {ttl}\n"
                 ),
                 StoreSpec::Memory => String::new(),
             };
             std::fs::write(
                 &cfg,
                 format!(
-                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\nlease_seconds = 3\n{store}{}",
+                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"{algorithm}\"\nlease_seconds = 3\n{store}{}\n{extra}\n",
                     c.tls_section(&Identity::Controller)?
                 ),
             )?;

@@ -118,14 +118,25 @@ pub async fn controller(
     ))
 }
 
-/// Orders `controllers` for a client looking for the leader: those that
-/// answer their `State` and say they lead come first, highest term first
-/// (a deposed leader that has not noticed yet holds a lower term), then
-/// the rest in their configured order. Every controller is asked at once;
-/// the answer is ready [`PROBE_GRACE`] after the first leader answered (a
-/// frozen controller never answers, and is not waited for), or after
-/// [`PROBE_TIMEOUT`] in all.
-pub async fn leader_first(controllers: &[String], transport: &Transport) -> Vec<String> {
+/// What a client found when it asked the controllers who leads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Leaders {
+    /// Controllers that said they lead, highest term first (a deposed
+    /// leader that has not noticed yet holds a lower term).
+    pub leaders: Vec<String>,
+    /// Controllers that answered and do not lead (an election may be
+    /// under way).
+    pub followers: Vec<String>,
+    /// Controllers that did not answer in time (down, frozen, cut off).
+    pub silent: Vec<String>,
+}
+
+/// Asks every controller at once who leads. The answer is ready
+/// [`PROBE_GRACE`] after the first controller answered (live controllers
+/// on one network answer within milliseconds of each other; a frozen one
+/// never answers, and is not waited for), or after [`PROBE_TIMEOUT`] in
+/// all.
+pub async fn find_leader(controllers: &[String], transport: &Transport) -> Leaders {
     use futures::stream::{FuturesUnordered, StreamExt};
     let mut probes: FuturesUnordered<_> = controllers
         .iter()
@@ -138,19 +149,19 @@ pub async fn leader_first(controllers: &[String], transport: &Transport) -> Vec<
                 c.state(req).await.ok().map(|r| r.into_inner())
             };
             let st = tokio::time::timeout(PROBE_TIMEOUT, ask).await.ok().flatten();
-            (i, st.filter(|s| s.leader).map(|s| s.term))
+            (i, st.map(|s| (s.leader, s.term)))
         })
         .collect();
-    let mut terms: Vec<Option<u64>> = vec![None; controllers.len()];
+    let mut answers: Vec<Option<(bool, u64)>> = vec![None; controllers.len()];
     let deadline = tokio::time::sleep(PROBE_TIMEOUT);
     tokio::pin!(deadline);
     let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
             next = probes.next() => match next {
-                Some((i, term)) => {
-                    terms[i] = term;
-                    if term.is_some() && grace.is_none() {
+                Some((i, a)) => {
+                    answers[i] = a;
+                    if a.is_some() && grace.is_none() {
                         grace = Some(Box::pin(tokio::time::sleep(PROBE_GRACE)));
                     }
                 }
@@ -160,18 +171,26 @@ pub async fn leader_first(controllers: &[String], transport: &Transport) -> Vec<
             _ = async { if let Some(g) = grace.as_mut() { g.await } else { std::future::pending().await } } => break,
         }
     }
-    let mut ranked: Vec<(usize, Option<u64>)> = terms.into_iter().enumerate().collect();
-    // Leaders by descending term (None sorts last), then the configured order.
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    ranked
+    let mut leaders: Vec<(u64, usize)> = Vec::new();
+    let mut out = Leaders::default();
+    for (i, a) in answers.into_iter().enumerate() {
+        match a {
+            Some((true, term)) => leaders.push((term, i)),
+            Some((false, _)) => out.followers.push(controllers[i].clone()),
+            None => out.silent.push(controllers[i].clone()),
+        }
+    }
+    leaders.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    out.leaders = leaders
         .into_iter()
-        .map(|(i, _)| controllers[i].clone())
-        .collect()
+        .map(|(_, i)| controllers[i].clone())
+        .collect();
+    out
 }
 
 /// How long a leader query waits for other answers once one controller
-/// said it leads: long enough for every live controller on a LAN.
-pub const PROBE_GRACE: Duration = Duration::from_millis(250);
+/// answered: long enough for every live controller on a LAN.
+pub const PROBE_GRACE: Duration = Duration::from_millis(150);
 
 /// How long a follower of a push stream waits without any message before
 /// it leaves the stream: three heartbeats, or `fallback` before the first
@@ -180,6 +199,47 @@ pub fn silence_bound(interval_ms: Option<u32>, fallback: Duration) -> Duration {
     match interval_ms {
         Some(ms) if ms > 0 => Duration::from_millis(u64::from(ms) * 3),
         _ => fallback,
+    }
+}
+
+/// Tells a controller which version its receiver holds (`Controller.Held`)
+/// from a task of its own: a controller that stopped answering never
+/// holds the receiver's loop, and reports go out one at a time, the latest
+/// value only, so the controller never sees them out of order. The task
+/// ends when this is dropped.
+pub struct HeldReporter {
+    tx: tokio::sync::watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HeldReporter {
+    pub fn spawn(mut client: ControllerClient<Channel>, holder: crate::v1::held_request::Holder) -> Self {
+        let (tx, mut rx) = tokio::sync::watch::channel(0u64);
+        let task = tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let version = *rx.borrow_and_update();
+                let req = crate::v1::HeldRequest {
+                    holder: Some(holder),
+                    version,
+                };
+                // A lost answer only costs the controller's view.
+                if let Err(s) = client.held(unary(req)).await {
+                    tracing::debug!("held: {}", s.message());
+                }
+            }
+        });
+        Self { tx, task }
+    }
+
+    /// The receiver now holds `version`.
+    pub fn held(&self, version: u64) {
+        self.tx.send_replace(version);
+    }
+}
+
+impl Drop for HeldReporter {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

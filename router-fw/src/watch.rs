@@ -27,6 +27,8 @@ const SILENCE_FALLBACK: Duration = Duration::from_secs(5);
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(3);
+/// How often to ask again while the controllers elect a leader.
+const ELECTION_POLL: Duration = Duration::from_millis(250);
 
 /// Runs until `shutdown` turns true.
 pub async fn follow(
@@ -45,11 +47,13 @@ pub async fn follow(
             return;
         }
         let order = tokio::select! {
-            o = proto::client::leader_first(&controllers, &transport) => o,
+            o = proto::client::find_leader(&controllers, &transport) => o,
             _ = shutdown.changed() => return,
         };
         let mut followed = false;
-        for addr in order {
+        // Only a controller that says it leads is tried: a silent one may
+        // be frozen, and would hold the connection attempt.
+        for addr in order.leaders {
             let r = tokio::select! {
                 r = watch_one(&fw, &transport, &addr) => r,
                 _ = shutdown.changed() => return,
@@ -67,11 +71,20 @@ pub async fn follow(
             backoff = BACKOFF_MIN;
             continue;
         }
+        // Controllers that answer without a leader among them are
+        // electing one: ask again soon. Otherwise back off.
+        let wait = if order.followers.is_empty() {
+            backoff
+        } else {
+            ELECTION_POLL
+        };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+        if order.followers.is_empty() {
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
     }
 }
 
@@ -105,17 +118,24 @@ async fn watch_one(
     let mut ours = fw.version();
     let mut installs = fw.subscribe();
     let mut parts = proto::chunk::Assembler::<v1::EgressTables>::new();
+    let held = proto::client::HeldReporter::spawn(
+        client.clone(),
+        v1::held_request::Holder::RouterGuid(fw.guid),
+    );
     let mut interval = None;
+    let mut heard = tokio::time::Instant::now();
     loop {
         let silence = proto::client::silence_bound(interval, SILENCE_FALLBACK);
         let msg = tokio::select! {
-            m = tokio::time::timeout(silence, stream.message()) => match m {
-                Ok(m) => m,
-                Err(_) => {
-                    tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
-                    return Ok(());
-                }
-            },
+            // Counted from the last message, whatever else wakes the loop.
+            _ = tokio::time::sleep_until(heard + silence) => {
+                tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                return Ok(());
+            }
+            m = stream.message() => {
+                heard = tokio::time::Instant::now();
+                m
+            }
             r = installs.changed() => {
                 if r.is_err() {
                     return Ok(());
@@ -158,18 +178,7 @@ async fn watch_one(
                 ours = v;
                 // What the router holds, for the controller's status; a
                 // lost answer only costs that view.
-                // Sent aside: a controller that stopped answering must
-                // not hold the stream's loop.
-                let held = v1::HeldRequest {
-                    holder: Some(v1::held_request::Holder::RouterGuid(fw.guid)),
-                    version: v,
-                };
-                let mut c = client.clone();
-                tokio::spawn(async move {
-                    if let Err(s) = c.held(proto::client::unary(held)).await {
-                        tracing::debug!("held: {}", s.message());
-                    }
-                });
+                held.held(v);
             }
             Err(RejectReason::NotNewer { .. }) => {}
             Err(e) => tracing::warn!(controller = %addr, "pushed table refused: {e}"),
