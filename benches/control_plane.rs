@@ -7,9 +7,15 @@
 //! Setup: `IBF_CP_SUBNETS` fat-tree subnets (default 8) of `IBF_CP_LEAVES`
 //! leaves x `IBF_CP_HOSTS` hosts (default 64 x 32 = 2,048 HCAs), 16 spines,
 //! `IBF_CP_ROUTERS` routers (default 4). Runs `IBF_CP_RUNS` times (default
-//! 5) and prints the median of each figure.
+//! 5) and prints the median of each figure. `IBF_CP_ALGO` picks the
+//! inter-subnet algorithm (prefix, issr, isfr; default prefix);
+//! `IBF_CP_STORE=etcd` keeps the controller's state in a real etcd started
+//! for the run (Debian's etcd, default settings: 1.5 MiB requests), else
+//! the in-memory store. The routers follow the pushes as in production
+//! (FollowEgress: parts and heartbeats).
 //!
 //!   cargo bench --bench control_plane
+//!   IBF_CP_STORE=etcd IBF_CP_LEAVES=128 IBF_CP_HOSTS=128 IBF_CP_ROUTERS=8 cargo bench --bench control_plane
 
 use fabric::multi::fat_tree_subnets;
 use proto::v1;
@@ -37,10 +43,24 @@ struct Figures {
     recompute: f64,
 }
 
-async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures {
+async fn one_run(
+    reports: &[v1::SubnetReport],
+    routers: &[(u64, u8)],
+    algo: &str,
+    etcd: Option<&str>,
+    run: u32,
+) -> Figures {
     let (_stop_tx, stop) = watch::channel(false);
+    let store = match etcd {
+        Some(ep) => format!(
+            "[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"/bench/{run}/\"\ninsecure = true\n"
+        ),
+        None => String::new(),
+    };
     let cfg = controller::config::ControllerConfig::parse(
-        "id = \"bench\"\nlisten = \"127.0.0.1:1\"\nlease_seconds = 30\ninsecure = true\n",
+        &format!(
+            "id = \"bench\"\nlisten = \"127.0.0.1:1\"\nlease_seconds = 300\nalgorithm = \"{algo}\"\ninsecure = true\n{store}"
+        ),
         "bench",
     )
     .expect("config");
@@ -117,6 +137,8 @@ async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures
     let v = ctl.published().version;
     wait_all(v).await;
     let all_reports_to_tables = t.elapsed().as_secs_f64();
+    let health = ctl.state().store.unwrap_or_default();
+    assert!(health.ok && !health.pending, "store: {health:?}");
 
     // One subnet changes (a host leaves): report to tables applied.
     let mut changed = reports[0].clone();
@@ -141,11 +163,24 @@ async fn one_run(reports: &[v1::SubnetReport], routers: &[(u64, u8)]) -> Figures
 }
 
 fn main() {
+    // RUST_LOG=info shows where the time goes.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let subnets = env("IBF_CP_SUBNETS", 8);
     let leaves = env("IBF_CP_LEAVES", 64);
     let hosts = env("IBF_CP_HOSTS", 32);
     let routers = env("IBF_CP_ROUTERS", 4);
     let runs = env("IBF_CP_RUNS", 5).max(1);
+    let algo = std::env::var("IBF_CP_ALGO").unwrap_or_else(|_| "prefix".into());
+    let etcd = match std::env::var("IBF_CP_STORE").as_deref() {
+        Ok("etcd") => Some(controller::testing::EtcdServer::start()),
+        Ok("memory") | Err(_) => None,
+        Ok(other) => panic!("IBF_CP_STORE={other}: memory or etcd"),
+    };
     let m = fat_tree_subnets(subnets, leaves, 16, hosts, routers).expect("fabric");
     let dir = tempfile::tempdir().expect("tmp");
     let mut reports = Vec::new();
@@ -179,13 +214,20 @@ fn main() {
         .build()
         .expect("runtime");
     let mut figs = Vec::new();
-    for _ in 0..runs {
-        figs.push(rt.block_on(one_run(&reports, &routers)));
+    for run in 0..runs {
+        figs.push(rt.block_on(one_run(
+            &reports,
+            &routers,
+            &algo,
+            etcd.as_ref().map(|e| e.endpoint()),
+            run,
+        )));
     }
     println!(
-        "{subnets} subnets x {} HCAs ({hcas} HCAs), {} routers joining every subnet (one egress rule per remote HCA); routing all subnets (minhop, outside the timed part) {:.2} s; {} threads; median of {runs}",
+        "{subnets} subnets x {} HCAs ({hcas} HCAs), {} routers joining every subnet (one egress rule per remote HCA); algorithm {algo}; store {}; routing all subnets (minhop, outside the timed part) {:.2} s; {} threads; median of {runs}",
         m.subnets[0].fabric.num_cas(),
         routers.len(),
+        if etcd.is_some() { "etcd (local, one member)" } else { "memory" },
         route_all,
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );

@@ -58,6 +58,8 @@ pub enum ControlError {
     },
     #[error(transparent)]
     Routing(#[from] fabric::Error),
+    #[error("recomputation task failed: {0}")]
+    Task(String),
 }
 
 /// The I/O side of the controller: it holds the [`State`] and the
@@ -66,7 +68,8 @@ pub enum ControlError {
 pub struct Controller {
     pub id: String,
     pub lease: Duration,
-    algo: Box<dyn InterSubnetRouting>,
+    /// Shared with the blocking thread a recomputation runs on.
+    algo: Arc<dyn InterSubnetRouting>,
     persist: Arc<StorePersist>,
     state: Mutex<State>,
     /// Serializes the transitions that write (check, write, apply), so a
@@ -104,7 +107,7 @@ impl Controller {
         Arc::new(Self {
             id,
             lease,
-            algo,
+            algo: Arc::from(algo),
             persist,
             state: Mutex::new(State::default()),
             writer: tokio::sync::Mutex::new(()),
@@ -316,9 +319,15 @@ impl Controller {
 
     async fn recompute_locked(&self) -> Result<(), ControlError> {
         let view = self.view();
-        let Some(next) =
-            state::recompute(&view, self.algo.as_ref(), &self.published(), self.term())?
-        else {
+        let (algo, prev, term) = (self.algo.clone(), self.published(), self.term());
+        // Seconds of CPU on large fabrics: off the async workers, which
+        // keep the election lease, the heartbeats and the pushes going.
+        let next = tokio::task::spawn_blocking(move || {
+            state::recompute(&view, algo.as_ref(), &prev, term)
+        })
+        .await
+        .map_err(|e| ControlError::Task(e.to_string()))??;
+        let Some(next) = next else {
             return Ok(());
         };
         let written = next.writes.len();

@@ -136,7 +136,8 @@ impl From<ControlError> for Status {
             ControlError::Exhausted(_) => Status::resource_exhausted(e.to_string()),
             ControlError::Store(_)
             | ControlError::Undecodable { .. }
-            | ControlError::Routing(_) => Status::internal(e.to_string()),
+            | ControlError::Routing(_)
+            | ControlError::Task(_) => Status::internal(e.to_string()),
         }
     }
 }
