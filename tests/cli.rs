@@ -700,3 +700,329 @@ fn certs_makes_a_ca_and_one_certificate_per_identity() {
         .collect();
     assert!(leftovers.is_empty(), "no temporary files left behind");
 }
+
+const LFTS: &str = "opensm-lfts.dump";
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls until `child` has begun writing into `dir` (a name other than
+/// the dump appeared, or the dump changed from `before`): `true`, or
+/// `false` when it exited first.
+fn wait_for_write(
+    child: &mut std::process::Child,
+    dir: &Path,
+    before: Option<&std::fs::Metadata>,
+) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        if child.try_wait().expect("polls").is_some() {
+            return false;
+        }
+        let others = std::fs::read_dir(dir)
+            .map(|r| r.flatten().any(|e| e.file_name() != LFTS))
+            .unwrap_or(false);
+        let changed = match (before, std::fs::metadata(dir.join(LFTS))) {
+            (Some(b), Ok(m)) => {
+                m.ino() != b.ino() || m.len() != b.len() || m.mtime_nsec() != b.mtime_nsec()
+            }
+            (None, Ok(_)) => true,
+            (_, Err(_)) => false,
+        };
+        if others || changed {
+            return true;
+        }
+        assert!(std::time::Instant::now() < deadline, "route never wrote");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("big.net");
+    // About 21 MB of LFTs: long enough to be caught in the middle.
+    json(&ibf(&[
+        "gen",
+        "fattree",
+        "--leaves",
+        "96",
+        "--spines",
+        "32",
+        "--hosts",
+        "24",
+        "-o",
+        s(&net),
+        "--json",
+    ]));
+    let route = |engine: &str, out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_ibfabric"))
+            .args(["route", "-t", s(&net), "-e", engine, "-o", s(out)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts")
+    };
+    let old_dir = d.path().join("old");
+    assert!(route("minhop", &old_dir).wait().expect("runs").success());
+    let old = std::fs::read(old_dir.join(LFTS)).unwrap();
+    // The new dump, and how long writing it takes here and now.
+    let new_dir = d.path().join("new");
+    std::fs::create_dir(&new_dir).unwrap();
+    let mut child = route("updn", &new_dir);
+    assert!(wait_for_write(&mut child, &new_dir, None));
+    let began = std::time::Instant::now();
+    assert!(child.wait().expect("runs").success());
+    let write_time = began.elapsed();
+    let new = std::fs::read(new_dir.join(LFTS)).unwrap();
+    assert_ne!(old, new, "the engines write different tables");
+
+    // Kill moments spread over the write, from a seed that changes per run.
+    let seed = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(u64::from(std::process::id()));
+        h.finish()
+    };
+    let out = d.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut mid_write = 0;
+    for i in 0..6u64 {
+        std::fs::write(out.join(LFTS), &old).unwrap();
+        let before = std::fs::metadata(out.join(LFTS)).unwrap();
+        let mut child = route("updn", &out);
+        if wait_for_write(&mut child, &out, Some(&before)) {
+            let frac = (seed.rotate_left(i as u32 * 11) % 1000) as f64 / 1000.0;
+            std::thread::sleep(write_time.mul_f64(frac * 0.9));
+        }
+        // Exited already: then the kill is a no-op and the dump is new.
+        let _ = child.kill();
+        let status = child.wait().expect("reaped");
+        let got = std::fs::read(out.join(LFTS)).unwrap();
+        assert!(
+            got == old || got == new,
+            "kill {i}: the dump has {} bytes, neither the old one ({}) nor the new one ({})",
+            got.len(),
+            old.len(),
+            new.len()
+        );
+        // A temporary file left by the killed process: it died writing.
+        if status.signal() == Some(9) && names(&out).len() > 1 {
+            mid_write += 1;
+        }
+    }
+    eprintln!("write time {write_time:?}, {mid_write} of 6 kills while writing");
+    assert!(mid_write >= 1, "no kill landed while the dump was written");
+    // A complete run afterwards puts the new dump in place and clears what
+    // the killed ones left.
+    assert!(route("updn", &out).wait().expect("runs").success());
+    assert_eq!(std::fs::read(out.join(LFTS)).unwrap(), new);
+    assert_eq!(names(&out), [LFTS]);
+}
+
+/// `route --json` then `verify --json` on what it wrote: the verifier's
+/// findings agree.
+fn assert_verify_agrees(net: &Path, out: &Path, routed: &serde_json::Value) {
+    let o = ibf(&["verify", "-t", s(net), "-d", s(out), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let ok = routed["deadlock_free"] == true && routed["all_pairs_routed"] == true;
+    assert_eq!(o.status.code(), Some(if ok { 0 } else { 2 }), "{v}");
+    for key in [
+        "deadlock_free",
+        "all_pairs_routed",
+        "pairs",
+        "broken_pairs",
+        "vls",
+        "max_vl",
+        "sls",
+        "max_hops",
+        "cdg_vertices",
+        "cdg_edges",
+        "cycle",
+    ] {
+        assert_eq!(routed[key], v[key], "{key}: route {routed}\nverify {v}");
+    }
+}
+
+#[test]
+fn a_routing_removes_the_files_of_the_engine_before_it() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("t.net");
+    json(&ibf(&[
+        "gen",
+        "torus",
+        "--dims",
+        "4x4",
+        "-o",
+        s(&net),
+        "--json",
+    ]));
+    let out = d.path().join("out");
+    let route = |engine: &str| {
+        json(&ibf(&[
+            "route",
+            "-t",
+            s(&net),
+            "-e",
+            engine,
+            "-o",
+            s(&out),
+            "--json",
+        ]))
+    };
+    let r = route("dfsssp");
+    assert_eq!(
+        names(&out),
+        [LFTS, "opensm-sl2vl.dump", "path-sl.txt"],
+        "{r}"
+    );
+    assert_verify_agrees(&net, &out, &r);
+    let r = route("minhop");
+    // Before the names: what an operator sees is verify disagreeing.
+    assert_verify_agrees(&net, &out, &r);
+    assert_eq!(names(&out), [LFTS], "{r}");
+    assert_eq!(r["removed"].as_array().map(Vec::len), Some(2), "{r}");
+    // And back: all three again.
+    let r = route("dfsssp");
+    assert_eq!(names(&out).len(), 3);
+    assert_verify_agrees(&net, &out, &r);
+}
+
+#[test]
+fn route_multi_removes_the_files_of_the_engine_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = gen_multi(&dir.path().join("fab"), &[]);
+    let out = dir.path().join("out");
+    for (engine, files) in [
+        (
+            "dfsssp",
+            vec![
+                "ibfabric-mapping.txt",
+                LFTS,
+                "opensm-sl2vl.dump",
+                "path-sl.txt",
+            ],
+        ),
+        ("ftree", vec!["ibfabric-mapping.txt", LFTS]),
+    ] {
+        let v = json(&ibf(&[
+            "route-multi",
+            "-m",
+            s(&manifest),
+            "-e",
+            engine,
+            "-o",
+            s(&out),
+            "--json",
+        ]));
+        assert_eq!(v["written"], true);
+        for sub in ["subnet0", "subnet1", "subnet2"] {
+            assert_eq!(names(&out.join(sub)), files, "{engine}");
+        }
+    }
+}
+
+/// One switch and three CAs; `h1_port` is the port line of the second CA,
+/// `switch` the switch header.
+fn three_cas(switch: &str, h1_port: &str) -> String {
+    format!(
+        "\
+switchguid=0x0002000000000001
+{switch}
+[1] \"h0\"[1]
+[2] \"h1\"[1]
+[3] \"h2\"[1]
+caguid=0x0001000000000010
+Ca 1 \"h0\"
+[1](1000000000011) \"s\"[1]  # lid 2 lmc 0
+caguid=0x0001000000000020
+Ca 1 \"h1\"
+{h1_port}
+caguid=0x0001000000000030
+Ca 1 \"h2\"
+[1](1000000000031) \"s\"[3]  # lid 4 lmc 0
+"
+    )
+}
+
+/// `route` and `verify` on `text` both exit 1 with `cause` and write nothing.
+fn assert_refused(d: &Path, text: &str, cause: &str) {
+    let net = d.join("bad.net");
+    std::fs::write(&net, text).unwrap();
+    let out = d.join("out");
+    for args in [
+        vec!["route", "-t", s(&net), "-e", "minhop", "-o", s(&out)],
+        vec!["verify", "-t", s(&net), "-d", s(&out)],
+    ] {
+        let o = ibf(&args);
+        assert_eq!(o.status.code(), Some(1), "{}: {text}", args[0]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("bad.net:{cause}")),
+            "{}: {err}",
+            args[0]
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
+}
+
+#[test]
+fn route_and_verify_refuse_a_topology_with_one_port_guid_on_two_cas() {
+    let d = tempfile::tempdir().unwrap();
+    let sw = "Switch 4 \"s\"  # \"s\" base port 0 lid 1 lmc 0";
+    let good = three_cas(sw, "[1](1000000000021) \"s\"[2]  # lid 3 lmc 0");
+    let net = d.path().join("good.net");
+    std::fs::write(&net, &good).unwrap();
+    json(&ibf(&["info", s(&net), "--json"]));
+    assert_refused(
+        d.path(),
+        &three_cas(sw, "[1](1000000000011) \"s\"[2]  # lid 3 lmc 0"),
+        "11: port GUID 0x0001000000000011 of \"h1\"[1] is already the port GUID of \"h0\"[1] (line 8)",
+    );
+}
+
+#[test]
+fn route_and_verify_refuse_an_unparsable_or_impossible_lid() {
+    let d = tempfile::tempdir().unwrap();
+    let port = "[1](1000000000021) \"s\"[2]  # lid 3 lmc 0";
+    for (switch, h1_port, cause) in [
+        (
+            "Switch 4 \"s\"  # \"s\" base port 0 lid 1x lmc 0",
+            port,
+            "2: bad LID '1x'",
+        ),
+        (
+            "Switch 4 \"s\"  # \"s\" base port 0 lid 70000 lmc 0",
+            port,
+            "2: LID 70000 is outside the unicast range",
+        ),
+        (
+            "Switch 4 \"s\"  # \"s\" base port 0 lid 1 lmc 0",
+            "[1](1000000000021) \"s\"[2]  # lid 0 lmc 0",
+            "11: LID 0 (no LID assigned) beside assigned LIDs (line 2)",
+        ),
+        (
+            "Switch 4 \"s\"  # \"s\" base port 0 lid 1 lmc 0",
+            "[1](1000000000021) \"s\"[2]  # lid 4 lmc 0",
+            "14: LID 4 is assigned twice (first on line 11)",
+        ),
+        (
+            "Switch 4 \"s\"  # \"s\" base port 0 lid 1 lmc 0",
+            "[1](1000000000021) \"s\"[2]  # lid 3 lmc 1",
+            "11: LMC 1",
+        ),
+    ] {
+        assert_refused(d.path(), &three_cas(switch, h1_port), cause);
+    }
+}

@@ -200,15 +200,15 @@ impl Agent {
         self.mapping.store(Some(state.clone()));
         if let Some(dir) = &self.cfg.out_dir {
             // The mapping is in force either way; a full disk only costs the
-            // operator's copy. Written aside and renamed, so a reader never
-            // sees half a file.
-            let path = dir.join(MAPPING_FILE);
-            let tmp = dir.join(format!("{MAPPING_FILE}.tmp"));
-            let written =
-                fabric::formats::write_file(&tmp, &fabric::formats::mapping::write(&state.mapping))
-                    .and_then(|()| {
-                        std::fs::rename(&tmp, &path).map_err(|e| fabric::Error::io(&path, e))
-                    });
+            // operator's copy, and the old copy stays whole.
+            let written = std::fs::create_dir_all(dir)
+                .map_err(|e| fabric::Error::io(dir, e))
+                .and_then(|()| {
+                    fabric::formats::write_file(
+                        &dir.join(MAPPING_FILE),
+                        &fabric::formats::mapping::write(&state.mapping),
+                    )
+                });
             if let Err(e) = written {
                 tracing::warn!(error = %e, "could not write the mapping file");
             }

@@ -103,7 +103,12 @@ pub fn route_subnet_with(
             }
         })?;
     if let Some(dir) = &cfg.out_dir {
-        fabric::formats::write_routing(&fabric, &routing, dir)?;
+        // Crash-safe, and the tables of an earlier engine this one does
+        // not set (SL-to-VL, path SLs) go: OpenSM would load them too.
+        let files = fabric::formats::write_routing(&fabric, &routing, dir)?;
+        for p in &files.removed {
+            tracing::info!(file = %p.display(), engine = engine.name(), "removed a table file this engine does not set");
+        }
     }
     let primary = fabric::intersubnet::reported_primary_lids(engine, &fabric, &routing.get().lfts);
     let mut h = Sha256::new();

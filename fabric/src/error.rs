@@ -23,6 +23,12 @@ pub enum ModelError {
         first: String,
         second: String,
     },
+    #[error("port GUID 0x{guid:016x} is used by both {first} and {second}")]
+    DuplicatePortGuid {
+        guid: u64,
+        first: String,
+        second: String,
+    },
     #[error("LID {0} is assigned twice")]
     DuplicateLid(u16),
     #[error("LID {0} is outside the unicast range 1..=49151")]
@@ -66,6 +72,8 @@ pub enum Error {
         #[source]
         source: ModelError,
     },
+    #[error(transparent)]
+    Write(#[from] crate::fsio::WriteError),
     #[error("invalid generator parameters: {0}")]
     Generator(String),
     #[error("routing engine '{engine}' failed: {reason}")]

@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod formats;
+pub mod fsio;
 pub mod gen;
 pub mod graph;
 pub mod intersubnet;

@@ -162,8 +162,58 @@ impl FabricBuilder {
         Ok(())
     }
 
-    /// Finishes the model: checks GUID and LID uniqueness and assigns LIDs
-    /// to every addressable port that has none.
+    /// The slots that get a LID: a switch's port 0, a CA's or router's
+    /// connected ports.
+    fn addressable(&self, node: usize) -> Vec<usize> {
+        let start = self.port_start[node] as usize;
+        let end = self.port_start[node + 1] as usize;
+        if self.kinds[node] == NodeKind::Switch {
+            vec![start]
+        } else {
+            (start + 1..end)
+                .filter(|&s| self.remote[s] != NONE)
+                .collect()
+        }
+    }
+
+    /// The ports that get a LID, with the GUID each answers to: port 0
+    /// for a switch (its node GUID), the connected ports of a CA or router.
+    pub fn addressable_ports(&self, node: NodeId) -> Vec<(u8, u64)> {
+        let n = node as usize;
+        self.addressable(n)
+            .into_iter()
+            .map(|s| {
+                (
+                    (s - self.port_start[n] as usize) as u8,
+                    self.port_guid_of(n, s),
+                )
+            })
+            .collect()
+    }
+
+    /// A switch answers to its node GUID on every port.
+    fn port_guid_of(&self, node: usize, slot: usize) -> u64 {
+        if self.kinds[node] == NodeKind::Switch {
+            self.guids[node]
+        } else {
+            self.port_guid[slot]
+        }
+    }
+
+    fn port_name(&self, node: usize, slot: usize) -> String {
+        if self.kinds[node] == NodeKind::Switch {
+            format!("switch '{}'", self.descs[node])
+        } else {
+            format!(
+                "'{}' port {}",
+                self.descs[node],
+                slot - self.port_start[node] as usize
+            )
+        }
+    }
+
+    /// Finishes the model: checks node GUID, port GUID and LID uniqueness
+    /// and assigns LIDs to every addressable port that has none.
     ///
     /// LID assignment (documented behaviour): LIDs given in the input are
     /// kept. The remaining addressable ports (each switch's port 0, each
@@ -181,6 +231,21 @@ impl FabricBuilder {
                 });
             }
         }
+        // Readers key LFT rows and SL-to-VL blocks by port GUID: two
+        // addressable ports with one GUID would get each other's tables.
+        let mut port_seen = std::collections::HashMap::with_capacity(n * 2);
+        for node in 0..n {
+            for s in self.addressable(node) {
+                let g = self.port_guid_of(node, s);
+                if let Some(prev) = port_seen.insert(g, (node, s)) {
+                    return Err(ModelError::DuplicatePortGuid {
+                        guid: g,
+                        first: self.port_name(prev.0, prev.1),
+                        second: self.port_name(node, s),
+                    });
+                }
+            }
+        }
         let mut used = vec![false; MAX_UNICAST_LID as usize + 1];
         let mut owner = vec![NONE; MAX_UNICAST_LID as usize + 1];
         for (s, &l) in self.lid.iter().enumerate() {
@@ -194,16 +259,7 @@ impl FabricBuilder {
         }
         let mut next = 1usize;
         for node in 0..n {
-            let start = self.port_start[node] as usize;
-            let end = self.port_start[node + 1] as usize;
-            let addressable: Vec<usize> = if self.kinds[node] == NodeKind::Switch {
-                vec![start]
-            } else {
-                (start + 1..end)
-                    .filter(|&s| self.remote[s] != NONE)
-                    .collect()
-            };
-            for s in addressable {
+            for s in self.addressable(node) {
                 if self.lid[s] != 0 {
                     continue;
                 }
@@ -391,14 +447,16 @@ impl Fabric {
             .map(|i| i as NodeId)
     }
     /// Map from port GUID to slot for every addressable port (switch port 0
-    /// and CA/router ports); used by readers that key entries by port GUID.
+    /// and connected CA/router ports); used by readers that key entries by
+    /// port GUID. [`FabricBuilder::build`] made these GUIDs unique, so no
+    /// port shadows another; unconnected ports have no LID and no tables.
     pub fn port_guid_index(&self) -> std::collections::HashMap<u64, Slot> {
         let mut m = std::collections::HashMap::with_capacity(self.num_nodes() * 2);
         for n in 0..self.num_nodes() as NodeId {
             if self.kind(n) == NodeKind::Switch {
                 m.insert(self.guid(n), self.slot(n, 0));
             } else {
-                for s in self.port_slots(n) {
+                for s in self.port_slots(n).filter(|&s| self.remote(s) != NONE) {
                     m.insert(self.port_guid(s), s);
                 }
             }

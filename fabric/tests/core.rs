@@ -137,6 +137,34 @@ fn parse_errors_name_file_line_and_cause() {
 }
 
 #[test]
+fn the_model_refuses_two_addressable_ports_with_one_guid() {
+    // Generators and readers other than ibnetdiscover build through the
+    // same checks.
+    let build = |second_port_guid: u64, connect_second: bool| {
+        let mut b = fabric::FabricBuilder::new();
+        let s = b.add_node(NodeKind::Switch, 0x20, "s", 2);
+        let h0 = b.add_node(NodeKind::Ca, 0x10, "h0", 1);
+        let h1 = b.add_node(NodeKind::Ca, 0x30, "h1", 1);
+        b.connect(s, 1, h0, 1).expect("links");
+        if connect_second {
+            b.connect(s, 2, h1, 1).expect("links");
+        }
+        b.set_port_guid(h1, 1, second_port_guid).expect("port");
+        b.build()
+    };
+    let e = build(0x11, true).expect_err("refused").to_string();
+    assert_eq!(
+        e,
+        "port GUID 0x0000000000000011 is used by both 'h0' port 1 and 'h1' port 1"
+    );
+    let e = build(0x20, true).expect_err("refused").to_string();
+    assert!(e.contains("switch 's'"), "{e}");
+    // An unconnected port has no LID and no tables: nothing to confuse.
+    let f = build(0x11, false).expect("builds");
+    assert_eq!(f.port_guid_index().get(&0x11), Some(&f.slot(1, 1)));
+}
+
+#[test]
 fn minhop_routes_all_pairs_with_shortest_paths() {
     for name in [
         "kary2_3.net",

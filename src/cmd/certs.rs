@@ -3,9 +3,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use fabric::fsio::{self, Options};
 use ibtls::{generate_ca, issue, CaBundle, Identity};
 use serde::Serialize;
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -164,46 +164,14 @@ pub fn run(a: CertsArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Writes `path` so that it either keeps its old content or has all of the
-/// new one, even across a crash: a temporary file in the same directory,
-/// flushed to disk, then renamed over `path` (without replacing an
-/// existing file unless `replace`).
+/// Writes `path` crash-safely with its final mode from the start (a key
+/// is never readable by others, not even for a moment), without replacing
+/// an existing file unless `replace`.
 fn write_atomic(path: &Path, text: &str, mode: u32, replace: bool) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+    let opts = Options {
+        mode: Some(mode),
+        keep_existing: !replace,
     };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".ibfabric-certs-");
-    // Created with its final mode, so a key is never readable by others,
-    // not even between creation and a chmod.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(mode));
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    let mut tmp = builder
-        .tempfile_in(dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    tmp.write_all(text.as_bytes())
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("writing {}", tmp.path().display()))?;
-    if replace {
-        tmp.persist(path).map(drop).map_err(|e| e.error)
-    } else {
-        tmp.persist_noclobber(path).map(drop).map_err(|e| e.error)
-    }
-    .with_context(|| format!("writing {}", path.display()))?;
-    sync_dir(dir);
+    fsio::write_bytes(path, text.as_bytes(), opts)?;
     Ok(())
-}
-
-/// Makes the rename durable. Best effort: not every platform or file
-/// system can sync a directory, and the file itself is already on disk.
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }

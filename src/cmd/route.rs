@@ -4,7 +4,7 @@
 use super::report::{print_report, TablesJson};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fabric::formats::guids;
+use fabric::formats::{guids, RoutingFiles};
 use fabric::routing::{Base, EngineKind, EngineOptions, RoutingEngine};
 use fabric::verify::{self, Policy};
 use serde::Serialize;
@@ -20,7 +20,8 @@ pub struct RouteArgs {
     #[arg(long, short, value_enum, default_value_t = EngineKind::Minhop)]
     engine: EngineKind,
     /// Output directory; receives opensm-lfts.dump, and opensm-sl2vl.dump and
-    /// path-sl.txt when the engine sets VLs or SLs.
+    /// path-sl.txt when the engine sets VLs or SLs (else those of an earlier
+    /// engine are removed). Files are replaced whole, crash-safely.
     #[arg(long, short)]
     out: PathBuf,
     /// Data VLs the hardware offers.
@@ -56,6 +57,8 @@ struct RouteJson {
     seconds: f64,
     verify_seconds: f64,
     files: Vec<String>,
+    /// Table files of an earlier routing that this engine does not set.
+    removed: Vec<String>,
     written: bool,
     #[serde(flatten)]
     tables: TablesJson,
@@ -117,7 +120,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
 
     let (report, files) = match &outcome {
         Ok(v) => (v.report(), fabric::formats::write_routing(&f, v, &a.out)?),
-        Err(refused) => (&*refused.report, Vec::new()),
+        Err(refused) => (&*refused.report, RoutingFiles::default()),
     };
     if a.json {
         super::print_json(&RouteJson {
@@ -128,7 +131,16 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
             vls_needed: vls_needed.map_or(report.vls_used, u32::from),
             seconds: route_secs,
             verify_seconds: verify_secs,
-            files: files.iter().map(|p| p.display().to_string()).collect(),
+            files: files
+                .written
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            removed: files
+                .removed
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
             written: outcome.is_ok(),
             tables: TablesJson::new(report, &f),
         })?;
@@ -142,8 +154,15 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
         if let Some(n) = vls_needed {
             println!("VLs needed      {n} (routes then spread over the VLs allowed)");
         }
-        for p in &files {
+        for p in &files.written {
             println!("wrote           {}", p.display());
+        }
+        for p in &files.removed {
+            println!(
+                "removed         {} (not set by {})",
+                p.display(),
+                engine.name()
+            );
         }
     }
     match outcome {

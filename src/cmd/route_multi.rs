@@ -5,15 +5,20 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fabric::formats::{egress, mapping, write_file};
+use fabric::formats::{egress, mapping};
+use fabric::fsio::{self, Options};
 use fabric::intersubnet::{self, AlgorithmKind, Transit};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::EngineKind;
 use fabric::verify::{verify_global_with, GlobalReport};
 use serde::Serialize;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// Each subnet's copy of its inter-subnet mapping.
+const MAPPING_FILE: &str = "ibfabric-mapping.txt";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum TransitArg {
@@ -40,7 +45,9 @@ pub struct RouteMultiArgs {
     #[arg(long, value_enum, default_value = "updown")]
     transit: TransitArg,
     /// Output directory: one directory per subnet with the OpenSM dumps and
-    /// its mapping file (ibfabric-mapping.txt), and router-egress.txt.
+    /// its mapping file (ibfabric-mapping.txt), and router-egress.txt. Files
+    /// are replaced whole, crash-safely; table files an earlier engine left
+    /// that this run's does not set are removed.
     #[arg(long, short)]
     out: PathBuf,
     /// Machine-readable summary on stdout.
@@ -71,6 +78,8 @@ struct Summary {
     global: GlobalReport,
     written: bool,
     files: Vec<String>,
+    /// Files of an earlier run that this one does not produce.
+    removed: Vec<String>,
     route_seconds: f64,
     inter_subnet_seconds: f64,
     check_seconds: f64,
@@ -121,23 +130,54 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
 
     let mapping_of = |prefix: u64| routes.mappings.iter().find(|mp| mp.prefix == prefix);
     let mut files = Vec::new();
+    let mut removed = Vec::new();
     if global.ok() {
+        // Every file of every subnet is complete on disk before the first
+        // one replaces its old version: an error while writing (a full
+        // disk) leaves the previous tables whole, not some subnets new.
+        let text =
+            |s: String| move |w: &mut std::io::BufWriter<std::fs::File>| w.write_all(s.as_bytes());
+        let mut routings = Vec::new();
+        let mut others = Vec::new();
+        let mut stale = Vec::new();
         for (i, s) in m.subnets.iter().enumerate() {
             let dir = a.out.join(&s.name);
-            files.extend(fabric::formats::write_routing(
+            routings.push(fabric::formats::stage_routing(
                 &s.fabric,
                 &routed.routings[i],
                 &dir,
             )?);
-            if let Some(mp) = mapping_of(s.prefix) {
-                let p = dir.join("ibfabric-mapping.txt");
-                write_file(&p, &mapping::write(mp))?;
-                files.push(p);
+            let p = dir.join(MAPPING_FILE);
+            match mapping_of(s.prefix) {
+                Some(mp) => others.push(fsio::stage(
+                    &p,
+                    Options::default(),
+                    text(mapping::write(mp)),
+                )?),
+                // An earlier run's mapping would tell this subnet's
+                // operator of routes that are gone.
+                None => stale.push(p),
             }
         }
-        let p = a.out.join("router-egress.txt");
-        write_file(&p, &egress::write(&routes.routers))?;
-        files.push(p);
+        std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+        others.push(fsio::stage(
+            &a.out.join("router-egress.txt"),
+            Options::default(),
+            text(egress::write(&routes.routers)),
+        )?);
+        for r in routings {
+            let done = r.commit()?;
+            files.extend(done.written);
+            removed.extend(done.removed);
+        }
+        for f in others {
+            files.push(f.commit()?);
+        }
+        for p in stale {
+            if fsio::remove(&p)? {
+                removed.push(p);
+            }
+        }
     }
     let summary = Summary {
         algorithm: routes.algorithm.clone(),
@@ -175,6 +215,7 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
         written: global.ok(),
         global,
         files: files.iter().map(|p| p.display().to_string()).collect(),
+        removed: removed.iter().map(|p| p.display().to_string()).collect(),
         route_seconds,
         inter_subnet_seconds,
         check_seconds,
@@ -247,5 +288,8 @@ fn print_text(s: &Summary) {
     );
     for f in &s.files {
         println!("wrote           {f}");
+    }
+    for f in &s.removed {
+        println!("removed         {f} (not produced by this run)");
     }
 }

@@ -14,11 +14,18 @@
 //! name); the quoted word at the start of a header comment, when present, is
 //! the node description, else the id is. Existing LIDs come from a switch
 //! header's `lid N` and from a CA/router port line comment that starts with
-//! `lid N lmc M`; other `lid` words name the remote side and are ignored.
-//! Nodes without a GUID line get `0x0003000000000000 + ordinal`.
+//! `lid N` (then usually `lmc M`); other `lid` words name the remote side and
+//! are ignored. Nodes without a GUID line get `0x0003000000000000 + ordinal`.
+//!
+//! Refused, with the line, because the tables would be wrong: a LID that is
+//! not a number or outside 1..=0xBFFF, an LMC other than 0 (one LID per port
+//! is modelled), a LID given twice, LID 0 (unassigned) in a file that gives
+//! other ports LIDs, a node GUID used twice, a port GUID shared by two
+//! addressable ports (switches answer to their node GUID) or stated
+//! differently by the two ends of a link.
 
 use crate::error::{Error, ParseError};
-use crate::model::{Fabric, FabricBuilder, NodeId, NodeKind, NONE};
+use crate::model::{Fabric, FabricBuilder, NodeId, NodeKind, MAX_UNICAST_LID, NONE};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -57,12 +64,34 @@ fn take_paren(s: &str) -> (Option<&str>, &str) {
     (None, s)
 }
 
-/// Value of the first `lid N` word pair in `words`.
-fn lid_after(words: &[&str]) -> Option<u16> {
-    words
-        .windows(2)
-        .find(|w| w[0] == "lid")
-        .and_then(|w| w[1].parse().ok())
+/// The LID at `words[at]` (the word after `lid`), and the LMC after it
+/// must be 0 when given: a port with 2^LMC LIDs owns LIDs this model would
+/// hand to other ports.
+fn lid_at(words: &[&str], at: usize) -> Result<u16, String> {
+    let w = words
+        .get(at)
+        .ok_or_else(|| "'lid' without a value".to_string())?;
+    let lid: u64 = w
+        .parse()
+        .map_err(|_| format!("bad LID '{w}' (expected a decimal number)"))?;
+    if lid > MAX_UNICAST_LID as u64 {
+        return Err(format!(
+            "LID {lid} is outside the unicast range 1..={MAX_UNICAST_LID}"
+        ));
+    }
+    if words.get(at + 1) == Some(&"lmc") {
+        match words.get(at + 2).map(|m| m.parse::<u8>()) {
+            Some(Ok(0)) => {}
+            Some(Ok(m)) if m <= 7 => {
+                return Err(format!(
+                    "LMC {m}: the port has {} LIDs, ibfabric routes one LID per port",
+                    1u32 << m
+                ))
+            }
+            _ => return Err("bad LMC after the LID".to_string()),
+        }
+    }
+    Ok(lid as u16)
 }
 
 /// Parses ibnetdiscover text; `file` is only used in error messages.
@@ -71,6 +100,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
     let mut b = FabricBuilder::new();
     let mut ids: HashMap<String, NodeId> = HashMap::new();
     let mut node_line: Vec<usize> = Vec::new();
+    let mut id_of: Vec<String> = Vec::new();
     let mut links: Vec<PendingLink> = Vec::new();
     let mut pending_guid: Option<u64> = None;
     let mut current: Option<NodeId> = None;
@@ -87,6 +117,15 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
         )),
         None => Ok(()),
     };
+    // The first explicit LID 0 and the first real LID: LID 0 is a port the
+    // subnet manager has not configured, fine in a subnet without one (all
+    // LIDs assigned here) but not beside assigned LIDs, where the LID given
+    // to it here would be one the port does not have.
+    let mut first_zero_lid: Option<usize> = None;
+    let mut first_lid: Option<usize> = None;
+    // Port GUIDs stated in the file, with their line: a CA's own port line
+    // and the switch line at the other end of its link must agree.
+    let mut stated_guid: HashMap<(NodeId, u8), (u64, usize)> = HashMap::new();
 
     for (i, raw) in text.lines().enumerate() {
         let ln = i + 1;
@@ -139,6 +178,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                     .ok_or_else(|| err(ln, format!("bad port GUID '({g})'")))?;
                 b.set_port_guid(node, port, g)
                     .map_err(|e| err(ln, e.to_string()))?;
+                stated_guid.insert((node, port), (g, ln));
             }
             // ibnetdiscover may print "[ext N]" after the local port.
             if rest.trim_start().starts_with("[ext") {
@@ -165,14 +205,15 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             if b.kind(node) != NodeKind::Switch {
                 if let Some(c) = comment {
                     let words: Vec<&str> = c.split_whitespace().collect();
-                    if words.len() >= 4 && words[0] == "lid" && words[2] == "lmc" {
-                        let lid: u16 = words[1]
-                            .parse()
-                            .map_err(|_| err(ln, format!("bad LID '{}'", words[1])))?;
-                        if lid != 0 {
+                    if words.first() == Some(&"lid") {
+                        let lid = lid_at(&words, 1).map_err(|e| err(ln, e))?;
+                        if lid == 0 {
+                            first_zero_lid.get_or_insert(ln);
+                        } else {
                             b.set_lid(node, port, lid)
                                 .map_err(|e| err(ln, e.to_string()))?;
                             claim_lid(lid, ln)?;
+                            first_lid.get_or_insert(ln);
                         }
                     }
                 }
@@ -219,14 +260,13 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                     None => (id.to_string(), c),
                 };
                 let words: Vec<&str> = rest.split_whitespace().collect();
-                (
-                    d,
-                    if kind == NodeKind::Switch {
-                        lid_after(&words)
-                    } else {
-                        None
-                    },
-                )
+                let lid = match words.iter().position(|w| *w == "lid") {
+                    Some(i) if kind == NodeKind::Switch => {
+                        Some(lid_at(&words, i + 1).map_err(|e| err(ln, e))?)
+                    }
+                    _ => None,
+                };
+                (d, lid)
             }
             None => (id.to_string(), None),
         };
@@ -241,14 +281,22 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             ));
         }
         let node = b.add_node(kind, guid, desc, nports as u8);
-        if let Some(l) = lid.filter(|&l| l != 0) {
-            b.set_lid(node, 0, l).map_err(|e| err(ln, e.to_string()))?;
-            claim_lid(l, ln)?;
+        match lid {
+            Some(0) => {
+                first_zero_lid.get_or_insert(ln);
+            }
+            Some(l) => {
+                b.set_lid(node, 0, l).map_err(|e| err(ln, e.to_string()))?;
+                claim_lid(l, ln)?;
+                first_lid.get_or_insert(ln);
+            }
+            None => {}
         }
         if ids.insert(id.to_string(), node).is_some() {
             return Err(err(ln, format!("node id \"{id}\" defined twice")));
         }
         node_line.push(ln);
+        id_of.push(id.to_string());
         seen_ports = vec![false; nports as usize + 1];
         current = Some(node);
     }
@@ -264,10 +312,63 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             .map_err(|e| err(l.line, e.to_string()))?;
         if let Some(g) = l.remote_guid {
             if b.kind(rnode) != NodeKind::Switch {
-                b.set_port_guid(rnode, l.remote_port, g)
-                    .map_err(|e| err(l.line, e.to_string()))?;
+                match stated_guid.get(&(rnode, l.remote_port)) {
+                    Some(&(before, at)) if before != g => {
+                        return Err(err(
+                            l.line,
+                            format!(
+                                "port GUID 0x{g:016x} for \"{}\"[{}] contradicts 0x{before:016x} on line {at}",
+                                l.remote_id, l.remote_port
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                    None => {
+                        b.set_port_guid(rnode, l.remote_port, g)
+                            .map_err(|e| err(l.line, e.to_string()))?;
+                        stated_guid.insert((rnode, l.remote_port), (g, l.line));
+                    }
+                }
             }
         }
+    }
+    if let (Some(zero), Some(set)) = (first_zero_lid, first_lid) {
+        return Err(err(
+            zero,
+            format!(
+                "LID 0 (no LID assigned) beside assigned LIDs (line {set}): ibfabric would give this port a LID it does not have; rediscover once the subnet manager has configured every port, or give no LIDs at all"
+            ),
+        ));
+    }
+    // Readers find a port's tables by its GUID: two ports with one GUID
+    // would get each other's. Checked here for the line of the second.
+    let mut port_lines: Vec<(usize, u64, NodeId, u8)> = Vec::new();
+    for node in 0..b.num_nodes() as NodeId {
+        for (port, guid) in b.addressable_ports(node) {
+            let line = stated_guid
+                .get(&(node, port))
+                .map_or(node_line[node as usize], |&(_, l)| l);
+            port_lines.push((line, guid, node, port));
+        }
+    }
+    port_lines.sort_unstable();
+    let mut port_owner: HashMap<u64, (usize, NodeId, u8)> = HashMap::new();
+    for &(line, guid, node, port) in &port_lines {
+        if let Some(&(first, n0, p0)) = port_owner.get(&guid) {
+            let name = |n: NodeId, p: u8| match b.kind(n) {
+                NodeKind::Switch => format!("switch \"{}\"", id_of[n as usize]),
+                _ => format!("\"{}\"[{p}]", id_of[n as usize]),
+            };
+            return Err(err(
+                line,
+                format!(
+                    "port GUID 0x{guid:016x} of {} is already the port GUID of {} (line {first})",
+                    name(node, port),
+                    name(n0, p0)
+                ),
+            ));
+        }
+        port_owner.insert(guid, (line, node, port));
     }
     b.build().map_err(|e| Error::Model {
         file: file.to_path_buf(),
@@ -431,6 +532,114 @@ Ca 1 \"h\"
             refused(ca),
             "t.net:4: LID 3 is assigned twice (first on line 1)"
         );
+    }
+
+    /// One switch, two CAs; `{g0}`, `{g1}` their port GUIDs, `{l0}`,
+    /// `{l1}` the CA port comments, `{sw}` the switch header's comment.
+    fn two_cas(g0: &str, g1: &str, l0: &str, l1: &str, sw: &str) -> String {
+        format!(
+            "\
+switchguid=0x20
+Switch 2 \"s\"  # \"s\" {sw}
+[1] \"h0\"[1]
+[2] \"h1\"[1]
+caguid=0x10
+Ca 1 \"h0\"
+[1]({g0}) \"s\"[1]  # {l0}
+caguid=0x30
+Ca 1 \"h1\"
+[1]({g1}) \"s\"[2]  # {l1}
+"
+        )
+    }
+
+    #[test]
+    fn two_cas_with_one_port_guid_are_refused_at_the_second() {
+        let text = two_cas("11", "11", "lid 2 lmc 0", "lid 3 lmc 0", "lid 1 lmc 0");
+        assert_eq!(
+            refused(&text),
+            "t.net:10: port GUID 0x0000000000000011 of \"h1\"[1] is already the port GUID of \"h0\"[1] (line 7)"
+        );
+        // A CA port answering to a switch's GUID shadows the switch.
+        let text = two_cas("20", "31", "lid 2 lmc 0", "lid 3 lmc 0", "lid 1 lmc 0");
+        assert_eq!(
+            refused(&text),
+            "t.net:7: port GUID 0x0000000000000020 of \"h0\"[1] is already the port GUID of switch \"s\" (line 2)"
+        );
+        // A CA port may answer to its own node GUID (ConnectX does).
+        parse(
+            &two_cas("10", "30", "lid 2 lmc 0", "lid 3 lmc 0", "lid 1 lmc 0"),
+            Path::new("t.net"),
+        )
+        .expect("parses");
+    }
+
+    #[test]
+    fn the_two_ends_of_a_link_must_agree_on_the_port_guid() {
+        let text = "\
+switchguid=0x20
+Switch 1 \"s\"
+[1] \"h0\"[1](99)
+caguid=0x10
+Ca 1 \"h0\"
+[1](11) \"s\"[1]
+";
+        assert_eq!(
+            refused(text),
+            "t.net:3: port GUID 0x0000000000000099 for \"h0\"[1] contradicts 0x0000000000000011 on line 6"
+        );
+    }
+
+    #[test]
+    fn unparsable_or_out_of_range_lids_and_lmcs_are_refused() {
+        let sw = |c: &str| refused(&two_cas("11", "31", "lid 2 lmc 0", "lid 3 lmc 0", c));
+        assert_eq!(
+            sw("base port 0 lid x7 lmc 0"),
+            "t.net:2: bad LID 'x7' (expected a decimal number)"
+        );
+        assert_eq!(
+            sw("base port 0 lid 70000 lmc 0"),
+            "t.net:2: LID 70000 is outside the unicast range 1..=49151"
+        );
+        assert_eq!(
+            sw("base port 0 lid 1 lmc 2"),
+            "t.net:2: LMC 2: the port has 4 LIDs, ibfabric routes one LID per port"
+        );
+        let ca = |c: &str| refused(&two_cas("11", "31", "lid 2 lmc 0", c, "lid 1 lmc 0"));
+        assert_eq!(
+            ca("lid 49152 lmc 0"),
+            "t.net:10: LID 49152 is outside the unicast range 1..=49151"
+        );
+        assert_eq!(
+            ca("lid 3x lmc 0"),
+            "t.net:10: bad LID '3x' (expected a decimal number)"
+        );
+        assert_eq!(ca("lid"), "t.net:10: 'lid' without a value");
+        assert_eq!(ca("lid 3 lmc one"), "t.net:10: bad LMC after the LID");
+        assert_eq!(ca("lid 3 lmc 8"), "t.net:10: bad LMC after the LID");
+        // Without an LMC the LID still counts.
+        let f = parse(
+            &two_cas("11", "31", "lid 2 lmc 0", "lid 9", "lid 1 lmc 0"),
+            Path::new("t.net"),
+        )
+        .expect("parses");
+        assert_eq!(f.lid_owner(9).map(|s| f.port_guid(s)), Some(0x31));
+    }
+
+    #[test]
+    fn lid_0_is_refused_only_beside_assigned_lids() {
+        let text = two_cas("11", "31", "lid 2 lmc 0", "lid 0 lmc 0", "lid 1 lmc 0");
+        let e = refused(&text);
+        assert!(
+            e.starts_with("t.net:10: LID 0 (no LID assigned) beside assigned LIDs (line 2)"),
+            "{e}"
+        );
+        let text = two_cas("11", "31", "lid 0 lmc 0", "lid 3 lmc 0", "lid 0 lmc 0");
+        assert!(refused(&text).starts_with("t.net:2: LID 0"));
+        // A subnet no subnet manager has configured yet: all LIDs assigned here.
+        let text = two_cas("11", "31", "lid 0 lmc 0", "lid 0 lmc 0", "lid 0 lmc 0");
+        let f = parse(&text, Path::new("t.net")).expect("parses");
+        assert_eq!(f.max_lid(), 3);
     }
 
     #[test]

@@ -17,15 +17,54 @@ use crate::error::{Error, ParseError};
 use crate::model::{Fabric, NodeId, NodeKind};
 use std::path::Path;
 
+/// The files a routing may consist of, under OpenSM's names.
+pub const LFTS_FILE: &str = "opensm-lfts.dump";
+pub const SL2VL_FILE: &str = "opensm-sl2vl.dump";
+pub const PATH_SL_FILE: &str = "path-sl.txt";
+const ROUTING_FILES: [&str; 3] = [LFTS_FILE, SL2VL_FILE, PATH_SL_FILE];
+
+/// What [`write_routing`] changed in its directory.
+#[derive(Debug, Default)]
+pub struct RoutingFiles {
+    /// The routing's files, in place.
+    pub written: Vec<std::path::PathBuf>,
+    /// Files of an earlier routing that this one does not have (an
+    /// SL-to-VL dump or path SLs left by another engine).
+    pub removed: Vec<std::path::PathBuf>,
+}
+
+/// A routing written to temporary files beside its targets, complete and
+/// on disk, replacing nothing yet ([`StagedRouting::commit`] does).
+#[must_use = "a staged routing replaces nothing until it is committed"]
+pub struct StagedRouting {
+    dir: std::path::PathBuf,
+    files: Vec<crate::fsio::Staged>,
+}
+
 /// Writes an engine's tables into `dir` under OpenSM's file names:
 /// `opensm-lfts.dump`, plus `opensm-sl2vl.dump` and `path-sl.txt` when the
-/// routing sets them. Returns the files written. Only tables the
-/// verification gate accepted for this very fabric can be written.
+/// routing sets them, and removes those an earlier routing left there that
+/// this one does not set. Only tables the verification gate accepted for
+/// this very fabric can be written.
+///
+/// Every file is complete on disk before the first one replaces its old
+/// version, so an error while writing (a full disk) leaves the previous
+/// routing whole, and a crash leaves each file old or new, never truncated.
 pub fn write_routing(
     f: &Fabric,
     v: &crate::verify::Verified<crate::tables::Routing>,
     dir: &Path,
-) -> Result<Vec<std::path::PathBuf>, Error> {
+) -> Result<RoutingFiles, Error> {
+    stage_routing(f, v, dir)?.commit()
+}
+
+/// The first half of [`write_routing`]: for callers that write several
+/// routings (one per subnet) and replace none before all are staged.
+pub fn stage_routing(
+    f: &Fabric,
+    v: &crate::verify::Verified<crate::tables::Routing>,
+    dir: &Path,
+) -> Result<StagedRouting, Error> {
     if !v.is_for(f) {
         return Err(Error::Invalid(format!(
             "{}: the tables were verified against another topology; nothing written",
@@ -34,26 +73,49 @@ pub fn write_routing(
     }
     let r = v.get();
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut out = Vec::new();
-    let p = dir.join("opensm-lfts.dump");
-    write_with(&p, |w| lft::write_to(f, &r.lfts, w))?;
-    out.push(p);
+    let opts = crate::fsio::Options::default();
+    let mut files = vec![crate::fsio::stage(&dir.join(LFTS_FILE), opts, |w| {
+        lft::write_to(f, &r.lfts, w)
+    })?];
     if let Some(t) = &r.sl2vl {
-        let p = dir.join("opensm-sl2vl.dump");
-        write_with(&p, |w| sl2vl::write_to(f, t, w))?;
-        out.push(p);
+        files.push(crate::fsio::stage(&dir.join(SL2VL_FILE), opts, |w| {
+            sl2vl::write_to(f, t, w)
+        })?);
     }
     if let Some(t) = &r.path_sl {
-        let p = dir.join("path-sl.txt");
-        write_with(&p, |w| pathsl::write_to(f, t, w))?;
-        out.push(p);
+        files.push(crate::fsio::stage(&dir.join(PATH_SL_FILE), opts, |w| {
+            pathsl::write_to(f, t, w)
+        })?);
     }
-    Ok(out)
+    Ok(StagedRouting {
+        dir: dir.to_path_buf(),
+        files,
+    })
 }
 
-/// Writes `text` to `path`, mapping the error to one that names the file.
+impl StagedRouting {
+    /// Puts the staged files in place, then removes the routing files of
+    /// an earlier engine that this routing does not have: a reader (OpenSM,
+    /// `ibfabric verify`) takes every table file it finds in the directory.
+    pub fn commit(self) -> Result<RoutingFiles, Error> {
+        let mut out = RoutingFiles::default();
+        for s in self.files {
+            out.written.push(s.commit()?);
+        }
+        for name in ROUTING_FILES {
+            let p = self.dir.join(name);
+            if !out.written.contains(&p) && crate::fsio::remove(&p)? {
+                out.removed.push(p);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Writes `text` to `path` crash-safely ([`crate::fsio`]).
 pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+    crate::fsio::write_bytes(path, text.as_bytes(), crate::fsio::Options::default())
+        .map_err(Error::from)
 }
 
 pub(crate) fn read_file(path: &Path) -> Result<String, Error> {
@@ -119,17 +181,13 @@ pub(crate) fn not_text(file: &Path, line: usize, e: std::io::Error) -> Error {
     }
 }
 
-/// Creates `path` and streams `write` into it through a large buffer.
+/// Streams `write` into `path` crash-safely ([`crate::fsio`]) through a
+/// large buffer.
 pub fn write_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    use std::io::Write as _;
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    write(&mut w)
-        .and_then(|_| w.flush())
-        .map_err(|e| Error::io(path, e))
+    crate::fsio::write_atomic(path, write).map_err(Error::from)
 }
 
 /// Switch node ids sorted by GUID: the order OpenSM's dumps use.

@@ -1,0 +1,138 @@
+//! The agent's out_dir gets what `ibfabric route` gives a directory: the
+//! tables of an earlier engine that the new one does not set are removed,
+//! a failed write leaves the previous tables whole and no temporary file,
+//! and a topology with two ports on one GUID is refused with its line.
+
+use agent::config::{AgentConfig, ConfigFile};
+use agent::subnet::{route_subnet, RouteError};
+use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file};
+use fabric::tables::Routing;
+use std::path::Path;
+
+const LFTS: &str = "opensm-lfts.dump";
+const SL2VL: &str = "opensm-sl2vl.dump";
+const PATH_SL: &str = "path-sl.txt";
+const MAPPING: &str = "ibfabric-mapping.txt";
+
+fn config(dir: &Path, engine: &str) -> AgentConfig {
+    let text = format!(
+        "agent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"torus.net\"\nengine = \"{engine}\"\nout_dir = \"out\"\ninsecure = true\n"
+    );
+    let p = dir.join("agent.toml");
+    write_file(&p, &text).expect("config");
+    AgentConfig::load(&p).expect("valid config")
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Verifies what the directory holds, as `ibfabric verify --dir` reads it.
+fn verify_dir(f: &fabric::Fabric, out: &Path) -> fabric::verify::Report {
+    let s = out.join(SL2VL);
+    let routing = Routing {
+        lfts: lft::read(f, &out.join(LFTS)).expect("LFTs"),
+        sl2vl: s.exists().then(|| sl2vl::read(f, &s).expect("SL2VL")),
+        path_sl: pathsl::read_optional(f, &out.join(PATH_SL)).expect("path SLs"),
+        vls_needed: None,
+    };
+    fabric::verify::verify(f, &routing)
+}
+
+fn torus(dir: &Path) -> fabric::Fabric {
+    let f = fabric::testing::cyclic_torus().expect("torus");
+    write_file(&dir.join("torus.net"), &ibnetdiscover::write(&f)).expect("topology");
+    f
+}
+
+#[test]
+fn a_new_engine_removes_the_tables_of_the_old_one_and_keeps_the_mapping() {
+    let d = tempfile::tempdir().expect("tmp");
+    let f = torus(d.path());
+    let out = d.path().join("out");
+    let first = route_subnet(&config(d.path(), "dfsssp")).expect("routes");
+    assert_eq!(names(&out), [LFTS, SL2VL, PATH_SL]);
+    assert_eq!(
+        verify_dir(&f, &out).vls_used,
+        first.routing.report().vls_used
+    );
+    // The operator's copy of the controller's mapping is no table file.
+    write_file(&out.join(MAPPING), "# mapping\n").expect("mapping");
+
+    let second = route_subnet(&config(d.path(), "updn")).expect("routes");
+    assert_eq!(names(&out), [MAPPING, LFTS]);
+    let want = second.routing.report();
+    let got = verify_dir(&f, &out);
+    assert_eq!(
+        (
+            got.vls_used,
+            got.sls_used,
+            got.deadlock_free(),
+            got.broken_pairs
+        ),
+        (
+            want.vls_used,
+            want.sls_used,
+            want.deadlock_free(),
+            want.broken_pairs
+        )
+    );
+}
+
+#[test]
+fn a_failed_write_leaves_the_previous_tables_whole() {
+    let d = tempfile::tempdir().expect("tmp");
+    torus(d.path());
+    let out = d.path().join("out");
+    route_subnet(&config(d.path(), "updn")).expect("routes");
+    let before = std::fs::read(out.join(LFTS)).expect("LFTs");
+    // Something in the way of the path SLs: DF-SSSP's LFTs and SL-to-VL
+    // tables are written, but must not replace anything.
+    std::fs::create_dir(out.join(PATH_SL)).expect("obstacle");
+    let err = route_subnet(&config(d.path(), "dfsssp"))
+        .err()
+        .expect("fails");
+    assert!(matches!(err, RouteError::Fabric(_)), "{err}");
+    assert!(err.to_string().contains(PATH_SL), "{err}");
+    assert!(
+        std::fs::read(out.join(LFTS)).expect("LFTs") == before,
+        "the LFTs in place are the previous engine's"
+    );
+    assert_eq!(names(&out), [LFTS, PATH_SL], "no SL2VL, no temporary file");
+}
+
+#[test]
+fn a_topology_with_one_port_guid_on_two_cas_is_refused_with_its_line() {
+    let d = tempfile::tempdir().expect("tmp");
+    let f = torus(d.path());
+    // The second CA takes the first one's port GUID.
+    let ports: Vec<u64> = f.endports().iter().map(|&s| f.port_guid(s)).collect();
+    let text = ibnetdiscover::write(&f);
+    let second = format!("{:x}", ports[1]);
+    let first = format!("{:x}", ports[0]);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with(&format!("[1]({second})")))
+        .expect("the second CA's port line")
+        + 1;
+    write_file(
+        &d.path().join("torus.net"),
+        &text.replace(&format!("({second})"), &format!("({first})")),
+    )
+    .expect("topology");
+    let err = route_subnet(&config(d.path(), "updn"))
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("torus.net:{line}: port GUID 0x{first:0>16} of ")),
+        "{msg}"
+    );
+    assert!(msg.contains("is already the port GUID of"), "{msg}");
+    assert!(!d.path().join("out").exists(), "nothing written");
+}
