@@ -1,7 +1,8 @@
 //! Harness for tests that drive real processes: the `ibfabric` binary and
 //! its services, the ibsim fabric simulator and OpenSM (through the
-//! umad2sim preload).
+//! umad2sim preload), and the services as Docker containers (`chaos`).
 
+pub mod chaos;
 pub mod cluster;
 pub mod sim;
 

@@ -17,9 +17,35 @@ pub mod watch;
 use arc_swap::ArcSwap;
 use fabric::intersubnet::{Gid, Match, RouterTable, Rule};
 use proto::v1;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How many installs [`RouterFw::history`] keeps: a reader polling a few
+/// times a second sees every install of a control plane that changes at
+/// human pace, and `RouterFw.State` stays small.
+pub const INSTALL_HISTORY: usize = 64;
+
+/// One table that went in force, for readers that check the sequence
+/// (chaos tests: never an older table, across failovers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstallRecord {
+    pub version: u64,
+    /// The version in force before it (0 = none).
+    pub previous: u64,
+    /// The held version the table said it replaces (0 = a plain newer one).
+    pub replaces: u64,
+    pub at_unix_ms: u64,
+}
+
+/// The last [`INSTALL_HISTORY`] installs and how many there were in all,
+/// so a reader can tell when it missed some.
+#[derive(Debug, Default)]
+struct History {
+    records: VecDeque<InstallRecord>,
+    total: u64,
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RejectReason {
@@ -113,6 +139,8 @@ pub struct RouterFw {
     /// step; decisions never take it.
     install_lock: std::sync::Mutex<()>,
     changed: tokio::sync::watch::Sender<u64>,
+    history: std::sync::Mutex<History>,
+    started_unix_ms: u64,
 }
 
 impl RouterFw {
@@ -124,7 +152,25 @@ impl RouterFw {
             rejected: AtomicU64::new(0),
             install_lock: std::sync::Mutex::new(()),
             changed: tokio::sync::watch::channel(0).0,
+            history: std::sync::Mutex::new(History::default()),
+            started_unix_ms: unix_ms(),
         }
+    }
+
+    /// The last [`INSTALL_HISTORY`] installs, oldest first, and the count
+    /// of installs since this router started.
+    pub fn history(&self) -> (Vec<InstallRecord>, u64) {
+        let h = self
+            .history
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        (h.records.iter().copied().collect(), h.total)
+    }
+
+    /// When this router started (unix milliseconds): a reader of
+    /// [`RouterFw::history`] tells a restart by it.
+    pub fn started_unix_ms(&self) -> u64 {
+        self.started_unix_ms
     }
 
     /// Version in force (0 = none).
@@ -206,6 +252,21 @@ impl RouterFw {
             Err(e) => return Err(RejectReason::Absurd(e)),
         }
         self.current.store(Arc::new(Some(installed)));
+        // Still under the install lock, so the history is in install order.
+        let mut h = self
+            .history
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if h.records.len() == INSTALL_HISTORY {
+            h.records.pop_front();
+        }
+        h.records.push_back(InstallRecord {
+            version: t.version,
+            previous: current,
+            replaces: t.replaces,
+            at_unix_ms: unix_ms(),
+        });
+        h.total += 1;
         Ok(t.version)
     }
 
@@ -227,6 +288,12 @@ impl RouterFw {
             by_gid: matches!(rule.matches, Match::Gid(_)),
         })
     }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Runs the router: the RouterFw service on `listener` and the controller
@@ -338,6 +405,26 @@ mod tests {
         assert!(fw.decide(1, 5, Gid { prefix: 3, guid: 1 }).is_err());
         assert_eq!(fw.install(&table(5, 30)), Ok(5));
         assert_eq!(fw.decide(1, 5, dest).map(|d| d.next_lid), Ok(30));
+        // Only the two installs are in the history, refusals are not.
+        let (h, total) = fw.history();
+        assert_eq!(total, 2);
+        let seq: Vec<(u64, u64)> = h.iter().map(|r| (r.previous, r.version)).collect();
+        assert_eq!(seq, [(0, 1), (1, 5)]);
+    }
+
+    #[test]
+    fn the_install_history_keeps_the_latest_records_and_counts_them_all() {
+        let fw = RouterFw::new(0x40, 4);
+        let n = INSTALL_HISTORY as u64 + 10;
+        for v in 1..=n {
+            fw.install(&table(v, 20)).expect("newer");
+        }
+        let (h, total) = fw.history();
+        assert_eq!(total, n);
+        assert_eq!(h.len(), INSTALL_HISTORY);
+        assert_eq!(h.first().map(|r| r.version), Some(11));
+        assert_eq!(h.last().map(|r| (r.previous, r.version)), Some((n - 1, n)));
+        assert!(h.windows(2).all(|w| w[0].at_unix_ms <= w[1].at_unix_ms));
     }
 
     #[test]
