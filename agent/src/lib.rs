@@ -421,7 +421,7 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
         let mut held = false;
         // Only a controller that says it leads is tried: a silent one may
         // be frozen, and would hold the connection attempt.
-        for addr in order.leaders {
+        for addr in order.leaders.clone() {
             let outcome = tokio::select! {
                 r = one_session(&agent, &transport, &addr, prefix) => r,
                 _ = shutdown.changed() => return,
@@ -438,6 +438,7 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
             backoff = BACKOFF_MIN;
             continue;
         }
+        proto::client::complain_if_leader_lost(&order, &transport).await;
         // Controllers that answer without a leader among them are
         // electing one: ask again soon. Otherwise back off.
         let wait = if order.followers.is_empty() {

@@ -91,6 +91,28 @@ pub struct Controller {
     pending: std::sync::atomic::AtomicBool,
     /// Why the last computed routes were refused, for the status.
     refused: Mutex<String>,
+    /// Open push streams per client (its identity, or its address without
+    /// TLS), counted by the service against its bound.
+    pub streams: Arc<dashmap::DashMap<String, usize>>,
+    /// When this follower last noted each client's complaint.
+    noted: dashmap::DashMap<String, Instant>,
+    /// Fired when the leader should give up its term (its clients cannot
+    /// reach it).
+    step_down: tokio::sync::Notify,
+}
+
+/// Store prefix of the complaints followers note for a leader:
+/// `complaints/<leader id>/<client>` holding the unix milliseconds.
+pub const COMPLAINTS_KEY: &str = "complaints/";
+/// How long a complaint counts.
+const COMPLAINT_FRESH: Duration = Duration::from_secs(4);
+/// How often a leader reads its complaints.
+const COMPLAINT_CHECK: Duration = Duration::from_millis(300);
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Controller {
@@ -121,6 +143,9 @@ impl Controller {
             held_mapping: dashmap::DashMap::new(),
             pending: std::sync::atomic::AtomicBool::new(false),
             refused: Mutex::new(String::new()),
+            streams: Arc::new(dashmap::DashMap::new()),
+            noted: dashmap::DashMap::new(),
+            step_down: tokio::sync::Notify::new(),
         })
     }
 
@@ -207,6 +232,11 @@ impl Controller {
             value: term.to_be_bytes().to_vec(),
         })
         .await?;
+        // Complaints about an earlier term of this controller are stale.
+        let _ = self
+            .persist
+            .forget(&format!("{COMPLAINTS_KEY}{}/", self.id))
+            .await;
         match self.persist.collect_parts().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(parts = n, "removed parts no stored value names"),
@@ -387,6 +417,78 @@ impl Controller {
         }
     }
 
+    /// A client says it cannot reach the leader this follower sees: noted
+    /// in the store for the leader to read (at most once a second per
+    /// client). A leader ignores complaints: the client reached it.
+    pub async fn complain(&self, client: &str) -> Result<(), ControlError> {
+        if self.is_leader() {
+            return Ok(());
+        }
+        let Some(leader) = self.leader.borrow().clone() else {
+            return Ok(());
+        };
+        if self
+            .noted
+            .get(client)
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return Ok(());
+        }
+        self.noted.insert(client.to_string(), Instant::now());
+        tracing::info!(%client, %leader, "a client cannot reach the leader");
+        self.persist
+            .note(
+                &format!("{COMPLAINTS_KEY}{leader}/{client}"),
+                unix_ms().to_be_bytes().to_vec(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The clients this leader serves: subnets it knows and routers it
+    /// publishes for.
+    fn known_clients(&self) -> usize {
+        self.lock().len() + self.published().egress.len()
+    }
+
+    /// Reads the complaints about this leader; when most of its clients
+    /// complained within the last few seconds (each found no leader it
+    /// could reach, and this one silent), it steps down.
+    pub async fn check_complaints(&self) {
+        if !self.is_leader() {
+            return;
+        }
+        let prefix = format!("{COMPLAINTS_KEY}{}/", self.id);
+        let notes = match self.persist.notes(&prefix).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!("complaints: {e}");
+                return;
+            }
+        };
+        let now = unix_ms();
+        let lost: Vec<String> = notes
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let at = u64::from_be_bytes(<[u8; 8]>::try_from(v.as_slice()).ok()?);
+                let client = k.strip_prefix(&prefix)?.to_string();
+                // The streams of a client cut off from here stay open on
+                // this side until keepalive gives up (15 s): only the
+                // complaint's age counts.
+                (now.saturating_sub(at) < COMPLAINT_FRESH.as_millis() as u64).then_some(client)
+            })
+            .collect();
+        let known = self.known_clients().max(1);
+        if !lost.is_empty() && lost.len() * 2 >= known {
+            tracing::warn!(
+                clients = ?lost,
+                known,
+                "most clients cannot reach this leader; stepping down"
+            );
+            self.step_down.notify_one();
+        }
+    }
+
     /// The query address an agent registered for a subnet.
     pub fn query_addr(&self, prefix: u64) -> Option<String> {
         self.lock().get(prefix).map(|e| e.query_addr.clone())
@@ -462,6 +564,18 @@ pub async fn start(
             }
         });
     }
+    {
+        let (c, mut sd) = (ctl.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(COMPLAINT_CHECK) => {}
+                    _ = sd.wait_for(|s| *s) => return,
+                }
+                c.check_complaints().await;
+            }
+        });
+    }
     let c = ctl.clone();
     let mut sd = shutdown;
     tokio::spawn(async move {
@@ -490,17 +604,35 @@ pub async fn start(
             leading.store(true, std::sync::atomic::Ordering::SeqCst);
             tx.send_replace(Some(c.id.clone()));
             tracing::info!(id = %c.id, store = %st.describe(), "leading");
-            let stop = tokio::select! {
-                _ = guard.lost() => false,
-                _ = sd.wait_for(|s| *s) => true,
+            enum End {
+                Lost,
+                Shutdown,
+                Unreachable,
+            }
+            let end = tokio::select! {
+                _ = guard.lost() => End::Lost,
+                _ = sd.wait_for(|s| *s) => End::Shutdown,
+                _ = c.step_down.notified() => End::Unreachable,
             };
             leading.store(false, std::sync::atomic::Ordering::SeqCst);
             tx.send_replace(None);
-            if stop {
-                let _ = guard.resign().await;
-                return;
+            match end {
+                End::Shutdown => {
+                    let _ = guard.resign().await;
+                    return;
+                }
+                End::Lost => tracing::warn!(id = %c.id, "leadership lost; campaigning again"),
+                End::Unreachable => {
+                    let _ = guard.resign().await;
+                    let _ = c.persist.forget(&format!("{COMPLAINTS_KEY}{}/", c.id)).await;
+                    // Out of the way while a controller the clients reach
+                    // takes over.
+                    tokio::select! {
+                        _ = tokio::time::sleep(2 * ttl) => {}
+                        _ = sd.wait_for(|s| *s) => return,
+                    }
+                }
             }
-            tracing::warn!(id = %c.id, "leadership lost; campaigning again");
         }
     });
     Ok(ctl)

@@ -43,17 +43,17 @@ pub struct Service {
     ctl: Arc<Controller>,
     bounds: Bounds,
     transport: ibtls::Transport,
-    /// Open watch streams per client.
+    /// Open watch streams per client (shared with the controller).
     streams: Arc<dashmap::DashMap<String, usize>>,
 }
 
 impl Service {
     pub fn new(ctl: Arc<Controller>, bounds: Bounds, transport: ibtls::Transport) -> Self {
         Self {
-            ctl,
             bounds,
             transport,
-            streams: Arc::new(dashmap::DashMap::new()),
+            streams: ctl.streams.clone(),
+            ctl,
         }
     }
 
@@ -506,6 +506,25 @@ impl v1::controller_server::Controller for Service {
         // Any identity of the CA may read the state.
         self.transport.peer(&req)?;
         Ok(Response::new(self.ctl.state()))
+    }
+
+    async fn unreachable(
+        &self,
+        req: Request<v1::UnreachableRequest>,
+    ) -> Result<Response<v1::UnreachableReply>, Status> {
+        let peer = self.transport.peer(&req)?;
+        // Only the clients a leader serves may complain about it.
+        match peer.identity() {
+            Some(ibtls::Identity::Agent { .. } | ibtls::Identity::Router { .. }) | None => {}
+            Some(other) => {
+                return Err(Status::permission_denied(format!(
+                    "{} is not a client of the controllers",
+                    other.to_uri()
+                )))
+            }
+        }
+        self.ctl.complain(&client_key(&req, &peer)).await?;
+        Ok(Response::new(v1::UnreachableReply {}))
     }
 
     async fn held(&self, req: Request<v1::HeldRequest>) -> Result<Response<v1::HeldReply>, Status> {

@@ -33,6 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::transport::Channel;
 
+/// How often the controllers' push streams beat (`[limits] heartbeat_ms`):
+/// receivers leave a leader silent for three beats.
+pub const HEARTBEAT: Duration = Duration::from_millis(500);
 /// The controllers' election lease (`[store] election_ttl_seconds`).
 pub const ELECTION_TTL: Duration = Duration::from_secs(2);
 /// The controllers' agent lease (`lease_seconds`): an agent silent this
@@ -672,11 +675,13 @@ impl ChaosCluster {
                     "id = \"{name}\"\nlisten = \"0.0.0.0:{CONTROLLER_PORT}\"\nalgorithm = \"issr\"\n\
                      lease_seconds = {}\n\n[store]\nkind = \"etcd\"\nendpoints = {}\n\
                      prefix = \"/ibfabric/{}/\"\nelection_ttl_seconds = {}\n\n\
-                     [store.tls]\nca = \"ca.pem\"\ncert = \"{cert}\"\nkey = \"{key}\"\n{}",
+                     [store.tls]\nca = \"ca.pem\"\ncert = \"{cert}\"\nkey = \"{key}\"\n\n\
+                     [limits]\nheartbeat_ms = {}\n{}",
                     AGENT_LEASE.as_secs(),
                     toml_list(&endpoints),
                     project.name,
                     ELECTION_TTL.as_secs(),
+                    HEARTBEAT.as_millis(),
                     tls_section(&cert, &key)
                 ),
             )?;

@@ -188,6 +188,25 @@ pub async fn find_leader(controllers: &[String], transport: &Transport) -> Leade
     out
 }
 
+/// Tells every follower in `found` that the leader is out of reach, when
+/// no controller that answered leads and some did not answer: the leader
+/// may be cut off from this client while it still holds its term.
+pub async fn complain_if_leader_lost(found: &Leaders, transport: &Transport) {
+    if !found.leaders.is_empty() || found.followers.is_empty() || found.silent.is_empty() {
+        return;
+    }
+    let calls = found.followers.iter().map(|addr| async move {
+        let ask = async {
+            let mut c = controller(addr, transport).await.ok()?;
+            let mut req = tonic::Request::new(crate::v1::UnreachableRequest {});
+            req.set_timeout(PROBE_TIMEOUT);
+            c.unreachable(req).await.ok()
+        };
+        let _ = tokio::time::timeout(PROBE_TIMEOUT, ask).await;
+    });
+    futures::future::join_all(calls).await;
+}
+
 /// How long a leader query waits for other answers once one controller
 /// answered: long enough for every live controller on a LAN.
 pub const PROBE_GRACE: Duration = Duration::from_millis(150);

@@ -53,7 +53,7 @@ pub async fn follow(
         let mut followed = false;
         // Only a controller that says it leads is tried: a silent one may
         // be frozen, and would hold the connection attempt.
-        for addr in order.leaders {
+        for addr in order.leaders.clone() {
             let r = tokio::select! {
                 r = watch_one(&fw, &transport, &addr) => r,
                 _ = shutdown.changed() => return,
@@ -71,6 +71,7 @@ pub async fn follow(
             backoff = BACKOFF_MIN;
             continue;
         }
+        proto::client::complain_if_leader_lost(&order, &transport).await;
         // Controllers that answer without a leader among them are
         // electing one: ask again soon. Otherwise back off.
         let wait = if order.followers.is_empty() {

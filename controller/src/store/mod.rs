@@ -764,6 +764,31 @@ impl StorePersist {
         Ok(out)
     }
 
+    /// Writes `key` outside any term: what a follower notes for the
+    /// leader (it never holds a term).
+    pub async fn note(&self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        let r = self.store.put(key, value).await.map(|_| ());
+        self.record("note", r)
+    }
+
+    /// The small values under `prefix` (notes), in one listing.
+    pub async fn notes(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let r = self.store.list(prefix).await;
+        Ok(self
+            .record("reading notes", r)?
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect())
+    }
+
+    /// Removes the notes under `prefix`.
+    pub async fn forget(&self, prefix: &str) -> Result<(), StoreError> {
+        for (k, _) in self.store.list_keys(prefix).await? {
+            self.store.delete(&k).await?;
+        }
+        Ok(())
+    }
+
     /// Removes parts that no loaded head names (left by a writer that
     /// stopped between its parts and its head); call after loading every
     /// prefix that may hold large values.
