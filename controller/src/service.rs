@@ -175,7 +175,7 @@ impl Pushed for v1::EgressTables {
 }
 
 /// How one kind of stream frames what it sends.
-trait Framing<T>: Send + 'static {
+trait Framing<T>: Clone + Send + Sync + 'static {
     type Out: Send + 'static;
     /// The messages that carry one version.
     fn frame(&self, item: T) -> Result<Vec<Self::Out>, Status>;
@@ -184,6 +184,7 @@ trait Framing<T>: Send + 'static {
 }
 
 /// The Watch streams of earlier releases: whole messages, no heartbeats.
+#[derive(Clone, Copy)]
 struct Whole {
     max_bytes: usize,
 }
@@ -208,6 +209,7 @@ impl<T: Pushed> Framing<T> for Whole {
 
 /// The Follow streams: parts no larger than the receiver decodes, and
 /// heartbeats, wrapped in `wrap`.
+#[derive(Clone, Copy)]
 struct InParts<W> {
     max_bytes: usize,
     wrap: W,
@@ -219,8 +221,8 @@ enum Framed<T> {
     Beat(v1::Heartbeat),
 }
 
-impl<T: Pushed, O: Send + 'static, W: Fn(Framed<T>) -> O + Send + 'static> Framing<T>
-    for InParts<W>
+impl<T: Pushed, O: Send + 'static, W: Fn(Framed<T>) -> O + Clone + Send + Sync + 'static>
+    Framing<T> for InParts<W>
 {
     type Out = O;
     fn frame(&self, item: T) -> Result<Vec<O>, Status> {
@@ -296,16 +298,26 @@ where
                 // no leader published.
                 let forged = ctl.term() > 0 && have > snap.version;
                 if v > have || (forged && v != have) {
-                    let mut item = Arc::unwrap_or_clone(item);
                     if forged {
                         tracing::warn!(
                             held = have,
                             version = v,
                             "a receiver holds a version from a future term; replacing it"
                         );
-                        item.set_replaces(have);
                     }
-                    let msgs = match framing.frame(item) {
+                    // Copying and cutting megabytes of tables: off the
+                    // async workers, which keep the election lease alive.
+                    let f = framing.clone();
+                    let framed = tokio::task::spawn_blocking(move || {
+                        let mut item = Arc::unwrap_or_clone(item);
+                        if forged {
+                            item.set_replaces(have);
+                        }
+                        f.frame(item)
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(Status::internal(format!("framing task: {e}"))));
+                    let msgs = match framed {
                         Ok(m) => m,
                         Err(s) => {
                             tracing::error!("push refused: {}", s.message());

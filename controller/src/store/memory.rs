@@ -495,15 +495,15 @@ fn load(path: &Path) -> Result<State, StoreError> {
 /// Writes `bytes` to `path` so that a crash leaves the old file or the new
 /// one, never a mix: a temporary file in the same directory, fsync,
 /// rename, fsync of the directory.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), fabric::fsio::WriteError> {
+    // The state file holds the revision and the term: private to the
+    // controller.
+    fabric::fsio::write_bytes(
+        path,
+        bytes,
+        fabric::fsio::Options {
+            mode: Some(0o600),
+            ..fabric::fsio::Options::default()
+        },
+    )
 }
