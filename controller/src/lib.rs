@@ -624,7 +624,10 @@ pub async fn start(
                 End::Lost => tracing::warn!(id = %c.id, "leadership lost; campaigning again"),
                 End::Unreachable => {
                     let _ = guard.resign().await;
-                    let _ = c.persist.forget(&format!("{COMPLAINTS_KEY}{}/", c.id)).await;
+                    let _ = c
+                        .persist
+                        .forget(&format!("{COMPLAINTS_KEY}{}/", c.id))
+                        .await;
                     // Out of the way while a controller the clients reach
                     // takes over.
                     tokio::select! {

@@ -221,8 +221,8 @@ enum Framed<T> {
     Beat(v1::Heartbeat),
 }
 
-impl<T: Pushed, O: Send + 'static, W: Fn(Framed<T>) -> O + Clone + Send + Sync + 'static>
-    Framing<T> for InParts<W>
+impl<T: Pushed, O: Send + 'static, W: Fn(Framed<T>) -> O + Clone + Send + Sync + 'static> Framing<T>
+    for InParts<W>
 {
     type Out = O;
     fn frame(&self, item: T) -> Result<Vec<O>, Status> {
@@ -361,7 +361,10 @@ impl Service {
     /// The part bound for a receiver that decodes up to `theirs` bytes
     /// (0: unknown, this side's bound).
     fn part_bytes(&self, theirs: u32) -> usize {
-        let mine = self.bounds.push_part_bytes.min(self.bounds.max_message_bytes);
+        let mine = self
+            .bounds
+            .push_part_bytes
+            .min(self.bounds.max_message_bytes);
         match theirs as usize {
             0 => mine,
             t => t.min(mine).max(proto::chunk::MIN_PART_BYTES),
@@ -431,7 +434,7 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::WatchMappingRequest>,
     ) -> Result<Response<Self::WatchMappingStream>, Status> {
-        let r = req.get_ref().clone();
+        let r = *req.get_ref();
         let slot = self.open_mapping(&req, r.subnet_prefix, r.have_version)?;
         let prefix = r.subnet_prefix;
         Ok(Response::new(push_stream(
@@ -452,7 +455,7 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::WatchEgressRequest>,
     ) -> Result<Response<Self::WatchEgressStream>, Status> {
-        let r = req.get_ref().clone();
+        let r = *req.get_ref();
         let slot = self.open_egress(&req, r.router_guid, r.have_version)?;
         let guid = r.router_guid;
         Ok(Response::new(push_stream(
@@ -473,7 +476,7 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::WatchMappingRequest>,
     ) -> Result<Response<Self::FollowMappingStream>, Status> {
-        let r = req.get_ref().clone();
+        let r = *req.get_ref();
         let slot = self.open_mapping(&req, r.subnet_prefix, r.have_version)?;
         let prefix = r.subnet_prefix;
         Ok(Response::new(push_stream(
@@ -495,7 +498,7 @@ impl v1::controller_server::Controller for Service {
         &self,
         req: Request<v1::WatchEgressRequest>,
     ) -> Result<Response<Self::FollowEgressStream>, Status> {
-        let r = req.get_ref().clone();
+        let r = *req.get_ref();
         let slot = self.open_egress(&req, r.router_guid, r.have_version)?;
         let guid = r.router_guid;
         Ok(Response::new(push_stream(

@@ -111,7 +111,9 @@ async fn stored(s: &Arc<dyn Store>, key: &str) -> Vec<u8> {
 /// A value of `n` bytes that differs from position to position, so a
 /// part out of order would show.
 fn big(n: usize, salt: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31) ^ salt ^ (i >> 11) as u8).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31) ^ salt ^ (i >> 11) as u8)
+        .collect()
 }
 
 /// A value over etcd's request limit (1.5 MiB by default: the test etcd
@@ -124,19 +126,26 @@ async fn large_values_go_in_parts(h: Handles) {
     let p = StorePersist::new(h.a.clone());
     p.fence("ctl", ga.revision());
     let v = big(3 << 20, 7);
-    p.save("subnets/0001", v.clone()).await.expect("a 3 MiB value");
+    p.save("subnets/0001", v.clone())
+        .await
+        .expect("a 3 MiB value");
     assert_eq!(stored(&h.b, "subnets/0001").await, v);
     let parts = h.a.list_keys("parts/").await.unwrap();
     assert_eq!(parts.len(), 6, "3 MiB in 512 KiB parts: {parts:?}");
     // Listing the subnets never meets a part.
-    let listed = StorePersist::new(h.b.clone()).load("subnets/").await.unwrap();
+    let listed = StorePersist::new(h.b.clone())
+        .load("subnets/")
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
     // A new large value replaces the parts, a small one removes them.
     let v2 = big((3 << 20) + 5, 9);
     p.save("subnets/0001", v2.clone()).await.expect("replaced");
     assert_eq!(stored(&h.b, "subnets/0001").await, v2);
     assert_eq!(h.a.list_keys("parts/").await.unwrap().len(), 7);
-    p.save("subnets/0001", b"small".to_vec()).await.expect("small");
+    p.save("subnets/0001", b"small".to_vec())
+        .await
+        .expect("small");
     assert_eq!(stored(&h.b, "subnets/0001").await, b"small");
     assert!(h.a.list_keys("parts/").await.unwrap().is_empty());
     // A corrupted part is noticed, not read back as a value.
@@ -163,7 +172,10 @@ async fn many_keys_in_one_save(h: Handles) {
         .map(|i| (format!("routes/egress/{i:016x}"), big(2000 + i, i as u8)))
         .collect();
     p.save_all(writes.clone()).await.expect("300 keys");
-    let back = StorePersist::new(h.b.clone()).load("routes/").await.unwrap();
+    let back = StorePersist::new(h.b.clone())
+        .load("routes/")
+        .await
+        .unwrap();
     assert_eq!(back.len(), 300);
     let mut want = writes;
     want.sort();
@@ -219,12 +231,11 @@ async fn a_fenced_commit_is_atomic(h: Handles) {
             key: "k/never".into(),
         },
     ];
-    let rev = h
-        .a
-        .commit_fenced(ops.clone(), "ctl", ga.revision())
-        .await
-        .unwrap()
-        .expect("in the term");
+    let rev =
+        h.a.commit_fenced(ops.clone(), "ctl", ga.revision())
+            .await
+            .unwrap()
+            .expect("in the term");
     let l = h.b.list("k/").await.unwrap();
     assert_eq!(l.len(), 2);
     assert!(l.iter().all(|e| e.revision == rev), "{l:?}");

@@ -133,9 +133,11 @@ async fn a_frozen_leader_loses_its_clients_within_two_leases() {
         c.logs()
     );
     // The thawed leader finds its term over and serves nobody.
-    let st = wait_for("the old leader to step down", Duration::from_secs(10), || async {
-        c.state(leader).await.filter(|s| !s.leader)
-    })
+    let st = wait_for(
+        "the old leader to step down",
+        Duration::from_secs(10),
+        || async { c.state(leader).await.filter(|s| !s.leader) },
+    )
     .await
     .expect("steps down");
     assert!(!st.leader);

@@ -148,7 +148,10 @@ pub async fn find_leader(controllers: &[String], transport: &Transport) -> Leade
                 req.set_timeout(PROBE_TIMEOUT);
                 c.state(req).await.ok().map(|r| r.into_inner())
             };
-            let st = tokio::time::timeout(PROBE_TIMEOUT, ask).await.ok().flatten();
+            let st = tokio::time::timeout(PROBE_TIMEOUT, ask)
+                .await
+                .ok()
+                .flatten();
             (i, st.map(|s| (s.leader, s.term)))
         })
         .collect();
@@ -232,7 +235,10 @@ pub struct HeldReporter {
 }
 
 impl HeldReporter {
-    pub fn spawn(mut client: ControllerClient<Channel>, holder: crate::v1::held_request::Holder) -> Self {
+    pub fn spawn(
+        mut client: ControllerClient<Channel>,
+        holder: crate::v1::held_request::Holder,
+    ) -> Self {
         let (tx, mut rx) = tokio::sync::watch::channel(0u64);
         let task = tokio::spawn(async move {
             while rx.changed().await.is_ok() {

@@ -1,8 +1,8 @@
 //! Splitting pushes into parts and assembling them again gives back the
 //! same message, and no part is larger than the bound.
 
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 use proto::chunk::{split_egress, split_mapping, Assembler, ChunkError, MIN_PART_BYTES};
 use proto::v1;
 
@@ -108,7 +108,11 @@ fn a_missing_part_is_refused_and_nothing_half_is_handed_out() {
     assert_eq!(a.push(parts[1].clone()), Ok(None));
     assert!(matches!(
         a.push(parts[2].clone()),
-        Err(ChunkError::OutOfOrder { got: 3, want: 2, .. })
+        Err(ChunkError::OutOfOrder {
+            got: 3,
+            want: 2,
+            ..
+        })
     ));
     assert!(!a.is_pending());
     // Later parts without a part 0 are refused too.
@@ -125,7 +129,10 @@ fn parts_of_two_versions_do_not_mix() {
     a.push(a1[0].clone()).unwrap();
     assert!(matches!(
         a.push(a2[1].clone()),
-        Err(ChunkError::Mismatch { what: "version", .. })
+        Err(ChunkError::Mismatch {
+            what: "version",
+            ..
+        })
     ));
     // A new part 0 starts afresh and completes.
     let mut whole = None;

@@ -635,11 +635,12 @@ impl Published {
             if !key.starts_with(ROUTES_KEY) {
                 continue;
             }
-            let head = v1::StoredRoute::decode(v.as_slice())
-                .map_err(|source| ControlError::Undecodable {
+            let head = v1::StoredRoute::decode(v.as_slice()).map_err(|source| {
+                ControlError::Undecodable {
                     key: key.clone(),
                     source,
-                })?;
+                }
+            })?;
             p.version = p.version.max(head.version);
             p.heads.insert(key, head);
         }

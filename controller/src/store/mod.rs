@@ -56,9 +56,14 @@ pub struct Entry {
 /// One write of a [`Store::commit_fenced`] transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Put { key: String, value: Vec<u8> },
+    Put {
+        key: String,
+        value: Vec<u8>,
+    },
     /// Removing a key that does not exist is not an error.
-    Delete { key: String },
+    Delete {
+        key: String,
+    },
 }
 
 impl Op {
@@ -655,7 +660,8 @@ impl StorePersist {
         let mut bytes = 0;
         let mut batches = Vec::new();
         for op in ops {
-            if !batch.is_empty() && (batch.len() >= MAX_TXN_OPS || bytes + op.size() > MAX_TXN_BYTES)
+            if !batch.is_empty()
+                && (batch.len() >= MAX_TXN_OPS || bytes + op.size() > MAX_TXN_BYTES)
             {
                 batches.push(std::mem::take(&mut batch));
                 bytes = 0;
@@ -730,10 +736,7 @@ impl StorePersist {
                 }
                 Some(Kind::Parts(p)) => {
                     if u64::from(p.count) > p.length.div_ceil(PART_BYTES as u64) + 1 {
-                        return Err(corrupt(format!(
-                            "{} parts for {} bytes",
-                            p.count, p.length
-                        )));
+                        return Err(corrupt(format!("{} parts for {} bytes", p.count, p.length)));
                     }
                     let mut value = Vec::with_capacity(p.length.min(1 << 30) as usize);
                     for i in 0..p.count as usize {
@@ -745,7 +748,8 @@ impl StorePersist {
                             .ok_or_else(|| corrupt(format!("part {pk} is missing")))?;
                         value.extend_from_slice(&b);
                     }
-                    if value.len() as u64 != p.length || Sha256::digest(&value).as_slice() != p.sha256
+                    if value.len() as u64 != p.length
+                        || Sha256::digest(&value).as_slice() != p.sha256
                     {
                         return Err(corrupt(
                             "the parts do not match the head's length and SHA-256".into(),
