@@ -21,11 +21,6 @@ use subnet::RoutedSubnet;
 use tokio::sync::{watch, Notify};
 use tonic::{Request, Response, Status};
 
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(3);
-/// How often to ask again while the controllers elect a leader.
-const ELECTION_POLL: Duration = Duration::from_millis(250);
-
 /// The controller's mapping for this subnet, indexed.
 pub struct MappingState {
     pub version: u64,
@@ -397,14 +392,11 @@ async fn watch_topology(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) 
 /// mapping stream is left.
 const SILENCE_FALLBACK: Duration = Duration::from_secs(5);
 
-/// Register, report, follow the mapping. Each round asks every configured
-/// controller who leads ([`proto::client::leader_first`]) and holds a
-/// session with the leader of the highest term; followers refuse
-/// registration (UNAVAILABLE), so the round moves on to the next address.
-/// A session ends when the leader stops sending (three heartbeats of
-/// silence: frozen, partitioned, deposed), and the next round finds the
-/// current leader.
-async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
+/// Register, report, follow the mapping, with whichever controller leads
+/// ([`proto::client::follow_leader`]). A session ends when the leader
+/// stops sending (three heartbeats of silence: frozen, partitioned,
+/// deposed), and the next round finds the current leader.
+async fn controller_session(agent: Arc<Agent>, shutdown: watch::Receiver<bool>) {
     let ctrls = agent.cfg.controllers.clone();
     if ctrls.is_empty() {
         tracing::warn!("no controller configured: local routing only");
@@ -412,48 +404,11 @@ async fn controller_session(agent: Arc<Agent>, mut shutdown: watch::Receiver<boo
     }
     let prefix = agent.cfg.subnet_prefix;
     let transport = agent.cfg.transport();
-    let mut backoff = BACKOFF_MIN;
-    loop {
-        let order = tokio::select! {
-            o = proto::client::find_leader(&ctrls, &transport) => o,
-            _ = shutdown.changed() => return,
-        };
-        let mut held = false;
-        // Only a controller that says it leads is tried: a silent one may
-        // be frozen, and would hold the connection attempt.
-        for addr in order.leaders.clone() {
-            let outcome = tokio::select! {
-                r = one_session(&agent, &transport, &addr, prefix) => r,
-                _ = shutdown.changed() => return,
-            };
-            match outcome {
-                Ok(()) => {
-                    held = true;
-                    break;
-                }
-                Err(e) => tracing::debug!(controller = %addr, "controller session: {e}"),
-            }
-        }
-        if held {
-            backoff = BACKOFF_MIN;
-            continue;
-        }
-        proto::client::complain_if_leader_lost(&order, &transport).await;
-        // Controllers that answer without a leader among them are
-        // electing one: ask again soon. Otherwise back off.
-        let wait = if order.followers.is_empty() {
-            backoff
-        } else {
-            ELECTION_POLL
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.changed() => return,
-        }
-        if order.followers.is_empty() {
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-        }
-    }
+    proto::client::follow_leader(&ctrls, &transport, shutdown, "controller session", |addr| {
+        let (agent, transport) = (agent.clone(), transport.clone());
+        async move { one_session(&agent, &transport, &addr, prefix).await }
+    })
+    .await
 }
 
 type Client = v1::controller_client::ControllerClient<tonic::transport::Channel>;

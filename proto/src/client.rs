@@ -210,6 +210,71 @@ pub async fn complain_if_leader_lost(found: &Leaders, transport: &Transport) {
     futures::future::join_all(calls).await;
 }
 
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(3);
+/// How often to ask again while the controllers elect a leader.
+const ELECTION_POLL: Duration = Duration::from_millis(250);
+
+/// Runs `session` with the leader, round after round, until `shutdown`
+/// turns true. Each round asks every controller who leads
+/// ([`find_leader`]) and tries only those that say they lead, highest term
+/// first (a silent one may be frozen, and would hold the attempt); a
+/// session that ran (`Ok`) starts the next round at once, to find whoever
+/// leads now. Without a reachable leader the followers are told
+/// ([`complain_if_leader_lost`]), and the round is asked again every
+/// 250 ms while controllers answer (they are electing one), with a capped
+/// exponential backoff while none does.
+pub async fn follow_leader<F, Fut, E>(
+    controllers: &[String],
+    transport: &Transport,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    what: &str,
+    mut session: F,
+) where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let found = tokio::select! {
+            f = find_leader(controllers, transport) => f,
+            _ = shutdown.changed() => return,
+        };
+        let mut ran = false;
+        for addr in &found.leaders {
+            let r = tokio::select! {
+                r = session(addr.clone()) => r,
+                _ = shutdown.changed() => return,
+            };
+            match r {
+                Ok(()) => {
+                    ran = true;
+                    break;
+                }
+                Err(e) => tracing::debug!(controller = %addr, "{what}: {e}"),
+            }
+        }
+        if ran {
+            backoff = BACKOFF_MIN;
+            continue;
+        }
+        complain_if_leader_lost(&found, transport).await;
+        let electing = !found.followers.is_empty();
+        let wait = if electing { ELECTION_POLL } else { backoff };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return,
+        }
+        if !electing {
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+}
+
 /// How long a leader query waits for other answers once one controller
 /// answered: long enough for every live controller on a LAN.
 pub const PROBE_GRACE: Duration = Duration::from_millis(150);

@@ -1,10 +1,8 @@
-//! Following the leader controller's egress pushes. Each round asks
-//! every configured controller who leads ([`proto::client::leader_first`])
-//! and follows the leader with the highest term; followers refuse the
-//! stream (UNAVAILABLE), so the loop moves on to the next address. The
-//! stream carries tables in parts and heartbeats: a leader that stops
-//! sending either for three heartbeats (frozen, partitioned, or deposed
-//! without noticing) is left, and the round starts again.
+//! Following the leader controller's egress pushes, with whichever
+//! controller leads ([`proto::client::follow_leader`]). The stream carries
+//! tables in parts and heartbeats: a leader that stops sending either for
+//! three heartbeats (frozen, partitioned, or deposed without noticing) is
+//! left, and the next round finds the current one.
 
 use crate::{RejectReason, RouterFw};
 use proto::v1;
@@ -25,68 +23,22 @@ enum WatchError {
 /// stream is left.
 const SILENCE_FALLBACK: Duration = Duration::from_secs(5);
 
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(3);
-/// How often to ask again while the controllers elect a leader.
-const ELECTION_POLL: Duration = Duration::from_millis(250);
-
 /// Runs until `shutdown` turns true.
 pub async fn follow(
     fw: Arc<RouterFw>,
     transport: ibtls::Transport,
     controllers: Vec<String>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     if controllers.is_empty() {
         tracing::warn!("no controller configured: tables only through RouterFw.Install");
         return;
     }
-    let mut backoff = BACKOFF_MIN;
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let order = tokio::select! {
-            o = proto::client::find_leader(&controllers, &transport) => o,
-            _ = shutdown.changed() => return,
-        };
-        let mut followed = false;
-        // Only a controller that says it leads is tried: a silent one may
-        // be frozen, and would hold the connection attempt.
-        for addr in order.leaders.clone() {
-            let r = tokio::select! {
-                r = watch_one(&fw, &transport, &addr) => r,
-                _ = shutdown.changed() => return,
-            };
-            match r {
-                // A session ran: whoever leads now is found afresh.
-                Ok(()) => {
-                    followed = true;
-                    break;
-                }
-                Err(e) => tracing::debug!(controller = %addr, "egress watch: {e}"),
-            }
-        }
-        if followed {
-            backoff = BACKOFF_MIN;
-            continue;
-        }
-        proto::client::complain_if_leader_lost(&order, &transport).await;
-        // Controllers that answer without a leader among them are
-        // electing one: ask again soon. Otherwise back off.
-        let wait = if order.followers.is_empty() {
-            backoff
-        } else {
-            ELECTION_POLL
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.changed() => return,
-        }
-        if order.followers.is_empty() {
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-        }
-    }
+    proto::client::follow_leader(&controllers, &transport, shutdown, "egress watch", |addr| {
+        let (fw, transport) = (fw.clone(), transport.clone());
+        async move { watch_one(&fw, &transport, &addr).await }
+    })
+    .await
 }
 
 /// One watch session: Ok once the stream was open and has ended, Err when
