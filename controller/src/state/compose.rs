@@ -2,8 +2,9 @@
 //! dependency summaries (carried in their reports) composed with the
 //! inter-subnet routes computed from them (`fabric::verify::compose`).
 //! Pure: reports and routes in, a verdict out. It costs router ports times
-//! destinations (about 2.5 s for 8 subnets of 16,384 HCAs on two cores),
-//! so an async caller runs it on a blocking thread.
+//! destinations (up to a second for 8 subnets of 16,384 HCAs on two cores,
+//! more on a busy machine), so an async caller runs it on a blocking
+//! thread.
 
 use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRoutes, SubnetView};
 use fabric::verify::{compose, ComposeError, CycleStep, DependencySummary, Undeliverable};
