@@ -425,10 +425,12 @@ fn route_multi_checks_the_whole_fabric_then_writes_tables_and_mapping_files() {
         "--json",
     ]));
     assert_eq!(v["written"], true);
+    assert_eq!(v["global"]["method"], "compositional");
     assert_eq!(v["global"]["unreachable"], 0);
     assert_eq!(v["global"]["cycle"], serde_json::Value::Null);
     // 3 subnets of 16 HCAs: every ordered pair of the 48.
     assert_eq!(v["global"]["pairs"], 48 * 47);
+    assert_eq!(v["exhaustive"], serde_json::Value::Null);
     let engines: Vec<&str> = v["subnets"]
         .as_array()
         .expect("subnets")
@@ -501,11 +503,15 @@ fn route_multi_crosses_transit_subnets_and_refuses_what_the_global_check_rejects
     );
     for engine in ["ftree", "lash"] {
         let out = dir.path().join(format!("ring-{engine}"));
-        let (o, v) = run(&ring, engine, &[], &out);
+        // With the all-pairs reference too: both must agree to write.
+        let (o, v) = run(&ring, engine, &["--exhaustive"], &out);
         assert!(o.status.success(), "{engine}: {v}");
+        assert_eq!(v["global"]["method"], "compositional+exhaustive");
         assert_eq!(v["global"]["unreachable"], 0);
         assert_eq!(v["global"]["pairs"], 80 * 79);
         assert!(v["global"]["cycle"].is_null(), "{engine}: {v}");
+        assert_eq!(v["exhaustive"]["pairs"], 80 * 79);
+        assert!(v["exhaustive"]["cycle"].is_null(), "{engine}: {v}");
         assert!(out.join("router-egress.txt").is_file());
     }
     let refused = |o: &Output, v: &serde_json::Value, out: &Path| {
@@ -520,6 +526,20 @@ fn route_multi_crosses_transit_subnets_and_refuses_what_the_global_check_rejects
     let (o, v) = run(&ring, "ftree", &["--transit", "shortest"], &out);
     refused(&o, &v, &out);
     assert!(!v["global"]["cycle"].is_null(), "{v}");
+    // Named by subnet, router port and VL.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("subnet0: router 0x") && err.contains(", VL 0"),
+        "{err}"
+    );
+    let (o, v) = run(
+        &ring,
+        "ftree",
+        &["--transit", "shortest", "--exhaustive"],
+        &out,
+    );
+    refused(&o, &v, &out);
+    assert!(!v["exhaustive"]["cycle"].is_null(), "{v}");
     // Routers striped over the top switches: crossing a subnet means going
     // from one top switch to another, which fat-tree routing never routes.
     let stripe = gen_multi(
@@ -536,9 +556,14 @@ fn route_multi_crosses_transit_subnets_and_refuses_what_the_global_check_rejects
         ],
     );
     let out = dir.path().join("stripe-ftree");
-    let (o, v) = run(&stripe, "ftree", &[], &out);
+    let (o, v) = run(&stripe, "ftree", &["--exhaustive"], &out);
     refused(&o, &v, &out);
     assert!(v["global"]["unreachable"].as_u64() > Some(0), "{v}");
+    assert_eq!(v["global"]["unreachable"], v["exhaustive"]["unreachable"]);
+    let first = v["global"]["first_unreachable"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(first.starts_with("from subnet '"), "{first}");
     // An engine that routes between top switches crosses the same fabric.
     let (o, v) = run(&stripe, "lash", &[], &dir.path().join("stripe-lash"));
     assert!(o.status.success(), "{v}");

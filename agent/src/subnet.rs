@@ -67,6 +67,19 @@ impl RoutedSubnet {
     }
 }
 
+/// The dependency summary for the controller's whole-fabric check, from
+/// the tables the gate accepted; none for a subnet without router ports.
+fn summary(routing: &Verified<Routing>) -> Option<v1::DependencySummary> {
+    match routing.dependencies() {
+        Ok(s) => Some(proto::convert::summary_to_wire(s)),
+        Err(fabric::verify::SummaryError::NoRouterPorts) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "no dependency summary: the controller's whole-fabric check will refuse routes through this subnet");
+            None
+        }
+    }
+}
+
 /// Reads the topology, routes it with the configured engine, passes the
 /// tables through the verification gate and (when configured) writes the
 /// OpenSM dumps. An agent never hands out routes the gate refused, and it
@@ -181,6 +194,7 @@ pub fn route_subnet_with(
             table_digest: digest,
             route_seconds,
         }),
+        dependencies: summary(&routing),
     };
     tracing::info!(
         subnet = %format!("{prefix:#018x}"),

@@ -325,6 +325,9 @@ proptest! {
                     for p in &r.router_ports {
                         let _ = convert::router_port_from_wire(p);
                     }
+                    if let Some(d) = &r.dependencies {
+                        let _ = convert::summary_from_wire(d, &r);
+                    }
                 }
             }
             1 => {
@@ -337,6 +340,150 @@ proptest! {
                     let _ = convert::table_from_wire(&t);
                 }
             }
+        }
+    }
+}
+
+// ------------------------------------------------------------ dependency summaries
+
+/// A two-subnet fabric joined by one router (a ring of three for transit),
+/// routed, with the inter-subnet routes and the wire summaries and reports
+/// of its subnets.
+struct Summed {
+    view: fabric::intersubnet::GlobalView,
+    routes: fabric::intersubnet::InterSubnetRoutes,
+    wire: Vec<(v1::DependencySummary, v1::SubnetReport)>,
+}
+
+fn summed() -> Summed {
+    use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+    let m = tree_subnets(&TreeSubnets {
+        subnets: 3,
+        leaves: 2,
+        spines: 2,
+        hosts: 2,
+        routers: 3,
+        router_links: 1,
+        wiring: Wiring::All,
+        join: Join::Ring,
+    })
+    .expect("fabric");
+    let routed =
+        fabric::pipeline::route_subnets(&m, fabric::routing::EngineKind::Lash).expect("routes");
+    let routes = fabric::intersubnet::issr_with_transit(
+        &routed.view,
+        fabric::intersubnet::Transit::Shortest,
+    )
+    .expect("inter-subnet routes");
+    let wire = m
+        .subnets
+        .iter()
+        .zip(&routed.routings)
+        .map(|(s, v)| {
+            let sv = routed
+                .view
+                .subnets
+                .iter()
+                .find(|x| x.prefix == s.prefix)
+                .expect("in the view");
+            let report = v1::SubnetReport {
+                subnet_prefix: s.prefix,
+                end_ports: sv
+                    .end_ports
+                    .iter()
+                    .map(|e| v1::EndPort {
+                        guid: e.guid,
+                        lid: u32::from(e.lid),
+                        desc: String::new(),
+                    })
+                    .collect(),
+                router_ports: sv
+                    .router_ports
+                    .iter()
+                    .map(|p| v1::RouterPort {
+                        router_guid: p.router_guid,
+                        port: u32::from(p.port),
+                        port_guid: p.port_guid,
+                        lid: u32::from(p.lid),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let sum = convert::summary_to_wire(v.dependencies().expect("summary"));
+            (sum, report)
+        })
+        .collect();
+    Summed {
+        view: routed.view.clone(),
+        routes,
+        wire,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any number written anywhere into a real summary is converted or
+    /// refused, never a panic; and whatever is accepted, the whole-fabric
+    /// check runs on without a panic either.
+    #[test]
+    fn corrupted_summaries_are_refused_or_checked_without_panic(
+        subnet in 0..3usize,
+        edits in prop::collection::vec((0..10u8, any::<prop::sample::Index>(), any::<u32>()), 1..4),
+    ) {
+        let s = summed();
+        let (mut w, report) = s.wire[subnet].clone();
+        for (field, at, v) in edits {
+            match field {
+                0 if !w.host_lids.is_empty() => *at.get_mut(&mut w.host_lids) = v,
+                1 if !w.edge_targets.is_empty() => *at.get_mut(&mut w.edge_targets) = v,
+                2 if !w.vertices.is_empty() => at.get_mut(&mut w.vertices).index = v,
+                3 if !w.vertices.is_empty() => at.get_mut(&mut w.vertices).vl = v,
+                4 if !w.chains.is_empty() => {
+                    let c = at.get_mut(&mut w.chains);
+                    let n = c.vertices.len();
+                    if n > 0 {
+                        c.vertices[v as usize % n] = v;
+                    }
+                }
+                5 if !w.legs.is_empty() => {
+                    let l = at.get_mut(&mut w.legs);
+                    let n = l.vertices.len();
+                    if n == 0 {
+                        l.vertices.push(v);
+                    } else {
+                        l.vertices[v as usize % n] = v;
+                    }
+                }
+                6 if !w.ports.is_empty() => {
+                    let p = at.get_mut(&mut w.ports);
+                    if !p.depart.is_empty() {
+                        let n = p.depart.len();
+                        p.depart[v as usize % n] = v;
+                    }
+                }
+                7 if !w.ports.is_empty() => at.get_mut(&mut w.ports).lid = v,
+                8 if !w.edge_counts.is_empty() => *at.get_mut(&mut w.edge_counts) = v % 4,
+                _ => w.edge_targets.push(v),
+            }
+        }
+        // Through the bytes, as a report travels.
+        let bytes = w.encode_to_vec();
+        let w = v1::DependencySummary::decode(bytes.as_slice()).expect("decodes");
+        if let Ok(sum) = convert::summary_from_wire(&w, &report) {
+            let mut sums: Vec<(u64, fabric::verify::DependencySummary)> = Vec::new();
+            for (i, (ws, r)) in s.wire.iter().enumerate() {
+                let d = if i == subnet {
+                    sum.clone()
+                } else {
+                    convert::summary_from_wire(ws, r).expect("an untouched summary converts")
+                };
+                sums.push((r.subnet_prefix, d));
+            }
+            let refs: Vec<(u64, &fabric::verify::DependencySummary)> =
+                sums.iter().map(|(p, d)| (*p, d)).collect();
+            let _ = fabric::verify::compose(&s.view, &refs, &s.routes);
         }
     }
 }

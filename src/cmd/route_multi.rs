@@ -1,7 +1,10 @@
 //! `ibfabric route-multi`: routes every subnet of a multi-subnet manifest,
-//! computes the inter-subnet routes, checks the whole fabric (all host
-//! pairs through the routers, one channel dependency graph over every
-//! subnet and router hop) and only then writes the tables.
+//! computes the inter-subnet routes, checks the whole fabric and only then
+//! writes the tables. The check composes the subnets' dependency
+//! summaries with the router hops (`verify::compose`: router ports times
+//! destinations); `--exhaustive` also walks every host pair through one
+//! channel dependency graph of the whole fabric (`verify::verify_global`,
+//! hosts squared), the reference the composition is tested against.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -11,7 +14,7 @@ use fabric::intersubnet::{self, AlgorithmKind, Transit};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::EngineKind;
-use fabric::verify::{verify_global_with, GlobalReport};
+use fabric::verify::{compose, verify_global_with, ComposeReport, DependencySummary, GlobalReport};
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -50,9 +53,32 @@ pub struct RouteMultiArgs {
     /// that this run's does not set are removed.
     #[arg(long, short)]
     out: PathBuf,
+    /// Also walk every host pair through the whole fabric's dependency
+    /// graph (the all-pairs reference: hosts squared, hours at 100k HCAs);
+    /// the tables are written only when both checks pass.
+    #[arg(long)]
+    exhaustive: bool,
     /// Machine-readable summary on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// The whole-fabric verdict, whichever check gave it.
+#[derive(Serialize)]
+struct Verdict {
+    /// "compositional", or "compositional+exhaustive".
+    method: &'static str,
+    pairs: u64,
+    unreachable: u64,
+    first_unreachable: Option<String>,
+    /// A dependency cycle, one channel per entry, when there is one.
+    cycle: Option<Vec<String>>,
+}
+
+impl Verdict {
+    fn ok(&self) -> bool {
+        self.unreachable == 0 && self.cycle.is_none()
+    }
 }
 
 #[derive(Serialize)]
@@ -75,7 +101,9 @@ struct Summary {
     subnets: Vec<SubnetOut>,
     routers: usize,
     router_rules: usize,
-    global: GlobalReport,
+    global: Verdict,
+    compose: ComposeReport,
+    exhaustive: Option<GlobalReport>,
     written: bool,
     files: Vec<String>,
     /// Files of an earlier run that this one does not produce.
@@ -83,6 +111,7 @@ struct Summary {
     route_seconds: f64,
     inter_subnet_seconds: f64,
     check_seconds: f64,
+    exhaustive_seconds: Option<f64>,
 }
 
 pub fn run(a: RouteMultiArgs) -> Result<i32> {
@@ -108,25 +137,45 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     };
     let inter_subnet_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let net = Network::new(m, routed.tables(), &routed.view, &routes)?;
-    let pb = super::progress_bar("global check (sources)");
-    let cb = |done: u64, total: u64| {
-        if let Some(pb) = &pb {
-            pb.set_length(total);
-            pb.set_position(done);
-        }
-    };
-    let global = verify_global_with(&net, Some(&cb));
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    let summaries: Vec<(u64, &DependencySummary)> = m
+        .subnets
+        .iter()
+        .zip(&routed.routings)
+        .map(|(s, v)| {
+            v.dependencies()
+                .map(|d| (s.prefix, d))
+                .map_err(Clone::clone)
+                .with_context(|| format!("the dependency summary of subnet '{}'", s.name))
+        })
+        .collect::<Result<_>>()?;
+    let composed = compose(&routed.view, &summaries, &routes)?;
     let check_seconds = t.elapsed().as_secs_f64();
+    let (exhaustive, exhaustive_seconds) = if a.exhaustive {
+        let t = Instant::now();
+        let net = Network::new(m, routed.tables(), &routed.view, &routes)?;
+        let pb = super::progress_bar("all-pairs check (sources)");
+        let cb = |done: u64, total: u64| {
+            if let Some(pb) = &pb {
+                pb.set_length(total);
+                pb.set_position(done);
+            }
+        };
+        let g = verify_global_with(&net, Some(&cb));
+        if let Some(pb) = &pb {
+            pb.finish_and_clear();
+        }
+        (Some(g), Some(t.elapsed().as_secs_f64()))
+    } else {
+        (None, None)
+    };
     tracing::info!(
         route_seconds,
         inter_subnet_seconds,
         check_seconds,
+        ?exhaustive_seconds,
         "routed and checked"
     );
+    let global = verdict(&composed, exhaustive.as_ref());
 
     let mapping_of = |prefix: u64| routes.mappings.iter().find(|mp| mp.prefix == prefix);
     let mut files = Vec::new();
@@ -214,11 +263,14 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
             .sum(),
         written: global.ok(),
         global,
+        compose: composed,
+        exhaustive,
         files: files.iter().map(|p| p.display().to_string()).collect(),
         removed: removed.iter().map(|p| p.display().to_string()).collect(),
         route_seconds,
         inter_subnet_seconds,
         check_seconds,
+        exhaustive_seconds,
     };
     if a.json {
         super::print_json(&summary)?;
@@ -226,6 +278,22 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
         print_text(&summary);
     }
     let g = &summary.global;
+    if let Some(x) = &summary.exhaustive {
+        // The two checks answer the same question; a difference is a bug
+        // in one of them, never a verdict to pick from.
+        if (x.unreachable, x.deadlock_free())
+            != (summary.compose.unreachable, summary.compose.deadlock_free())
+        {
+            bail!(
+                "the compositional check ({} unreachable, {}) and the all-pairs check ({} unreachable, {}) disagree; nothing written to {}",
+                summary.compose.unreachable,
+                if summary.compose.deadlock_free() { "deadlock free" } else { "a cycle" },
+                x.unreachable,
+                if x.deadlock_free() { "deadlock free" } else { "a cycle" },
+                a.out.display()
+            );
+        }
+    }
     if g.unreachable > 0 {
         bail!(
             "{} of {} host pairs are unreachable through the routers (first: {}); nothing written to {}",
@@ -244,6 +312,33 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// One verdict from the composition and, when it ran, the all-pairs check:
+/// refused when either refuses.
+fn verdict(c: &ComposeReport, x: Option<&GlobalReport>) -> Verdict {
+    let (unreachable, first_unreachable) = match x {
+        Some(x) if x.unreachable > c.unreachable => (x.unreachable, x.first_unreachable.clone()),
+        _ => (
+            c.unreachable,
+            c.first_unreachable.as_ref().map(ToString::to_string),
+        ),
+    };
+    Verdict {
+        method: if x.is_some() {
+            "compositional+exhaustive"
+        } else {
+            "compositional"
+        },
+        pairs: c.pairs,
+        unreachable,
+        first_unreachable,
+        cycle: c
+            .cycle
+            .as_ref()
+            .map(|cy| cy.iter().map(ToString::to_string).collect())
+            .or_else(|| x.and_then(|x| x.cycle.clone())),
+    }
 }
 
 fn print_text(s: &Summary) {
@@ -268,23 +363,44 @@ fn print_text(s: &Summary) {
         "inter-subnet    {} (transit {}): {} routers, {} egress rules",
         s.algorithm, s.transit, s.routers, s.router_rules
     );
-    let g = &s.global;
+    let c = &s.compose;
     println!(
-        "global check    {} host pairs, {} unreachable; CDG {} channels, {} dependencies, {} VLs; {}",
-        g.pairs,
-        g.unreachable,
-        g.channels,
-        g.dependencies,
-        g.vls_used,
-        if g.deadlock_free() {
+        "global check    {} host pairs, {} unreachable; summaries: {} vertices, {} router hops, {} walks and {} transit legs in use; {}",
+        c.pairs,
+        c.unreachable,
+        c.vertices,
+        c.router_hops,
+        c.chains,
+        c.transit_legs,
+        if c.deadlock_free() {
             "deadlock free"
         } else {
             "CYCLE"
         }
     );
+    if let Some(g) = &s.exhaustive {
+        println!(
+            "all pairs       {} host pairs, {} unreachable; CDG {} channels, {} dependencies, {} VLs; {}",
+            g.pairs,
+            g.unreachable,
+            g.channels,
+            g.dependencies,
+            g.vls_used,
+            if g.deadlock_free() {
+                "deadlock free"
+            } else {
+                "CYCLE"
+            }
+        );
+    }
     println!(
-        "time            subnets {:.3} s, inter-subnet {:.3} s, global check {:.3} s",
-        s.route_seconds, s.inter_subnet_seconds, s.check_seconds
+        "time            subnets {:.3} s, inter-subnet {:.3} s, global check {:.3} s{}",
+        s.route_seconds,
+        s.inter_subnet_seconds,
+        s.check_seconds,
+        s.exhaustive_seconds
+            .map(|x| format!(", all pairs {x:.3} s"))
+            .unwrap_or_default()
     );
     for f in &s.files {
         println!("wrote           {f}");

@@ -14,6 +14,8 @@
 //! free, and only when its GUIDs and router ports agree with every other
 //! subnet's.
 
+pub mod compose;
+
 use crate::ControlError;
 use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRouting, SubnetView};
 use prost::Message;

@@ -18,10 +18,12 @@
 //! written or reported. It remembers the fabric it was checked against,
 //! and writers refuse it for another one.
 
-use super::{verify, Report};
+use super::summary::{self, DependencySummary, SummaryError};
+use super::{verify_keeping_local, Report};
 use crate::model::{Fabric, NONE};
 use crate::routing::{EngineKind, RoutingEngine};
 use crate::tables::Routing;
+use std::sync::Arc;
 
 /// What a caller accepts beyond the rule that every pair is delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -66,6 +68,7 @@ pub struct Verified<T> {
     report: Report,
     engine: EngineKind,
     fabric_id: u64,
+    dependencies: Result<Arc<DependencySummary>, SummaryError>,
 }
 
 impl<T> Verified<T> {
@@ -87,6 +90,14 @@ impl<T> Verified<T> {
     pub fn into_inner(self) -> T {
         self.inner
     }
+    /// The subnet's dependency summary for the whole-fabric check
+    /// ([`super::summary`]), made from these tables and the verifier's
+    /// graph when the gate accepted them; an error when the subnet has no
+    /// router port on a switch or its tables give no summary (VL 15, a
+    /// cycle [`Policy::AllowCycles`] let through).
+    pub fn dependencies(&self) -> Result<&DependencySummary, &SummaryError> {
+        self.dependencies.as_deref()
+    }
 }
 
 /// Verifies `routing` (made by `engine` for `f`) and applies the policy.
@@ -96,9 +107,16 @@ pub fn accept(
     routing: Routing,
     policy: Policy,
 ) -> Result<Verified<Routing>, Refused> {
-    let report = verify(f, &routing);
+    let (report, local) = verify_keeping_local(f, &routing);
     match decide(f, engine, &report, policy) {
         Ok(()) => Ok(Verified {
+            dependencies: match &local {
+                // A cycle the policy let through lies in the very graph
+                // the summary stands for: no summary can vouch for it.
+                Some(_) if !report.deadlock_free() => Err(SummaryError::Cyclic),
+                Some(g) => summary::build(f, &routing, g).map(Arc::new),
+                None => Err(SummaryError::NoRouterPorts),
+            },
             inner: routing,
             report,
             engine: engine.kind(),

@@ -129,7 +129,7 @@ pub fn verify_global_with(
 }
 
 /// A cycle of the graph in CSR form (iterative depth-first search).
-fn find_cycle(start: &[usize], targets: &[usize]) -> Option<Vec<usize>> {
+pub(crate) fn find_cycle(start: &[usize], targets: &[usize]) -> Option<Vec<usize>> {
     let n = start.len() - 1;
     // 0 unseen, 1 on the stack, 2 done.
     let mut colour = vec![0u8; n];

@@ -12,17 +12,26 @@
 //! forwards), so they are left out of the graph. Routing is deadlock free iff
 //! the CDG is acyclic (Dally and Seitz).
 //!
+//! For a subnet with router ports the gate also keeps the CDG of the
+//! CA-to-CA walks alone (CAs toward a CA are walked before the router
+//! ports, so the states they leave carry only their edges): the dependency
+//! summary ([`summary`]) is built on it.
+//!
 //! Work is deduplicated per destination: the continuation of a route from
 //! switch-to-switch channel `o` with SL `s` does not depend on how the packet
 //! got there (the next out port depends on the LFT, the next VL on in port,
 //! out port and SL), so each `(o, s)` state is expanded once per destination;
 //! later arrivals only add their own CDG edge.
 
+pub mod compose;
 pub mod gate;
 pub mod global;
+pub mod summary;
 
+pub use compose::{compose, ComposeError, ComposeReport, CycleStep, Undeliverable};
 pub use gate::{accept, Policy, Refusal, Refused, Verified};
 pub use global::{verify_global, verify_global_with, GlobalReport};
+pub use summary::{Chain, DependencySummary, Leg, Runs, SummaryError, SummaryPort, Vertex};
 
 use crate::model::{Fabric, NodeKind, Slot, NONE};
 use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
@@ -127,6 +136,9 @@ struct Scratch {
     stack: Vec<usize>,
     broken: u64,
     examples: Vec<BrokenPair>,
+    /// Whether the walks now are CA-to-CA ones, whose edges also go to
+    /// `Ctx::local`.
+    local: bool,
     vl_mask: u16,
     sl_mask: u16,
     max_hops: u32,
@@ -152,6 +164,14 @@ struct Ctx<'a> {
     sl_rows: usize,
     /// End ports whose link leads to another end port directly.
     direct: Vec<Slot>,
+    /// The edges of the CA-to-CA walks alone, kept for a dependency
+    /// summary ([`summary`]), which carries the walks from and to router
+    /// ports on their own: the whole-fabric check counts those only where
+    /// the inter-subnet routes use them.
+    local: Option<Vec<AtomicU64>>,
+    /// Every switch index, and those with a router port among their hosts.
+    switch_ids: Vec<u32>,
+    router_switches: Vec<u32>,
 }
 
 impl Ctx<'_> {
@@ -161,21 +181,53 @@ impl Ctx<'_> {
             + vo as usize
     }
     #[inline]
-    fn add_edge(&self, c: Slot, out_port: u8, vc: u8, vo: u8) {
+    fn add_edge(&self, c: Slot, out_port: u8, vc: u8, vo: u8, local: bool) {
         let b = self.edge_bit(c, out_port, vc, vo);
-        let w = &self.edges[b / 64];
-        let m = 1u64 << (b % 64);
-        // A plain load first: most edges are already known, and skipping the
-        // atomic read-modify-write keeps the cache line shared between threads.
-        if w.load(Ordering::Relaxed) & m == 0 {
-            w.fetch_or(m, Ordering::Relaxed);
+        set_bit(&self.edges, b);
+        if local {
+            if let Some(l) = &self.local {
+                set_bit(l, b);
+            }
         }
+    }
+}
+
+#[inline]
+fn set_bit(words: &[AtomicU64], b: usize) {
+    let w = &words[b / 64];
+    let m = 1u64 << (b % 64);
+    // A plain load first: most edges are already known, and skipping the
+    // atomic read-modify-write keeps the cache line shared between threads.
+    if w.load(Ordering::Relaxed) & m == 0 {
+        w.fetch_or(m, Ordering::Relaxed);
     }
 }
 
 /// Verifies `routing` on `f`. Never panics on inconsistent tables: every
 /// problem becomes a broken pair or a cycle in the report.
 pub fn verify(f: &Fabric, routing: &Routing) -> Report {
+    run(f, routing, false).0
+}
+
+/// The CDG of the CA-to-CA walks alone, in CSR form over virtual channels
+/// (vertex = slot * vls + VL), for a dependency summary.
+pub(crate) struct LocalCdg {
+    pub vls: usize,
+    pub start: Vec<u32>,
+    pub adj: Vec<u32>,
+}
+
+/// [`verify`], also keeping the CDG of the CA-to-CA walks when `f` has a
+/// router port.
+pub(crate) fn verify_keeping_local(f: &Fabric, routing: &Routing) -> (Report, Option<LocalCdg>) {
+    let keep = f
+        .endports()
+        .iter()
+        .any(|&e| f.kind(f.node_of(e)) == NodeKind::Router);
+    run(f, routing, keep)
+}
+
+fn run(f: &Fabric, routing: &Routing, keep: bool) -> (Report, Option<LocalCdg>) {
     let n_slots = f.num_slots();
     let is_s2s: Vec<bool> = (0..n_slots as Slot)
         .map(|s| {
@@ -198,7 +250,9 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         .unwrap_or(1)
         .min(16);
     let bits = n_slots * max_ports * vls * vls;
-    let edges = (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+    let words = || (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+    let edges = words();
+    let local = keep.then(words);
     let mut per_switch: Vec<Vec<Slot>> = vec![Vec::new(); f.switches().len()];
     let mut direct = Vec::new();
     for &e in f.endports() {
@@ -213,6 +267,14 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         hosts.extend(v);
         host_off.push(hosts.len() as u32);
     }
+    let router_switches: Vec<u32> = (0..f.switches().len())
+        .filter(|&si| {
+            hosts[host_off[si] as usize..host_off[si + 1] as usize]
+                .iter()
+                .any(|&h| f.kind(f.node_of(h)) == NodeKind::Router)
+        })
+        .map(|si| si as u32)
+        .collect();
     let ctx = Ctx {
         f,
         r: routing,
@@ -250,8 +312,11 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
             })
             .unwrap_or_default(),
         sl_rows: routing.path_sl.as_ref().map_or(0, |p| p.num_rows()),
+        switch_ids: (0..f.switches().len() as u32).collect(),
+        router_switches,
         hosts,
         direct,
+        local,
     };
     let dests: Vec<Slot> = f.endports().to_vec();
     let cols = routing.lfts.columns(f, &dests);
@@ -273,6 +338,7 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
                 stack: Vec::new(),
                 broken: 0,
                 examples: Vec::new(),
+                local: false,
                 vl_mask: 0,
                 sl_mask: 0,
                 max_hops: 0,
@@ -308,9 +374,13 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
     };
     examples.sort_by_key(|e| (e.src_lid, e.dst_lid));
     let (vertices, edge_count, cycle) = find_cycle(&ctx);
+    let local = ctx.local.as_ref().map(|words| {
+        let (start, adj, _, _) = csr(&ctx, words);
+        LocalCdg { vls, start, adj }
+    });
     let n = dests.len() as u64;
     let routers = ctx.host_router.iter().filter(|&&r| r).count() as u64;
-    Report {
+    let report = Report {
         end_ports: dests.len(),
         pairs: n * n.saturating_sub(1) - routers * routers.saturating_sub(1),
         broken_pairs: broken,
@@ -326,7 +396,8 @@ pub fn verify(f: &Fabric, routing: &Routing) -> Report {
         cdg_vertices: vertices,
         cdg_edges: edge_count,
         cycle,
-    }
+    };
+    (report, local)
 }
 
 /// Outcome of one walk: switch-to-switch hops to the destination, or a fault.
@@ -354,80 +425,102 @@ fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8], sl_col: 
     let sl2vl = ctx.r.sl2vl.as_ref();
     let uniform = sl2vl.is_none() && ctx.r.path_sl.is_none();
     let mut memo: Vec<(u8, u8, Walk)> = Vec::new();
-    for si in 0..f.switches().len() as u32 {
-        let hosts =
-            &ctx.hosts[ctx.host_off[si as usize] as usize..ctx.host_off[si as usize + 1] as usize];
-        if hosts.is_empty() {
-            continue;
-        }
-        let sw = f.switches()[si as usize];
-        let base = ctx.host_off[si as usize] as usize;
-        // Router-to-router pairs are transit through this subnet, which the
-        // inter-subnet check owns; every pair with a CA end is checked here.
-        let skip = |k: usize| hosts[k] == d || (d_router && ctx.host_router[base + k]);
-        let others = (0..hosts.len()).filter(|&k| !skip(k)).count() as u64;
-        if others == 0 {
-            continue;
-        }
-        let out = col[si as usize];
-        let first = if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
-            Err(PairFault::NoRoute {
-                switch: f.desc(sw).to_string(),
-            })
-        } else if f.remote(f.slot(sw, out)) == NONE {
-            Err(PairFault::DeadPort {
-                switch: f.desc(sw).to_string(),
-                port: out,
-            })
+    // When a summary is wanted, the CAs toward a CA go first and alone, so
+    // the states they leave behind carry CA-to-CA edges only; the router
+    // ports follow. Each pass: (sources that are router ports or not, or
+    // all; whether the edges are CA-to-CA ones).
+    let passes: &[(Option<bool>, bool)] = if ctx.local.is_some() && !d_router {
+        &[(Some(false), true), (Some(true), false)]
+    } else {
+        &[(None, false)]
+    };
+    for &(only, local) in passes {
+        st.local = local;
+        // The router ports' pass visits only the switches they sit on.
+        let switches = if only == Some(true) {
+            &ctx.router_switches[..]
         } else {
-            Ok(f.slot(sw, out))
+            &ctx.switch_ids[..]
         };
-        let o = match first {
-            Ok(o) => o,
-            Err(fault) => {
-                let src = (0..hosts.len())
-                    .find(|&k| !skip(k))
-                    .map_or(0, |k| f.lid_of_slot(hosts[k]));
-                record(st, src, dlid, others, fault);
+        for &si in switches {
+            let hosts = &ctx.hosts
+                [ctx.host_off[si as usize] as usize..ctx.host_off[si as usize + 1] as usize];
+            if hosts.is_empty() {
                 continue;
             }
-        };
-        memo.clear();
-        for k in 0..hosts.len() {
-            if skip(k) {
+            let sw = f.switches()[si as usize];
+            let base = ctx.host_off[si as usize] as usize;
+            // Router-to-router pairs are transit through this subnet, which the
+            // inter-subnet check owns; every pair with a CA end is checked here.
+            let skip = |k: usize| {
+                hosts[k] == d
+                    || (d_router && ctx.host_router[base + k])
+                    || only.is_some_and(|r| ctx.host_router[base + k] != r)
+            };
+            let others = (0..hosts.len()).filter(|&k| !skip(k)).count() as u64;
+            if others == 0 {
                 continue;
             }
-            let (slid, in_port, row) = ctx.host_info[base + k];
-            let sl = if row == u32::MAX {
-                0
+            let out = col[si as usize];
+            let first = if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
+                Err(PairFault::NoRoute {
+                    switch: f.desc(sw).to_string(),
+                })
+            } else if f.remote(f.slot(sw, out)) == NONE {
+                Err(PairFault::DeadPort {
+                    switch: f.desc(sw).to_string(),
+                    port: out,
+                })
             } else {
-                sl_col.get(row as usize).copied().unwrap_or(SL_NONE)
+                Ok(f.slot(sw, out))
             };
-            if sl == SL_NONE || sl as usize >= NUM_SLS {
-                record(st, slid, dlid, 1, PairFault::NoSl);
-                continue;
-            }
-            st.sl_mask |= 1 << sl;
-            let vo = match sl2vl {
-                Some(t) => t.switch_vl(si, in_port, out, sl),
-                None => 0,
-            };
-            // Hosts of one switch that share (SL, first VL) share the walk.
-            let res = match memo.iter().find(|m| m.0 == sl && m.1 == vo) {
-                Some(m) => m.2.clone(),
-                None => {
-                    let r = walk(ctx, st, tag, d, col, o, vo, sl);
-                    memo.push((sl, vo, r.clone()));
-                    r
+            let o = match first {
+                Ok(o) => o,
+                Err(fault) => {
+                    let src = (0..hosts.len())
+                        .find(|&k| !skip(k))
+                        .map_or(0, |k| f.lid_of_slot(hosts[k]));
+                    record(st, src, dlid, others, fault);
+                    continue;
                 }
             };
-            let count = if uniform { others } else { 1 };
-            match res {
-                Ok(hops) => st.max_hops = st.max_hops.max(hops),
-                Err(fault) => record(st, slid, dlid, count, fault),
-            }
-            if uniform {
-                break;
+            memo.clear();
+            for k in 0..hosts.len() {
+                if skip(k) {
+                    continue;
+                }
+                let (slid, in_port, row) = ctx.host_info[base + k];
+                let sl = if row == u32::MAX {
+                    0
+                } else {
+                    sl_col.get(row as usize).copied().unwrap_or(SL_NONE)
+                };
+                if sl == SL_NONE || sl as usize >= NUM_SLS {
+                    record(st, slid, dlid, 1, PairFault::NoSl);
+                    continue;
+                }
+                st.sl_mask |= 1 << sl;
+                let vo = match sl2vl {
+                    Some(t) => t.switch_vl(si, in_port, out, sl),
+                    None => 0,
+                };
+                // Hosts of one switch that share (SL, first VL) share the walk.
+                let res = match memo.iter().find(|m| m.0 == sl && m.1 == vo) {
+                    Some(m) => m.2.clone(),
+                    None => {
+                        let r = walk(ctx, st, tag, d, col, o, vo, sl);
+                        memo.push((sl, vo, r.clone()));
+                        r
+                    }
+                };
+                let count = if uniform { others } else { 1 };
+                match res {
+                    Ok(hops) => st.max_hops = st.max_hops.max(hops),
+                    Err(fault) => record(st, slid, dlid, count, fault),
+                }
+                if uniform {
+                    break;
+                }
             }
         }
     }
@@ -490,7 +583,7 @@ fn walk(
                 // this (channel, VL) may be new.
                 let s = st.succ[key];
                 if s != NO_SUCC {
-                    ctx.add_edge(c, (s >> 4) as u8, vc, (s & 15) as u8);
+                    ctx.add_edge(c, (s >> 4) as u8, vc, (s & 15) as u8, st.local);
                 }
                 break match st.info[key] {
                     IN_PROGRESS | BROKEN_LOOP => Err(PairFault::Loop {
@@ -530,7 +623,7 @@ fn walk(
             .as_ref()
             .map_or(0, |t| t.switch_vl(swi, inp, out, sl));
         if c_s2s && ctx.is_s2s[o2 as usize] {
-            ctx.add_edge(c, out, vc, vo2);
+            ctx.add_edge(c, out, vc, vo2, st.local);
         }
         c = o2;
         vc = vo2;
@@ -562,12 +655,13 @@ fn pack_succ(out_port: u8, vl: u8) -> u16 {
     ((out_port as u16) << 4) | (vl as u16 & 15)
 }
 
-/// Builds the CDG from the edge bitset and returns (vertices, edges, cycle).
-fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
+/// The CDG of an edge bitset in CSR form: (start, targets, edges,
+/// vertices with an edge).
+fn csr(ctx: &Ctx, words: &[AtomicU64]) -> (Vec<u32>, Vec<u32>, u64, u64) {
     let f = ctx.f;
     let v = ctx.vls;
     let n_vert = f.num_slots() * v;
-    // CSR from the bitset: two passes (count, then fill).
+    // Two passes over the bits: count, then fill.
     let mut deg = vec![0u32; n_vert + 1];
     let decode = |bit: usize| {
         let vo = bit % v;
@@ -581,7 +675,7 @@ fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
         (c as usize * v + vc, o as usize * v + vo)
     };
     let mut total = 0u64;
-    for (wi, w) in ctx.edges.iter().enumerate() {
+    for (wi, w) in words.iter().enumerate() {
         let mut x = w.load(Ordering::Relaxed);
         while x != 0 {
             let b = x.trailing_zeros() as usize;
@@ -597,7 +691,7 @@ fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
     let mut fill = deg.clone();
     let mut adj = vec![0u32; total as usize];
     let mut has_vertex = vec![false; n_vert];
-    for (wi, w) in ctx.edges.iter().enumerate() {
+    for (wi, w) in words.iter().enumerate() {
         let mut x = w.load(Ordering::Relaxed);
         while x != 0 {
             let b = x.trailing_zeros() as usize;
@@ -610,6 +704,14 @@ fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
         }
     }
     let vertices = has_vertex.iter().filter(|&&b| b).count() as u64;
+    (deg, adj, total, vertices)
+}
+
+/// Builds the CDG from the edge bitset and returns (vertices, edges, cycle).
+fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
+    let v = ctx.vls;
+    let (deg, adj, total, vertices) = csr(ctx, &ctx.edges);
+    let n_vert = deg.len() - 1;
 
     // Iterative DFS with colours; a grey successor closes a cycle.
     let mut color = vec![0u8; n_vert];
