@@ -60,6 +60,9 @@ pub enum ControlError {
     Routing(#[from] fabric::Error),
     #[error("recomputation task failed: {0}")]
     Task(String),
+    /// The whole-fabric check refused the computed routes.
+    #[error("routes refused by the whole-fabric check: {0}")]
+    Refused(#[from] state::compose::ComposeRefusal),
 }
 
 /// The I/O side of the controller: it holds the [`State`] and the
@@ -342,18 +345,45 @@ impl Controller {
     pub async fn recompute(&self) -> Result<(), ControlError> {
         let _g = self.recompute.lock().await;
         let r = self.recompute_locked().await;
-        self.pending
-            .store(r.is_err(), std::sync::atomic::Ordering::SeqCst);
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        match &r {
+            // The same inputs give the same refusal: nothing to retry
+            // until a report changes. The tables in force stay.
+            Err(ControlError::Refused(why)) => {
+                tracing::error!("routes not published, the tables in force stay: {why}");
+                *refused = why.to_string();
+                self.pending
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(()) => {
+                refused.clear();
+                self.pending
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+            Err(_) => self
+                .pending
+                .store(true, std::sync::atomic::Ordering::SeqCst),
+        }
+        drop(refused);
         r
     }
 
     async fn recompute_locked(&self) -> Result<(), ControlError> {
-        let view = self.view();
+        let (view, reports) = {
+            let st = self.lock();
+            (st.view(), st.reports())
+        };
         let (algo, prev, term) = (self.algo.clone(), self.published(), self.term());
         // Seconds of CPU on large fabrics: off the async workers, which
         // keep the election lease, the heartbeats and the pushes going.
         let next = tokio::task::spawn_blocking(move || {
-            state::recompute(&view, algo.as_ref(), &prev, term)
+            let routes = algo.route(&view)?;
+            // Nothing is published that closes a dependency cycle across
+            // subnets or leaves a pair undelivered: the check composes the
+            // subnets' verified summaries with these routes' router hops.
+            let refs: Vec<&v1::SubnetReport> = reports.iter().collect();
+            state::compose::check_fabric(&refs, &routes)?;
+            Ok::<_, ControlError>(prev.next(&routes, term))
         })
         .await
         .map_err(|e| ControlError::Task(e.to_string()))??;

@@ -493,6 +493,14 @@ impl State {
     }
 
     /// The global view from the accepted reports.
+    /// Every accepted report (those [`State::view`] is built from).
+    pub fn reports(&self) -> Vec<v1::SubnetReport> {
+        self.subnets
+            .values()
+            .filter_map(|e| e.report.clone())
+            .collect()
+    }
+
     pub fn view(&self) -> GlobalView {
         let subnets = self
             .subnets
