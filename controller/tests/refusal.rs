@@ -1,0 +1,143 @@
+//! The leader runs the whole-fabric check before it publishes: routes
+//! whose subnets cannot all be vouched for (a report without its
+//! dependency summary, as an agent of an earlier release sends) are not
+//! published, the reason is in the status, and the first complete set of
+//! reports publishes.
+
+use controller::store::{MemoryStore, StorePersist};
+use controller::{Controller, Limits};
+use fabric::intersubnet::AlgorithmKind;
+use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+use fabric::pipeline;
+use fabric::routing::EngineKind;
+use proto::v1;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_are_published_only_when_every_subnet_vouches_for_its_part() {
+    let m = tree_subnets(&TreeSubnets {
+        subnets: 3,
+        leaves: 2,
+        spines: 2,
+        hosts: 2,
+        routers: 2,
+        router_links: 1,
+        wiring: Wiring::All,
+        join: Join::Chain,
+    })
+    .expect("fabric");
+    let routed = pipeline::route_subnets(&m, EngineKind::Updn).expect("routes");
+    let reports: Vec<v1::SubnetReport> = m
+        .subnets
+        .iter()
+        .zip(&routed.routings)
+        .map(|(s, v)| {
+            let sv = routed
+                .view
+                .subnets
+                .iter()
+                .find(|x| x.prefix == s.prefix)
+                .expect("in the view");
+            v1::SubnetReport {
+                subnet_prefix: s.prefix,
+                generation: 1,
+                end_ports: sv
+                    .end_ports
+                    .iter()
+                    .map(|e| v1::EndPort {
+                        guid: e.guid,
+                        lid: u32::from(e.lid),
+                        desc: String::new(),
+                    })
+                    .collect(),
+                router_ports: sv
+                    .router_ports
+                    .iter()
+                    .map(|p| v1::RouterPort {
+                        router_guid: p.router_guid,
+                        port: u32::from(p.port),
+                        port_guid: p.port_guid,
+                        lid: u32::from(p.lid),
+                        switch_guid: p.switch_guid,
+                        router_num_ports: 8,
+                        ..Default::default()
+                    })
+                    .collect(),
+                routing: Some(v1::RoutingResult {
+                    engine: "updn".into(),
+                    verified: true,
+                    deadlock_free: true,
+                    ..Default::default()
+                }),
+                dependencies: v.dependencies().ok().map(proto::convert::summary_to_wire),
+                ..Default::default()
+            }
+        })
+        .collect();
+    assert!(reports.iter().all(|r| r.dependencies.is_some()));
+    let store = Arc::new(MemoryStore::new("/t/refusal/").expect("store"));
+    let (_tx, leader) = tokio::sync::watch::channel(Some("ctl".to_string()));
+    let ctl = Controller::new(
+        "ctl".into(),
+        Duration::from_secs(30),
+        AlgorithmKind::Issr.algorithm(),
+        Arc::new(StorePersist::new(store)),
+        leader,
+        Limits::default(),
+    );
+    ctl.take_over().await.expect("takes over");
+    let mut sessions = Vec::new();
+    for r in &reports {
+        let reg = ctl
+            .register(
+                &v1::RegisterRequest {
+                    agent_id: format!("a{:x}", r.subnet_prefix),
+                    subnet_prefix: r.subnet_prefix,
+                    query_addr: String::new(),
+                },
+                &format!("insecure:a{:x}", r.subnet_prefix),
+            )
+            .await
+            .expect("registers");
+        sessions.push(reg.session);
+    }
+    // The last subnet's agent sends no summary.
+    for (i, r) in reports.iter().enumerate() {
+        let mut r = r.clone();
+        r.session = sessions[i].clone();
+        if i == 2 {
+            r.dependencies = None;
+        }
+        ctl.report(r, None).await.expect("accepted");
+    }
+    let st = ctl.state();
+    assert!(
+        st.refused
+            .contains(&format!("{:#018x}", reports[2].subnet_prefix)),
+        "refused: {}",
+        st.refused
+    );
+    let before = ctl.published();
+    assert!(
+        !before.mappings.values().any(|m| m.entries.iter().any(|e| e
+            .destination
+            .is_some_and(|d| d.prefix == reports[2].subnet_prefix))),
+        "no route toward the subnet nothing vouches for"
+    );
+    // Its agent upgrades: the whole fabric checks, routes are published.
+    let mut r = reports[2].clone();
+    r.session = sessions[2].clone();
+    r.generation = 2;
+    ctl.report(r, None).await.expect("accepted");
+    let st = ctl.state();
+    assert!(st.refused.is_empty(), "{}", st.refused);
+    let p = ctl.published();
+    assert_eq!(p.mappings.len(), 3);
+    assert!(p.mappings[&reports[0].subnet_prefix]
+        .entries
+        .iter()
+        .any(|e| e
+            .destination
+            .is_some_and(|d| d.prefix == reports[2].subnet_prefix)));
+}
