@@ -39,40 +39,19 @@ async fn routes_are_published_only_when_every_subnet_vouches_for_its_part() {
                 .iter()
                 .find(|x| x.prefix == s.prefix)
                 .expect("in the view");
-            v1::SubnetReport {
-                subnet_prefix: s.prefix,
-                generation: 1,
-                end_ports: sv
-                    .end_ports
-                    .iter()
-                    .map(|e| v1::EndPort {
-                        guid: e.guid,
-                        lid: u32::from(e.lid),
-                        desc: String::new(),
-                    })
-                    .collect(),
-                router_ports: sv
-                    .router_ports
-                    .iter()
-                    .map(|p| v1::RouterPort {
-                        router_guid: p.router_guid,
-                        port: u32::from(p.port),
-                        port_guid: p.port_guid,
-                        lid: u32::from(p.lid),
-                        switch_guid: p.switch_guid,
-                        router_num_ports: 8,
-                        ..Default::default()
-                    })
-                    .collect(),
-                routing: Some(v1::RoutingResult {
-                    engine: "updn".into(),
-                    verified: true,
-                    deadlock_free: true,
-                    ..Default::default()
-                }),
-                dependencies: v.dependencies().ok().map(proto::convert::summary_to_wire),
-                ..Default::default()
+            let mut r = proto::convert::view_to_report(sv);
+            r.generation = 1;
+            for p in &mut r.router_ports {
+                p.router_num_ports = 8;
             }
+            r.routing = Some(v1::RoutingResult {
+                engine: "updn".into(),
+                verified: true,
+                deadlock_free: true,
+                ..Default::default()
+            });
+            r.dependencies = v.dependencies().ok().map(proto::convert::summary_to_wire);
+            r
         })
         .collect();
     assert!(reports.iter().all(|r| r.dependencies.is_some()));

@@ -501,6 +501,38 @@ pub fn summary_from_wire(
     Ok(s)
 }
 
+/// A report carrying what `sv` holds (end ports and router ports; no
+/// routing, topology or summary): what the controller keeps of a subnet's
+/// view, for tools and tests that start from a view.
+pub fn view_to_report(sv: &fabric::intersubnet::SubnetView) -> v1::SubnetReport {
+    v1::SubnetReport {
+        subnet_prefix: sv.prefix,
+        end_ports: sv
+            .end_ports
+            .iter()
+            .map(|e| v1::EndPort {
+                guid: e.guid,
+                lid: u32::from(e.lid),
+                desc: String::new(),
+            })
+            .collect(),
+        router_ports: sv
+            .router_ports
+            .iter()
+            .map(|p| v1::RouterPort {
+                router_guid: p.router_guid,
+                port: u32::from(p.port),
+                port_guid: p.port_guid,
+                lid: u32::from(p.lid),
+                switch_guid: p.switch_guid,
+                primary_lids: p.primary_lids.iter().map(|&l| u32::from(l)).collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,30 +602,7 @@ mod tests {
         let sum = routed.routings[0].dependencies().expect("summary").clone();
         let view = fabric::intersubnet::GlobalView::from_multi(&m);
         let sv = &view.subnets[0];
-        let report = v1::SubnetReport {
-            subnet_prefix: sv.prefix,
-            end_ports: sv
-                .end_ports
-                .iter()
-                .map(|e| v1::EndPort {
-                    guid: e.guid,
-                    lid: u32::from(e.lid),
-                    desc: String::new(),
-                })
-                .collect(),
-            router_ports: sv
-                .router_ports
-                .iter()
-                .map(|p| v1::RouterPort {
-                    router_guid: p.router_guid,
-                    port: u32::from(p.port),
-                    port_guid: p.port_guid,
-                    lid: u32::from(p.lid),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
+        let report = view_to_report(sv);
         (sum, report)
     }
 

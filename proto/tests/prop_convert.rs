@@ -386,30 +386,7 @@ fn summed() -> Summed {
                 .iter()
                 .find(|x| x.prefix == s.prefix)
                 .expect("in the view");
-            let report = v1::SubnetReport {
-                subnet_prefix: s.prefix,
-                end_ports: sv
-                    .end_ports
-                    .iter()
-                    .map(|e| v1::EndPort {
-                        guid: e.guid,
-                        lid: u32::from(e.lid),
-                        desc: String::new(),
-                    })
-                    .collect(),
-                router_ports: sv
-                    .router_ports
-                    .iter()
-                    .map(|p| v1::RouterPort {
-                        router_guid: p.router_guid,
-                        port: u32::from(p.port),
-                        port_guid: p.port_guid,
-                        lid: u32::from(p.lid),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            };
+            let report = proto::convert::view_to_report(sv);
             let sum = convert::summary_to_wire(v.dependencies().expect("summary"));
             (sum, report)
         })
