@@ -198,10 +198,6 @@ impl Controller {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn save(&self, w: Write) -> Result<(), ControlError> {
-        Ok(self.persist.save(&w.key, w.value).await?)
-    }
-
     async fn save_all(&self, ws: Vec<Write>) -> Result<(), ControlError> {
         Ok(self
             .persist
@@ -230,10 +226,10 @@ impl Controller {
         // A term never below what was published, even if the term key was
         // lost while the routes survived.
         let term = state::next_term(stored_term.max(state::term_of(restored.version)), now);
-        self.save(Write {
+        self.save_all(vec![Write {
             key: TERM_KEY.into(),
             value: term.to_be_bytes().to_vec(),
-        })
+        }])
         .await?;
         // Complaints about an earlier term of this controller are stale.
         let _ = self
@@ -313,7 +309,7 @@ impl Controller {
             let mut accepted = self.lock().check_report(&r, holder, &self.limits)?;
             let changed = accepted.changed();
             if let Some(w) = accepted.write.take() {
-                self.save(w).await?;
+                self.save_all(vec![w]).await?;
             }
             self.lock().apply(accepted, Instant::now());
             changed
@@ -377,13 +373,7 @@ impl Controller {
         // Seconds of CPU on large fabrics: off the async workers, which
         // keep the election lease, the heartbeats and the pushes going.
         let next = tokio::task::spawn_blocking(move || {
-            let routes = algo.route(&view)?;
-            // Nothing is published that closes a dependency cycle across
-            // subnets or leaves a pair undelivered: the check composes the
-            // subnets' verified summaries with these routes' router hops.
-            let refs: Vec<&v1::SubnetReport> = reports.iter().collect();
-            state::compose::check_fabric(&refs, &routes)?;
-            Ok::<_, ControlError>(prev.next(&routes, term))
+            state::recompute(&view, &reports, algo.as_ref(), &prev, term)
         })
         .await
         .map_err(|e| ControlError::Task(e.to_string()))??;

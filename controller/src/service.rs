@@ -43,23 +43,20 @@ pub struct Service {
     ctl: Arc<Controller>,
     bounds: Bounds,
     transport: ibtls::Transport,
-    /// Open watch streams per client (shared with the controller).
-    streams: Arc<dashmap::DashMap<String, usize>>,
 }
 
 impl Service {
     pub fn new(ctl: Arc<Controller>, bounds: Bounds, transport: ibtls::Transport) -> Self {
         Self {
+            ctl,
             bounds,
             transport,
-            streams: ctl.streams.clone(),
-            ctl,
         }
     }
 
     /// Counts a new watch stream of `client`, or refuses it past the bound.
     fn open_stream(&self, client: String) -> Result<StreamSlot, Status> {
-        let mut n = self.streams.entry(client.clone()).or_insert(0);
+        let mut n = self.ctl.streams.entry(client.clone()).or_insert(0);
         if *n >= self.bounds.max_streams_per_client {
             return Err(Status::resource_exhausted(format!(
                 "{client} already holds {} watch streams (the limit)",
@@ -68,7 +65,7 @@ impl Service {
         }
         *n += 1;
         Ok(StreamSlot {
-            streams: self.streams.clone(),
+            streams: self.ctl.streams.clone(),
             client,
         })
     }
@@ -372,6 +369,36 @@ impl Service {
         }
     }
 
+    /// A push stream of this service's controller, beating at its
+    /// heartbeat.
+    fn push<T, F, M>(
+        &self,
+        have: u64,
+        slot: StreamSlot,
+        framing: M,
+        pick: F,
+    ) -> ReceiverStream<Result<M::Out, Status>>
+    where
+        T: Pushed,
+        F: Fn(&Published) -> Option<Arc<T>> + Send + 'static,
+        M: Framing<T>,
+    {
+        push_stream(
+            self.ctl.clone(),
+            have,
+            slot,
+            self.bounds.heartbeat,
+            framing,
+            pick,
+        )
+    }
+
+    fn whole(&self) -> Whole {
+        Whole {
+            max_bytes: self.bounds.max_message_bytes,
+        }
+    }
+
     /// Checks a mapping watch and counts its stream.
     fn open_mapping<T>(
         &self,
@@ -438,14 +465,10 @@ impl v1::controller_server::Controller for Service {
         let r = *req.get_ref();
         let slot = self.open_mapping(&req, r.subnet_prefix, r.have_version)?;
         let prefix = r.subnet_prefix;
-        Ok(Response::new(push_stream(
-            self.ctl.clone(),
+        Ok(Response::new(self.push(
             r.have_version,
             slot,
-            self.bounds.heartbeat,
-            Whole {
-                max_bytes: self.bounds.max_message_bytes,
-            },
+            self.whole(),
             move |p| p.mappings.get(&prefix).cloned(),
         )))
     }
@@ -459,14 +482,10 @@ impl v1::controller_server::Controller for Service {
         let r = *req.get_ref();
         let slot = self.open_egress(&req, r.router_guid, r.have_version)?;
         let guid = r.router_guid;
-        Ok(Response::new(push_stream(
-            self.ctl.clone(),
+        Ok(Response::new(self.push(
             r.have_version,
             slot,
-            self.bounds.heartbeat,
-            Whole {
-                max_bytes: self.bounds.max_message_bytes,
-            },
+            self.whole(),
             move |p| p.egress.get(&guid).cloned(),
         )))
     }
@@ -480,11 +499,9 @@ impl v1::controller_server::Controller for Service {
         let r = *req.get_ref();
         let slot = self.open_mapping(&req, r.subnet_prefix, r.have_version)?;
         let prefix = r.subnet_prefix;
-        Ok(Response::new(push_stream(
-            self.ctl.clone(),
+        Ok(Response::new(self.push(
             r.have_version,
             slot,
-            self.bounds.heartbeat,
             InParts {
                 max_bytes: self.part_bytes(r.max_message_bytes),
                 wrap: mapping_push,
@@ -502,11 +519,9 @@ impl v1::controller_server::Controller for Service {
         let r = *req.get_ref();
         let slot = self.open_egress(&req, r.router_guid, r.have_version)?;
         let guid = r.router_guid;
-        Ok(Response::new(push_stream(
-            self.ctl.clone(),
+        Ok(Response::new(self.push(
             r.have_version,
             slot,
-            self.bounds.heartbeat,
             InParts {
                 max_bytes: self.part_bytes(r.max_message_bytes),
                 wrap: egress_push,

@@ -125,34 +125,13 @@ mod tests {
                     .iter()
                     .find(|x| x.prefix == s.prefix)
                     .expect("in the view");
-                v1::SubnetReport {
-                    subnet_prefix: s.prefix,
-                    generation: 1,
-                    end_ports: sv
-                        .end_ports
-                        .iter()
-                        .map(|e| v1::EndPort {
-                            guid: e.guid,
-                            lid: u32::from(e.lid),
-                            desc: String::new(),
-                        })
-                        .collect(),
-                    router_ports: sv
-                        .router_ports
-                        .iter()
-                        .map(|p| v1::RouterPort {
-                            router_guid: p.router_guid,
-                            port: u32::from(p.port),
-                            port_guid: p.port_guid,
-                            lid: u32::from(p.lid),
-                            switch_guid: p.switch_guid,
-                            router_num_ports: 8,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    dependencies: v.dependencies().ok().map(proto::convert::summary_to_wire),
-                    ..Default::default()
+                let mut r = proto::convert::view_to_report(sv);
+                r.generation = 1;
+                for p in &mut r.router_ports {
+                    p.router_num_ports = 8;
                 }
+                r.dependencies = v.dependencies().ok().map(proto::convert::summary_to_wire);
+                r
             })
             .collect();
         (routed, reports)

@@ -604,31 +604,104 @@ pub fn egress_key(router_guid: u64) -> String {
     format!("{ROUTES_KEY}egress/{router_guid:016x}")
 }
 
-/// SHA-256 of a result's content: the message with its version, repair
-/// marker and part numbers zeroed.
-fn digest<M: Message>(m: &M) -> Vec<u8> {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(m.encode_to_vec()).to_vec()
+/// A published result: versioned, with a content that can be compared in
+/// place and digested without its version.
+trait Versioned: Message + Clone {
+    fn version(&self) -> u64;
+    fn set_version(&mut self, v: u64);
+    /// The same content, whatever the versions (compared in place:
+    /// results can be megabytes).
+    fn same_content(&self, other: &Self) -> bool;
+    /// The content alone: version, repair marker and part numbers zeroed.
+    fn content(&self) -> Self;
+
+    /// SHA-256 of [`Versioned::content`].
+    fn digest(&self) -> Vec<u8> {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(self.content().encode_to_vec()).to_vec()
+    }
 }
 
-fn mapping_digest(m: &v1::MappingUpdate) -> Vec<u8> {
-    digest(&v1::MappingUpdate {
-        version: 0,
-        replaces: 0,
-        part: 0,
-        parts: 0,
-        ..m.clone()
-    })
+impl Versioned for v1::MappingUpdate {
+    fn version(&self) -> u64 {
+        self.version
+    }
+    fn set_version(&mut self, v: u64) {
+        self.version = v;
+    }
+    fn same_content(&self, b: &Self) -> bool {
+        self.subnet_prefix == b.subnet_prefix
+            && self.algorithm == b.algorithm
+            && self.entries == b.entries
+            && self.default_ports == b.default_ports
+    }
+    fn content(&self) -> Self {
+        v1::MappingUpdate {
+            version: 0,
+            replaces: 0,
+            part: 0,
+            parts: 0,
+            ..self.clone()
+        }
+    }
 }
 
-fn egress_digest(t: &v1::EgressTables) -> Vec<u8> {
-    digest(&v1::EgressTables {
-        version: 0,
-        replaces: 0,
-        part: 0,
-        parts: 0,
-        ..t.clone()
-    })
+impl Versioned for v1::EgressTables {
+    fn version(&self) -> u64 {
+        self.version
+    }
+    fn set_version(&mut self, v: u64) {
+        self.version = v;
+    }
+    fn same_content(&self, b: &Self) -> bool {
+        self.router_guid == b.router_guid
+            && self.algorithm == b.algorithm
+            && self.contexts == b.contexts
+    }
+    fn content(&self) -> Self {
+        v1::EgressTables {
+            version: 0,
+            replaces: 0,
+            part: 0,
+            parts: 0,
+            ..self.clone()
+        }
+    }
+}
+
+/// Versions one new result `w` (made at `next_version`) against what was
+/// published under `key`: it keeps the old version when its content is
+/// unchanged (compared in place with the result in memory, or by digest
+/// with a restored head); otherwise the new head goes to `writes` and
+/// `heads`.
+fn place<T: Versioned>(
+    w: &mut T,
+    old: Option<&Arc<T>>,
+    key: String,
+    algorithm: &str,
+    writes: &mut Vec<Write>,
+    heads: &mut BTreeMap<String, v1::StoredRoute>,
+) {
+    let kept = match (old, heads.get(&key)) {
+        (Some(old), _) if old.same_content(w) => Some(old.version()),
+        (None, Some(h)) if h.digest == w.digest() => Some(h.version),
+        _ => None,
+    };
+    match kept {
+        Some(v) => w.set_version(v),
+        None => {
+            let head = v1::StoredRoute {
+                version: w.version(),
+                algorithm: algorithm.to_string(),
+                digest: w.digest(),
+            };
+            writes.push(Write {
+                key: key.clone(),
+                value: head.encode_to_vec(),
+            });
+            heads.insert(key, head);
+        }
+    }
 }
 
 impl Published {
@@ -671,54 +744,28 @@ impl Published {
         let mut heads = self.heads.clone();
         let mut mappings = BTreeMap::new();
         for m in &routes.mappings {
-            let key = mapping_key(m.prefix);
             let mut w = proto::convert::mapping_to_wire(m, next_version, &routes.algorithm);
-            let kept = match (self.mappings.get(&m.prefix), self.heads.get(&key)) {
-                (Some(old), _) if same_mapping(old, &w) => Some(old.version),
-                (None, Some(h)) if h.digest == mapping_digest(&w) => Some(h.version),
-                _ => None,
-            };
-            match kept {
-                Some(v) => w.version = v,
-                None => {
-                    let head = v1::StoredRoute {
-                        version: next_version,
-                        algorithm: routes.algorithm.clone(),
-                        digest: mapping_digest(&w),
-                    };
-                    writes.push(Write {
-                        key: key.clone(),
-                        value: head.encode_to_vec(),
-                    });
-                    heads.insert(key, head);
-                }
-            }
+            place(
+                &mut w,
+                self.mappings.get(&m.prefix),
+                mapping_key(m.prefix),
+                &routes.algorithm,
+                &mut writes,
+                &mut heads,
+            );
             mappings.insert(m.prefix, Arc::new(w));
         }
         let mut egress = BTreeMap::new();
         for t in &routes.routers {
-            let key = egress_key(t.router_guid);
             let mut w = proto::convert::table_to_wire(t, next_version, &routes.algorithm);
-            let kept = match (self.egress.get(&t.router_guid), self.heads.get(&key)) {
-                (Some(old), _) if same_table(old, &w) => Some(old.version),
-                (None, Some(h)) if h.digest == egress_digest(&w) => Some(h.version),
-                _ => None,
-            };
-            match kept {
-                Some(v) => w.version = v,
-                None => {
-                    let head = v1::StoredRoute {
-                        version: next_version,
-                        algorithm: routes.algorithm.clone(),
-                        digest: egress_digest(&w),
-                    };
-                    writes.push(Write {
-                        key: key.clone(),
-                        value: head.encode_to_vec(),
-                    });
-                    heads.insert(key, head);
-                }
-            }
+            place(
+                &mut w,
+                self.egress.get(&t.router_guid),
+                egress_key(t.router_guid),
+                &routes.algorithm,
+                &mut writes,
+                &mut heads,
+            );
             egress.insert(t.router_guid, Arc::new(w));
         }
         if writes.is_empty() && !self.restored {
@@ -751,15 +798,23 @@ impl Published {
     }
 }
 
-/// Runs the inter-subnet algorithm on `view` and versions the result
-/// against `prev` ([`Published::next`]) in `term`.
+/// Runs the inter-subnet algorithm on `view`, checks the routes against
+/// the subnets' `reports` (the ones `view` was built from) with the
+/// whole-fabric check ([`compose::check_fabric`]), and versions them
+/// against `prev` ([`Published::next`]) in `term`. Nothing that closes a
+/// dependency cycle across subnets or leaves a pair undelivered gets a
+/// version.
 pub fn recompute(
     view: &GlobalView,
+    reports: &[v1::SubnetReport],
     algo: &dyn InterSubnetRouting,
     prev: &Published,
     term: u64,
 ) -> Result<Option<Publication>, ControlError> {
-    Ok(prev.next(&algo.route(view)?, term))
+    let routes = algo.route(view)?;
+    let refs: Vec<&v1::SubnetReport> = reports.iter().collect();
+    compose::check_fabric(&refs, &routes)?;
+    Ok(prev.next(&routes, term))
 }
 
 /// The store key of one subnet.
@@ -779,19 +834,6 @@ fn same_content(a: &v1::SubnetReport, b: &v1::SubnetReport) -> bool {
         ..r.clone()
     };
     strip(a) == strip(b)
-}
-
-/// Same content, whatever the versions (compared in place: results can be
-/// megabytes).
-fn same_mapping(a: &v1::MappingUpdate, b: &v1::MappingUpdate) -> bool {
-    a.subnet_prefix == b.subnet_prefix
-        && a.algorithm == b.algorithm
-        && a.entries == b.entries
-        && a.default_ports == b.default_ports
-}
-
-fn same_table(a: &v1::EgressTables, b: &v1::EgressTables) -> bool {
-    a.router_guid == b.router_guid && a.algorithm == b.algorithm && a.contexts == b.contexts
 }
 
 #[cfg(test)]

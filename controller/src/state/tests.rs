@@ -1,6 +1,18 @@
 use super::*;
 use fabric::intersubnet::AlgorithmKind;
 
+/// The versioning half of [`super::recompute`], without the whole-fabric
+/// check: these reports are synthetic and carry no dependency summaries
+/// (`compose.rs` tests the check on routed fabrics).
+fn recompute(
+    view: &GlobalView,
+    algo: &dyn InterSubnetRouting,
+    prev: &Published,
+    term: u64,
+) -> Result<Option<Publication>, ControlError> {
+    Ok(prev.next(&algo.route(view)?, term))
+}
+
 const LEASE: Duration = Duration::from_secs(10);
 const TERM: u64 = 7;
 

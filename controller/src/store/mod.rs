@@ -805,9 +805,15 @@ impl StorePersist {
                 .clone();
             let mut stale = Vec::new();
             for (k, _) in self.store.list_keys(PARTS_PREFIX).await? {
-                let named = keep
-                    .iter()
-                    .any(|(key, nonce)| k.starts_with(&format!("{}{nonce}/", parts_dir(key))));
+                // `parts/<key>/<nonce>/<index>`: the key may hold '/'.
+                let named = k
+                    .strip_prefix(PARTS_PREFIX)
+                    .and_then(|rest| {
+                        let mut it = rest.rsplitn(3, '/');
+                        let (_index, nonce, key) = (it.next()?, it.next()?, it.next()?);
+                        Some(keep.get(key).is_some_and(|n| n == nonce))
+                    })
+                    .unwrap_or(false);
                 if !named {
                     stale.push(Op::Delete { key: k });
                 }
