@@ -40,6 +40,9 @@ enum Cmd {
     RouteMulti(cmd::route_multi::RouteMultiArgs),
     /// Verify tables against a topology: connectivity, loops, deadlock freedom.
     Verify(cmd::verify::VerifyArgs),
+    /// Read the tables a running fabric holds (diags tools through the local
+    /// port), verify them, and compare them with a written table set.
+    Audit(cmd::audit::AuditArgs),
     /// List the routing engines.
     Engines,
     /// Run a subnet agent: route and verify the subnet, report to the controller, answer path queries.
@@ -76,6 +79,7 @@ fn main() {
         Cmd::Route(a) => cmd::route::run(a),
         Cmd::RouteMulti(a) => cmd::route_multi::run(a),
         Cmd::Verify(a) => cmd::verify::run(a),
+        Cmd::Audit(a) => cmd::audit::run(a),
         Cmd::Agent(a) => cmd::agent::run(a),
         Cmd::Controller(a) => cmd::controller::run(a),
         Cmd::Router(a) => cmd::router::run(a),

@@ -7,6 +7,7 @@
 //! query never mixes two versions.
 
 pub mod config;
+pub mod live;
 pub mod subnet;
 
 use arc_swap::ArcSwapOption;

@@ -6,6 +6,7 @@
 //! rebuilds the channel dependency graph from those tables alone; the
 //! [`formats`] module reads and writes the files OpenSM and ibsim use.
 
+pub mod audit;
 pub mod error;
 pub mod formats;
 pub mod fsio;

@@ -1,6 +1,7 @@
 //! One module per command; `main.rs` only parses and dispatches.
 
 pub mod agent;
+pub mod audit;
 pub mod certs;
 pub mod controller;
 pub mod demo;

@@ -92,7 +92,10 @@ pub(crate) fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::
     Ok(())
 }
 
-/// Reads an LFT dump against the fabric. As OpenSM's file loader does, a row
+/// Reads an LFT dump against the fabric: OpenSM's `opensm-lfts.dump`, or
+/// what infiniband-diags' `dump_lfts` (`dump_fts`, `ibroute`) read from the
+/// switches (`0x0001 003 : (Switch portguid 0x...: 'desc')`), so the tables a
+/// running fabric holds can be verified. As OpenSM's file loader does, a row
 /// whose comment names a known `portguid` is remapped to that port's LID in
 /// the fabric, so dumps taken under another LID assignment still apply.
 /// Switches missing from the file keep empty tables.
@@ -133,7 +136,13 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
                 "this is a multicast dump, not a unicast LFT dump".into(),
             ));
         }
-        if line.ends_with("lids dumped") {
+        // infiniband-diags' dump_lfts/dump_fts/ibroute: column titles,
+        // "N valid lids dumped", and the script's deprecation notice.
+        if line.ends_with("lids dumped")
+            || line.starts_with("Lid  Out")
+            || line.starts_with("Port     Info")
+            || line.starts_with("*** WARNING ***")
+        {
             continue;
         }
         if let Some(rest) = line.strip_prefix("0x") {

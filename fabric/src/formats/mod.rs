@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod mapping;
 pub mod pathsl;
 pub mod sl2vl;
+pub mod tableset;
 
 use crate::error::{Error, ParseError};
 use crate::model::{Fabric, NodeId, NodeKind};
@@ -21,7 +22,7 @@ use std::path::Path;
 pub const LFTS_FILE: &str = "opensm-lfts.dump";
 pub const SL2VL_FILE: &str = "opensm-sl2vl.dump";
 pub const PATH_SL_FILE: &str = "path-sl.txt";
-const ROUTING_FILES: [&str; 3] = [LFTS_FILE, SL2VL_FILE, PATH_SL_FILE];
+pub const ROUTING_FILES: [&str; 3] = [LFTS_FILE, SL2VL_FILE, PATH_SL_FILE];
 
 /// What [`write_routing`] changed in its directory.
 #[derive(Debug, Default)]
@@ -39,6 +40,7 @@ pub struct RoutingFiles {
 pub struct StagedRouting {
     dir: std::path::PathBuf,
     files: Vec<crate::fsio::Staged>,
+    manifest: tableset::TableSet,
 }
 
 /// Writes an engine's tables into `dir` under OpenSM's file names:
@@ -74,22 +76,47 @@ pub fn stage_routing(
     let r = v.get();
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let opts = crate::fsio::Options::default();
-    let mut files = vec![crate::fsio::stage(&dir.join(LFTS_FILE), opts, |w| {
-        lft::write_to(f, &r.lfts, w)
-    })?];
+    let mut entries = Vec::new();
+    // Each file is digested as it is written, for the manifest the plugin
+    // checks the set against.
+    let mut stage = |name: &str,
+                     write: &dyn Fn(
+        &mut tableset::Digesting<&mut std::io::BufWriter<std::fs::File>>,
+    ) -> std::io::Result<()>|
+     -> Result<crate::fsio::Staged, Error> {
+        let mut sd = (0, 0);
+        let staged = crate::fsio::stage(&dir.join(name), opts, |w| {
+            let mut d = tableset::Digesting::new(w);
+            write(&mut d)?;
+            sd = d.size_and_digest();
+            Ok(())
+        })?;
+        entries.push(tableset::Entry {
+            name: name.to_string(),
+            size: sd.0,
+            digest: sd.1,
+        });
+        Ok(staged)
+    };
+    let mut files = vec![stage(LFTS_FILE, &|w| lft::write_to(f, &r.lfts, w))?];
     if let Some(t) = &r.sl2vl {
-        files.push(crate::fsio::stage(&dir.join(SL2VL_FILE), opts, |w| {
-            sl2vl::write_to(f, t, w)
-        })?);
+        files.push(stage(SL2VL_FILE, &|w| sl2vl::write_to(f, t, w))?);
     }
     if let Some(t) = &r.path_sl {
-        files.push(crate::fsio::stage(&dir.join(PATH_SL_FILE), opts, |w| {
-            pathsl::write_to(f, t, w)
-        })?);
+        files.push(stage(PATH_SL_FILE, &|w| pathsl::write_to(f, t, w))?);
     }
+    let generation = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
     Ok(StagedRouting {
         dir: dir.to_path_buf(),
         files,
+        manifest: tableset::TableSet {
+            engine: v.engine().to_string(),
+            generation,
+            files: entries,
+        },
     })
 }
 
@@ -99,6 +126,10 @@ impl StagedRouting {
     /// `ibfabric verify`) takes every table file it finds in the directory.
     pub fn commit(self) -> Result<RoutingFiles, Error> {
         let mut out = RoutingFiles::default();
+        // Without a manifest the directory holds no set a reader may apply:
+        // between here and the new manifest, the files change one by one.
+        let manifest = self.dir.join(tableset::MANIFEST_FILE);
+        crate::fsio::remove(&manifest)?;
         for s in self.files {
             out.written.push(s.commit()?);
         }
@@ -108,6 +139,8 @@ impl StagedRouting {
                 out.removed.push(p);
             }
         }
+        write_file(&manifest, &tableset::write(&self.manifest))?;
+        out.written.push(manifest);
         Ok(out)
     }
 }

@@ -50,7 +50,67 @@ pub(crate) fn write_to(f: &Fabric, p: &PathSl, w: &mut impl Write) -> std::io::R
     Ok(())
 }
 
-pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
+/// Reads `path-sl.txt`, or the SLs a subnet manager answered in PathRecords
+/// as `ibfabric-pathrecord-sl` prints them (`0x<source GUID> 0x<destination
+/// GUID> <SLID> <DLID> <SL>` per pair; pairs are placed by GUID).
+pub fn parse(f: &Fabric, mut input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
+    // Peek without consuming: the first meaningful line tells the form.
+    let head = input.fill_buf().map_err(|e| Error::io(file, e))?.to_vec();
+    let first = String::from_utf8_lossy(&head)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_whitespace().count() == 5)
+        .unwrap_or(false);
+    if first {
+        return parse_records(f, input, file);
+    }
+    parse_rows(f, input, file)
+}
+
+fn parse_records(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
+    let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
+    let guid_index = f.port_guid_index();
+    let w = f.max_lid() as usize + 1;
+    let mut rows: HashMap<u16, Vec<u8>> = HashMap::new();
+    let mut lines = Lines::new(input, file);
+    while let Some((ln, line)) = lines.next_line()? {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [sg, dg, _, _, sl] = words.as_slice() else {
+            return Err(err(
+                ln,
+                "expected '0x<source GUID> 0x<destination GUID> <SLID> <DLID> <SL>'".into(),
+            ));
+        };
+        let lid_of = |g: &str| -> Result<u16, Error> {
+            let guid = super::parse_hex_u64(g).ok_or_else(|| err(ln, format!("bad GUID '{g}'")))?;
+            let slot = guid_index.get(&guid).ok_or_else(|| {
+                err(
+                    ln,
+                    format!("port GUID 0x{guid:016x} is not in the topology"),
+                )
+            })?;
+            Ok(f.lid_of_slot(*slot))
+        };
+        let (s, d) = (lid_of(sg)?, lid_of(dg)?);
+        let sl: u8 = sl
+            .parse()
+            .ok()
+            .filter(|v| *v <= 15)
+            .ok_or_else(|| err(ln, format!("bad SL '{sl}'")))?;
+        rows.entry(s).or_insert_with(|| vec![SL_NONE; w])[d as usize] = sl;
+    }
+    let mut p = PathSl::new(f.max_lid());
+    let mut srcs: Vec<_> = rows.into_iter().collect();
+    srcs.sort_unstable_by_key(|(s, _)| *s);
+    for (s, row) in srcs {
+        let i = p.push_row(&row);
+        p.assign(s, i);
+    }
+    Ok(p)
+}
+
+fn parse_rows(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl, Error> {
     let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
     let mut p = PathSl::new(f.max_lid());
     let w = p.width();

@@ -78,7 +78,14 @@ pub(crate) fn write_to(f: &Fabric, t: &Sl2Vl, w: &mut impl std::io::Write) -> st
     Ok(())
 }
 
+/// Reads `opensm-sl2vl.dump`, or the concatenated output of infiniband-diags'
+/// `smpquery sl2vl LID [OUT]` (one `# SL2VL table: Lid N` block per query,
+/// rows `ports: in 3, out 1: | 0| 1|...`), which is how the tables a running
+/// fabric holds are read back. The LIDs of that form are the fabric's own.
 pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
+    if text.contains("# SL2VL table:") {
+        return parse_smpquery(f, text, file);
+    }
     let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
     let guid_index = f.port_guid_index();
     let mut t = Sl2Vl::new(f);
@@ -133,6 +140,77 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
         }
         if count != NUM_SLS {
             return Err(err(ln, format!("expected 16 VLs, found {count}")));
+        }
+        let n = f.node_of(slot);
+        if is_end_node(f, n) {
+            t.set_port_row(slot, row);
+        } else {
+            let np = f.num_ports(n);
+            if inp > np || outp > np {
+                return Err(err(
+                    ln,
+                    format!("port pair {inp}/{outp} exceeds the switch's {np} ports"),
+                ));
+            }
+            let si = f
+                .switch_index(n)
+                .ok_or_else(|| err(ln, "internal: switch without index".into()))?;
+            t.set_switch_row(si, inp, outp, row);
+        }
+    }
+    Ok(t)
+}
+
+fn parse_smpquery(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
+    let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
+    let mut t = Sl2Vl::new(f);
+    let mut current: Option<Slot> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let ln = i + 1;
+        let line = raw.trim();
+        if let Some(rest) = line.strip_prefix("# SL2VL table:") {
+            // "Lid 2" or "DR path ...": only LIDs name a port without a walk.
+            let lid = rest
+                .trim()
+                .strip_prefix("Lid ")
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|l| l.parse::<u16>().ok())
+                .ok_or_else(|| err(ln, format!("expected '# SL2VL table: Lid N', got '{line}'")))?;
+            let slot = f
+                .lid_owner(lid)
+                .ok_or_else(|| err(ln, format!("LID {lid} is not assigned in the topology")))?;
+            current = Some(slot);
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let rest = line
+            .strip_prefix("ports: in")
+            .ok_or_else(|| err(ln, format!("unexpected line '{line}'")))?;
+        let slot = current.ok_or_else(|| err(ln, "SL2VL row before any table header".into()))?;
+        let (ports, vls) = rest
+            .split_once(": |")
+            .ok_or_else(|| err(ln, "expected 'ports: in I, out O: | v| ...'".into()))?;
+        let (inp, outp) = ports
+            .split_once(", out")
+            .and_then(|(a, b)| Some((a.trim().parse::<u8>().ok()?, b.trim().parse::<u8>().ok()?)))
+            .ok_or_else(|| err(ln, format!("bad port pair '{ports}'")))?;
+        let mut row = [0u8; NUM_SLS];
+        let cells: Vec<&str> = vls
+            .split('|')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        if cells.len() != NUM_SLS {
+            return Err(err(ln, format!("expected 16 VLs, found {}", cells.len())));
+        }
+        for (k, c) in cells.iter().enumerate() {
+            row[k] = c
+                .parse::<u8>()
+                .ok()
+                .filter(|v| *v <= 15)
+                .ok_or_else(|| err(ln, format!("bad VL '{c}'")))?;
         }
         let n = f.node_of(slot);
         if is_end_node(f, n) {

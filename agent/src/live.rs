@@ -1,0 +1,186 @@
+//! Reading a running fabric through infiniband-diags: the topology as
+//! `ibnetdiscover` sees it, the LFTs the switches hold (`dump_lfts`), every
+//! switch's and CA's SL-to-VL tables (`smpquery sl2vl`), and the SL the
+//! subnet manager answers in PathRecords (`ibfabric-pathrecord-sl`, built
+//! with the OpenSM plugin). The outputs are kept as the tools print them,
+//! in files `fabric::formats` reads, so `ibfabric verify` can check them
+//! and [`fabric::audit::compare`] can hold them against what was written.
+
+use fabric::model::{Fabric, NodeKind, NONE};
+use fabric::tables::Routing;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub const TOPOLOGY: &str = "ibnetdiscover.txt";
+pub const LFTS: &str = "dump_lfts.txt";
+pub const SL2VL: &str = "sl2vl.txt";
+pub const PATH_SL: &str = "pathrecords.txt";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("running {tool}: {source} (is infiniband-diags installed and on PATH?)")]
+    Spawn {
+        tool: String,
+        source: std::io::Error,
+    },
+    #[error("{tool} failed ({status}): {stderr}")]
+    Tool {
+        tool: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error(transparent)]
+    Fabric(#[from] fabric::error::Error),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Which local port the tools speak through, and where the PathRecord
+/// reader is.
+#[derive(Clone, Debug, Default)]
+pub struct Diags {
+    /// `-C`: the local CA name; the tools' default when `None`.
+    pub ca: Option<String>,
+    /// `-P`: the local port number.
+    pub port: Option<u8>,
+    /// `ibfabric-pathrecord-sl`; looked up on PATH when `None`.
+    pub pathrecord_tool: Option<PathBuf>,
+}
+
+/// What was read back, as files in one directory and as tables.
+pub struct ReadBack {
+    pub dir: PathBuf,
+    pub fabric: Fabric,
+    pub routing: Routing,
+    /// How many tool runs the read-back took.
+    pub queries: usize,
+}
+
+impl Diags {
+    fn cmd(&self, tool: &str) -> Command {
+        let mut c = Command::new(tool);
+        if let Some(ca) = &self.ca {
+            c.args(["-C", ca]);
+        }
+        if let Some(p) = self.port {
+            c.args(["-P", &p.to_string()]);
+        }
+        c.stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, mut c: Command, tool: &str, input: Option<&[u8]>) -> Result<Vec<u8>, LiveError> {
+        let spawn = |e| LiveError::Spawn {
+            tool: tool.to_string(),
+            source: e,
+        };
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if input.is_some() {
+            c.stdin(Stdio::piped());
+        }
+        let mut child = c.spawn().map_err(spawn)?;
+        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+            use std::io::Write;
+            stdin.write_all(data).map_err(spawn)?;
+        }
+        let out = child.wait_with_output().map_err(spawn)?;
+        if !out.status.success() {
+            return Err(LiveError::Tool {
+                tool: tool.to_string(),
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok(out.stdout)
+    }
+
+    /// The topology as the fabric reports it now.
+    pub fn discover(&self) -> Result<String, LiveError> {
+        let out = self.run(self.cmd("ibnetdiscover"), "ibnetdiscover", None)?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// Reads topology and tables into `dir` and parses them.
+    pub fn read_back(&self, dir: &Path) -> Result<ReadBack, LiveError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |e| LiveError::Io { path, source: e }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let write = |name: &str, bytes: &[u8]| -> Result<PathBuf, LiveError> {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).map_err(io(&p))?;
+            Ok(p)
+        };
+        let topo = write(TOPOLOGY, self.discover()?.as_bytes())?;
+        let f = fabric::formats::ibnetdiscover::read(&topo)?;
+        let mut queries = 1;
+
+        let lfts = write(LFTS, &self.run(self.cmd("dump_lfts"), "dump_lfts", None)?)?;
+        queries += 1;
+
+        // One query per switch out port (it lists every in port) and one
+        // per CA port.
+        let mut sl2vl = Vec::new();
+        for n in 0..f.num_nodes() as u32 {
+            match f.kind(n) {
+                NodeKind::Switch => {
+                    let lid = f.switch_lid(n).to_string();
+                    for out in 1..=f.num_ports(n) {
+                        if f.remote(f.slot(n, out)) == NONE {
+                            continue;
+                        }
+                        let mut c = self.cmd("smpquery");
+                        c.args(["sl2vl", &lid, &out.to_string()]);
+                        sl2vl.extend(self.run(c, "smpquery sl2vl", None)?);
+                        queries += 1;
+                    }
+                }
+                _ => {
+                    for s in f.port_slots(n) {
+                        if f.remote(s) == NONE || f.lid_of_slot(s) == 0 {
+                            continue;
+                        }
+                        let mut c = self.cmd("smpquery");
+                        c.args(["sl2vl", &f.lid_of_slot(s).to_string()]);
+                        sl2vl.extend(self.run(c, "smpquery sl2vl", None)?);
+                        queries += 1;
+                    }
+                }
+            }
+        }
+        let sl2vl = write(SL2VL, &sl2vl)?;
+
+        let guids: String = f
+            .endports()
+            .iter()
+            .filter(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
+            .map(|&s| format!("0x{:016x}\n", f.port_guid(s)))
+            .collect();
+        let tool = self
+            .pathrecord_tool
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("ibfabric-pathrecord-sl"));
+        let mut c = Command::new(&tool);
+        c.stdin(Stdio::null());
+        let records = self.run(c, &tool.display().to_string(), Some(guids.as_bytes()))?;
+        queries += 1;
+        let path_sl = write(PATH_SL, &records)?;
+
+        let routing = Routing {
+            lfts: fabric::formats::lft::read(&f, &lfts)?,
+            sl2vl: Some(fabric::formats::sl2vl::read(&f, &sl2vl)?),
+            path_sl: fabric::formats::pathsl::read_optional(&f, &path_sl)?,
+            vls_needed: None,
+        };
+        Ok(ReadBack {
+            dir: dir.to_path_buf(),
+            fabric: f,
+            routing,
+            queries,
+        })
+    }
+}

@@ -1,0 +1,218 @@
+//! Does a running fabric hold the tables we wrote? Compares a routing as
+//! written (against the topology it was computed for) with the tables read
+//! back from the switches and the subnet manager (against the topology
+//! `ibnetdiscover` printed). Everything is matched by GUID and port number,
+//! never by LID: the subnet manager may have assigned other LIDs than the
+//! files carry.
+
+use crate::model::{Fabric, NodeKind, NONE};
+use crate::tables::{Routing, NUM_SLS, SL_NONE};
+use serde::Serialize;
+
+/// One table entry that differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "table", rename_all = "snake_case")]
+pub enum Difference {
+    /// A switch or port of the written tables that the live fabric lacks.
+    Missing { what: String },
+    Lft {
+        switch: u64,
+        destination: u64,
+        written: u8,
+        live: u8,
+    },
+    Sl2Vl {
+        guid: u64,
+        in_port: u8,
+        out_port: u8,
+        written: [u8; NUM_SLS],
+        live: [u8; NUM_SLS],
+    },
+    PathSl {
+        source: u64,
+        destination: u64,
+        written: u8,
+        live: u8,
+    },
+}
+
+/// What was compared, and what differed (at most `limit` entries kept).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Comparison {
+    pub lft_entries: u64,
+    pub sl2vl_rows: u64,
+    pub path_sls: u64,
+    pub differences: u64,
+    pub first: Vec<Difference>,
+}
+
+impl Comparison {
+    pub fn matches(&self) -> bool {
+        self.differences == 0
+    }
+
+    fn differ(&mut self, d: Difference, limit: usize) {
+        self.differences += 1;
+        if self.first.len() < limit {
+            self.first.push(d);
+        }
+    }
+}
+
+/// Compares `written` (for fabric `wf`) with `live` (for fabric `lf`).
+/// SL-to-VL tables and path SLs are compared when `written` has them;
+/// without written path SLs every pair must live on SL 0.
+pub fn compare(
+    wf: &Fabric,
+    written: &Routing,
+    lf: &Fabric,
+    live: &Routing,
+    limit: usize,
+) -> Comparison {
+    let mut c = Comparison::default();
+    let live_ports = lf.port_guid_index();
+    let live_lid = |guid: u64| live_ports.get(&guid).map(|&s| lf.lid_of_slot(s));
+    // Destinations: every addressable port of the written fabric.
+    let mut dests: Vec<(u64, u16)> = Vec::new();
+    for lid in 1..=wf.max_lid() {
+        if let Some(s) = wf.lid_owner(lid) {
+            dests.push((wf.port_guid(s), lid));
+        }
+    }
+    for &sw in wf.switches() {
+        let g = wf.guid(sw);
+        let Some(lsw) = lf
+            .find_node_by_guid(g)
+            .filter(|&n| lf.kind(n) == NodeKind::Switch)
+        else {
+            c.differ(
+                Difference::Missing {
+                    what: format!("switch 0x{g:016x} ('{}')", wf.desc(sw)),
+                },
+                limit,
+            );
+            continue;
+        };
+        let (Some(wsi), Some(lsi)) = (wf.switch_index(sw), lf.switch_index(lsw)) else {
+            continue;
+        };
+        for &(dg, wlid) in &dests {
+            c.lft_entries += 1;
+            let w = written.lfts.get(wsi, wlid);
+            let l = match live_lid(dg) {
+                Some(ll) => live.lfts.get(lsi, ll),
+                None => {
+                    c.differ(
+                        Difference::Missing {
+                            what: format!("port 0x{dg:016x}"),
+                        },
+                        limit,
+                    );
+                    continue;
+                }
+            };
+            if w != l {
+                c.differ(
+                    Difference::Lft {
+                        switch: g,
+                        destination: dg,
+                        written: w,
+                        live: l,
+                    },
+                    limit,
+                );
+            }
+        }
+        if let (Some(wt), Some(lt)) = (&written.sl2vl, &live.sl2vl) {
+            let np = wf.num_ports(sw);
+            for out in 1..=np {
+                if wf.remote(wf.slot(sw, out)) == NONE {
+                    continue;
+                }
+                for inp in 0..=np {
+                    c.sl2vl_rows += 1;
+                    let (w, l) = (wt.switch_row(wsi, inp, out), lt.switch_row(lsi, inp, out));
+                    if w != l {
+                        c.differ(
+                            Difference::Sl2Vl {
+                                guid: g,
+                                in_port: inp,
+                                out_port: out,
+                                written: w,
+                                live: l,
+                            },
+                            limit,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(wt), Some(lt)) = (&written.sl2vl, &live.sl2vl) {
+        for &s in wf.endports() {
+            let g = wf.port_guid(s);
+            let Some(&ls) = live_ports.get(&g) else {
+                continue;
+            };
+            c.sl2vl_rows += 1;
+            let (w, l) = (wt.port_row(s), lt.port_row(ls));
+            if w != l {
+                c.differ(
+                    Difference::Sl2Vl {
+                        guid: g,
+                        in_port: 0,
+                        out_port: 0,
+                        written: w,
+                        live: l,
+                    },
+                    limit,
+                );
+            }
+        }
+    }
+    let sl = |r: &Routing, s: u16, d: u16| match &r.path_sl {
+        Some(p) => p.get(s, d),
+        None => 0,
+    };
+    let cas: Vec<Slot2> = wf
+        .endports()
+        .iter()
+        .filter(|&&s| wf.kind(wf.node_of(s)) == NodeKind::Ca)
+        .filter_map(|&s| {
+            let g = wf.port_guid(s);
+            Some(Slot2 {
+                guid: g,
+                written: wf.lid_of_slot(s),
+                live: live_lid(g)?,
+            })
+        })
+        .collect();
+    for a in &cas {
+        for b in &cas {
+            if a.guid == b.guid {
+                continue;
+            }
+            c.path_sls += 1;
+            let w = sl(written, a.written, b.written);
+            let l = sl(live, a.live, b.live);
+            if w != l && !(w == SL_NONE && l == SL_NONE) {
+                c.differ(
+                    Difference::PathSl {
+                        source: a.guid,
+                        destination: b.guid,
+                        written: w,
+                        live: l,
+                    },
+                    limit,
+                );
+            }
+        }
+    }
+    c
+}
+
+struct Slot2 {
+    guid: u64,
+    written: u16,
+    live: u16,
+}

@@ -1,0 +1,95 @@
+/*
+ * ibfabric-pathrecord-sl: asks the SA for one PathRecord per ordered pair of
+ * the port GUIDs read on standard input (hex, '#' comments) and prints
+ * "0x<source GUID> 0x<destination GUID> <SLID> <DLID> <SL>" per pair, so the
+ * SLs OpenSM hands out can be checked against path-sl.txt. Single-record
+ * Gets, one pair at a time: the answer of a GetTable needs RMPP, which the
+ * ibsim simulator does not carry.
+ *
+ * Exit status: 0 when every query was answered, 2 when some were not (each
+ * is printed as "# no path ..."), 1 when the SA cannot be reached.
+ */
+#include <endian.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/mad.h>
+#include <infiniband/umad.h>
+
+int main(int argc, char **argv)
+{
+	int classes[] = { IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS };
+	struct ibmad_port *port;
+	ib_portid_t sm = { 0 };
+	uint64_t *guids = NULL, prefix = 0xfe80000000000000ULL;
+	size_t n = 0, cap = 0, i, j, unanswered = 0;
+	char line[256];
+
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		fprintf(stderr, "usage: %s < port-guids.txt\n"
+			"One SA PathRecord Get per ordered pair of the GUIDs read; prints\n"
+			"'0x<sguid> 0x<dguid> <slid> <dlid> <sl>'. Exit 2 if some pair had no answer.\n",
+			argv[0]);
+		return 0;
+	}
+	while (fgets(line, sizeof line, stdin)) {
+		char *s = line, *e;
+		uint64_t g;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == '#' || *s == '\n' || !*s)
+			continue;
+		g = strtoull(s, &e, 16);
+		if (e == s || !g) {
+			fprintf(stderr, "not a port GUID: %s", line);
+			return 1;
+		}
+		if (n == cap) {
+			uint64_t *p;
+			cap = cap ? 2 * cap : 1024;
+			p = realloc(guids, cap * sizeof *guids);
+			if (!p) {
+				fprintf(stderr, "out of memory\n");
+				return 1;
+			}
+			guids = p;
+		}
+		guids[n++] = g;
+	}
+	port = mad_rpc_open_port(NULL, 0, classes, 3);
+	if (!port) {
+		fprintf(stderr, "cannot open the local IB port\n");
+		return 1;
+	}
+	if (ib_resolve_smlid_via(&sm, 0, port) < 0) {
+		fprintf(stderr, "cannot find the SM's LID (is a subnet manager running?)\n");
+		mad_rpc_close_port(port);
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < n; j++) {
+			uint8_t buf[IB_SA_DATA_SIZE] = { 0 };
+			ibmad_gid_t sgid, dgid;
+			uint64_t p = htobe64(prefix), gs = htobe64(guids[i]), gd = htobe64(guids[j]);
+			if (i == j)
+				continue;
+			memcpy(sgid, &p, 8);
+			memcpy(sgid + 8, &gs, 8);
+			memcpy(dgid, &p, 8);
+			memcpy(dgid + 8, &gd, 8);
+			if (ib_path_query_via(port, sgid, dgid, &sm, buf) <= 0) {
+				unanswered++;
+				printf("# no path 0x%016" PRIx64 " 0x%016" PRIx64 "\n", guids[i], guids[j]);
+				continue;
+			}
+			printf("0x%016" PRIx64 " 0x%016" PRIx64 " %u %u %u\n", guids[i], guids[j],
+			       mad_get_field(buf, 0, IB_SA_PR_SLID_F), mad_get_field(buf, 0, IB_SA_PR_DLID_F),
+			       mad_get_field(buf, 0, IB_SA_PR_SL_F));
+		}
+	}
+	mad_rpc_close_port(port);
+	free(guids);
+	return unanswered ? 2 : 0;
+}

@@ -1,0 +1,368 @@
+/*
+ * libibfabric.so: an OpenSM 3.3.23 event plugin that registers the routing
+ * engine "ibfabric". On every heavy sweep the engine applies the table set
+ * an ibfabric agent (or `ibfabric route`) wrote into one directory:
+ *   - LFTs from opensm-lfts.dump, rows matched by port GUID and remapped to
+ *     the LIDs the SM assigned;
+ *   - per-(in, out) SL-to-VL tables from opensm-sl2vl.dump (needs qos on:
+ *     OpenSM calls update_sl2vl only then);
+ *   - the SL of every SA PathRecord from path-sl.txt, looked up by the
+ *     ports' GUIDs, so a LID assignment that differs from the files' does
+ *     not change the answer.
+ * A set is applied whole or not at all: a missing, partial, mixed or
+ * malformed set, or one that does not cover the fabric OpenSM discovered,
+ * is refused with the reason in OpenSM's log, and the set in force stays.
+ * A watcher thread polls the manifest and asks OpenSM for a heavy sweep
+ * when it changes, so writing a new set is all an agent has to do.
+ *
+ * opensm.conf:
+ *   event_plugin_name ibfabric
+ *   event_plugin_options ibfabric_dir=/var/lib/ibfabric/tables ibfabric_poll_ms=1000
+ *   routing_engine ibfabric,no_fallback
+ *   qos TRUE
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <opensm/osm_config.h>
+#include <opensm/osm_version.h>
+#include <opensm/osm_opensm.h>
+#include <opensm/osm_event_plugin.h>
+#include <opensm/osm_switch.h>
+#include <opensm/osm_port.h>
+#include <opensm/osm_node.h>
+#include <opensm/osm_log.h>
+
+#include "tableset.h"
+
+#define DEFAULT_DIR "/var/lib/ibfabric/tables"
+#define ENGINE_NAME "ibfabric"
+
+struct plugin {
+	osm_opensm_t *osm;
+	char dir[1024];
+	unsigned poll_ms;
+	pthread_mutex_t lock;	/* guards `active`: SA threads read it */
+	struct tableset active;
+	int has_active;
+	pthread_t watcher;
+	int watcher_started;
+	volatile int stop;
+	char seen_digest[32];
+};
+
+#define LOG(p, level, ...) OSM_LOG(&(p)->osm->log, level, "ibfabric: " __VA_ARGS__)
+
+static void parse_options(struct plugin *p)
+{
+	const char *opts = p->osm->subn.opt.event_plugin_options;
+	const char *env = getenv("IBFABRIC_TABLES_DIR");
+	snprintf(p->dir, sizeof p->dir, "%s", env && *env ? env : DEFAULT_DIR);
+	p->poll_ms = 1000;
+	if (!opts)
+		return;
+	/* The options string is shared by every event plugin: take only our
+	 * keys. */
+	char *copy = strdup(opts), *save = NULL, *tok;
+	if (!copy)
+		return;
+	for (tok = strtok_r(copy, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+		if (!strncmp(tok, "ibfabric_dir=", 13))
+			snprintf(p->dir, sizeof p->dir, "%s", tok + 13);
+		else if (!strncmp(tok, "ibfabric_poll_ms=", 17))
+			p->poll_ms = (unsigned)strtoul(tok + 17, NULL, 10);
+	}
+	free(copy);
+}
+
+static uint8_t data_vls(uint8_t vl_cap)
+{
+	/* VLCap / OperVLs encoding: 1 = VL0, 2 = VL0-1, 3 = VL0-3, 4 = VL0-7,
+	 * 5 = VL0-14. */
+	static const uint8_t n[] = { 0, 1, 2, 4, 8, 15 };
+	return vl_cap < sizeof n ? n[vl_cap] : 15;
+}
+
+/* Checks that `ts` routes exactly the fabric OpenSM discovered: a table
+ * for every switch, an entry for every port, ports that exist, and VLs the
+ * ports have. */
+static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, size_t errlen)
+{
+	osm_subn_t *subn = &p->osm->subn;
+	cl_map_item_t *it;
+	size_t nports = cl_qmap_count(&subn->port_guid_tbl), i;
+	uint8_t op = subn->opt.max_op_vls;
+
+	if (subn->opt.lmc) {
+		snprintf(err, errlen, "lmc %u: the set routes base LIDs only", subn->opt.lmc);
+		return -1;
+	}
+	if ((ts->has_sl2vl || ts->has_pathsl) && !subn->opt.qos) {
+		snprintf(err, errlen,
+			 "the set has %s but qos is off: OpenSM would not program them (set 'qos TRUE')",
+			 ts->has_sl2vl ? "SL-to-VL tables" : "path SLs");
+		return -1;
+	}
+	for (it = cl_qmap_head(&subn->sw_guid_tbl); it != cl_qmap_end(&subn->sw_guid_tbl);
+	     it = cl_qmap_next(it)) {
+		osm_switch_t *sw = (osm_switch_t *)it;
+		osm_node_t *node = sw->p_node;
+		uint64_t g = cl_ntoh64(osm_node_get_node_guid(node));
+		const struct ts_switch *s = ts_find_switch(ts, g);
+		uint8_t np = osm_node_get_num_physp(node), out, in;
+		if (!s) {
+			snprintf(err, errlen, "switch 0x%016llx (%s) has no table in the set: it was computed for another topology",
+				 (unsigned long long)g, node->print_desc);
+			return -1;
+		}
+		if (s->count != nports) {
+			snprintf(err, errlen, "switch 0x%016llx (%s) routes %zu ports, the fabric has %zu: another topology",
+				 (unsigned long long)g, node->print_desc, s->count, nports);
+			return -1;
+		}
+		for (i = 0; i < s->count; i++) {
+			const struct ts_lft_row *r = &ts->rows[s->first + i];
+			if (!osm_get_port_by_guid(subn, cl_hton64(r->dst_guid))) {
+				snprintf(err, errlen, "switch 0x%016llx routes to port 0x%016llx, which is not in the fabric",
+					 (unsigned long long)g, (unsigned long long)r->dst_guid);
+				return -1;
+			}
+			if (r->port >= np) {
+				snprintf(err, errlen, "switch 0x%016llx has no port %u", (unsigned long long)g, r->port);
+				return -1;
+			}
+		}
+		if (!ts->has_sl2vl)
+			continue;
+		for (out = 1; out < np; out++) {
+			osm_physp_t *po = osm_node_get_physp_ptr(node, out);
+			if (!po || !osm_physp_get_remote(po))
+				continue;
+			uint8_t have = data_vls(ib_port_info_get_vl_cap(&po->port_info));
+			if (op && data_vls(op) < have)
+				have = data_vls(op);
+			for (in = 0; in < np; in++) {
+				const struct ts_sl2vl *e = ts_find_sl2vl(ts, g, in, out);
+				int sl;
+				if (!e) {
+					snprintf(err, errlen, "switch 0x%016llx (%s): no SL-to-VL table for in %u out %u",
+						 (unsigned long long)g, node->print_desc, in, out);
+					return -1;
+				}
+				for (sl = 0; sl < TS_NUM_SLS; sl++)
+					if (e->vl[sl] != 15 && e->vl[sl] >= have) {
+						snprintf(err, errlen,
+							 "switch 0x%016llx port %u: SL %d goes to VL %u, the port has %u data VLs",
+							 (unsigned long long)g, out, sl, e->vl[sl], have);
+						return -1;
+					}
+			}
+		}
+	}
+	return 0;
+}
+
+/* Fills the switches' new LFTs from `ts` (validated against the fabric). */
+static void program_lfts(struct plugin *p, const struct tableset *ts)
+{
+	osm_subn_t *subn = &p->osm->subn;
+	cl_map_item_t *it;
+	size_t n = 0, i;
+	for (it = cl_qmap_head(&subn->sw_guid_tbl); it != cl_qmap_end(&subn->sw_guid_tbl);
+	     it = cl_qmap_next(it)) {
+		osm_switch_t *sw = (osm_switch_t *)it;
+		uint64_t g = cl_ntoh64(osm_node_get_node_guid(sw->p_node));
+		const struct ts_switch *s = ts_find_switch(ts, g);
+		memset(sw->new_lft, OSM_NO_PATH, sw->lft_size);
+		for (i = 0; s && i < s->count; i++) {
+			const struct ts_lft_row *r = &ts->rows[s->first + i];
+			osm_port_t *dp = osm_get_port_by_guid(subn, cl_hton64(r->dst_guid));
+			uint16_t lid = dp ? cl_ntoh16(osm_port_get_base_lid(dp)) : 0;
+			if (lid && lid < sw->lft_size) {
+				sw->new_lft[lid] = r->port;
+				n++;
+			}
+		}
+	}
+	LOG(p, OSM_LOG_INFO, "programmed %zu LFT entries of set %s (engine %s) on %u switches\n", n,
+	    ts->generation, ts->engine, cl_qmap_count(&subn->sw_guid_tbl));
+}
+
+static int build_lid_matrices(void *ctx)
+{
+	(void)ctx;
+	/* > 0: OpenSM computes its min-hop matrices; the SA's hop counts and
+	 * multicast use them. */
+	return 1;
+}
+
+static int build_fwd_tables(void *ctx)
+{
+	struct plugin *p = ctx;
+	struct tableset next;
+	char err[TS_ERR_LEN], digest[32];
+	int have_digest = ts_manifest_digest(p->dir, digest) == 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (have_digest && p->has_active && !strcmp(digest, p->active.manifest_digest)) {
+		/* Same set: reapply it if it still fits (the sweep may be for a
+		 * topology change). */
+	} else if (ts_load(p->dir, &next, err, sizeof err) != 0) {
+		LOG(p, OSM_LOG_ERROR, "refusing the set in %s: %s; keeping the tables in force\n", p->dir, err);
+	} else if (fits_fabric(p, &next, err, sizeof err) != 0) {
+		LOG(p, OSM_LOG_ERROR, "refusing set %s (engine %s) in %s: %s; keeping the tables in force\n",
+		    next.generation, next.engine, p->dir, err);
+		ts_free(&next);
+	} else {
+		if (p->has_active)
+			ts_free(&p->active);
+		p->active = next;
+		p->has_active = 1;
+		LOG(p, OSM_LOG_INFO, "loaded set %s (engine %s): %zu switches, max LID %u%s%s\n",
+		    p->active.generation, p->active.engine, p->active.nsw, p->active.max_lid,
+		    p->active.has_sl2vl ? ", SL-to-VL tables" : "", p->active.has_pathsl ? ", path SLs" : "");
+	}
+	if (!p->has_active) {
+		pthread_mutex_unlock(&p->lock);
+		LOG(p, OSM_LOG_ERROR, "no table set in force: routing fails rather than guessing\n");
+		return -1;
+	}
+	if (fits_fabric(p, &p->active, err, sizeof err) != 0) {
+		pthread_mutex_unlock(&p->lock);
+		LOG(p, OSM_LOG_ERROR, "the set in force (%s) no longer fits the fabric: %s\n", p->active.generation, err);
+		return -1;
+	}
+	program_lfts(p, &p->active);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+static void update_sl2vl(void *ctx, osm_physp_t *port, uint8_t in, uint8_t out, ib_slvl_table_t *t)
+{
+	struct plugin *p = ctx;
+	osm_node_t *node = osm_physp_get_node_ptr(port);
+	int sw = osm_node_get_type(node) == IB_NODE_TYPE_SWITCH;
+	const struct ts_sl2vl *e;
+	uint64_t key = cl_ntoh64(sw ? osm_node_get_node_guid(node) : osm_physp_get_port_guid(port));
+	int sl;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->has_active && p->active.has_sl2vl) {
+		e = ts_find_sl2vl(&p->active, key, sw ? in : 0, sw ? out : 0);
+		if (e) {
+			memset(t, 0, sizeof *t);
+			for (sl = 0; sl < TS_NUM_SLS; sl++)
+				ib_slvl_table_set(t, (uint8_t)sl, e->vl[sl]);
+		} else if (sw) {
+			LOG(p, OSM_LOG_ERROR, "no SL-to-VL table for switch 0x%016llx in %u out %u\n",
+			    (unsigned long long)key, in, out);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+static uint8_t path_sl(void *ctx, uint8_t hint, const ib_net16_t slid, const ib_net16_t dlid)
+{
+	struct plugin *p = ctx;
+	osm_port_t *sp, *dp;
+	int sl = -1;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->has_active && p->active.has_pathsl) {
+		sp = osm_get_port_by_lid(&p->osm->subn, slid);
+		dp = osm_get_port_by_lid(&p->osm->subn, dlid);
+		if (sp && dp)
+			sl = ts_path_sl(&p->active, ts_file_lid(&p->active, cl_ntoh64(osm_port_get_guid(sp))),
+					ts_file_lid(&p->active, cl_ntoh64(osm_port_get_guid(dp))));
+	}
+	pthread_mutex_unlock(&p->lock);
+	return sl < 0 ? hint : (uint8_t)sl;
+}
+
+/* Polls the manifest; a new one means a new set: ask for a heavy sweep,
+ * which runs build_fwd_tables and the SL-to-VL programming. */
+static void *watch(void *arg)
+{
+	struct plugin *p = arg;
+	char digest[32];
+	while (!p->stop) {
+		struct timespec ts = { p->poll_ms / 1000, (long)(p->poll_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+		if (p->stop)
+			break;
+		if (ts_manifest_digest(p->dir, digest) != 0 || !strcmp(digest, p->seen_digest))
+			continue;
+		snprintf(p->seen_digest, sizeof p->seen_digest, "%s", digest);
+		LOG(p, OSM_LOG_INFO, "new table set in %s: requesting a heavy sweep\n", p->dir);
+		p->osm->subn.force_heavy_sweep = TRUE;
+		osm_opensm_sweep(p->osm);
+	}
+	return NULL;
+}
+
+static int setup(osm_routing_engine_t *re, osm_opensm_t *osm)
+{
+	(void)osm;
+	re->build_lid_matrices = build_lid_matrices;
+	re->ucast_build_fwd_tables = build_fwd_tables;
+	re->update_sl2vl = update_sl2vl;
+	re->path_sl = path_sl;
+	return 0;
+}
+
+static void *create(osm_opensm_t *osm)
+{
+	struct plugin *p = calloc(1, sizeof *p);
+	external_routing_engine_module_t m = { ENGINE_NAME, setup, NULL };
+	if (!p)
+		return NULL;
+	p->osm = osm;
+	pthread_mutex_init(&p->lock, NULL);
+	parse_options(p);
+	m.context = p;
+	if (osm_register_external_routing_engine(osm, &m, p) != CL_SUCCESS) {
+		OSM_LOG(&osm->log, OSM_LOG_ERROR, "ibfabric: cannot register the routing engine\n");
+		free(p);
+		return NULL;
+	}
+	ts_manifest_digest(p->dir, p->seen_digest);
+	if (p->poll_ms) {
+		if (pthread_create(&p->watcher, NULL, watch, p) == 0)
+			p->watcher_started = 1;
+		else
+			OSM_LOG(&osm->log, OSM_LOG_ERROR, "ibfabric: cannot start the watcher: %s\n", strerror(errno));
+	}
+	OSM_LOG(&osm->log, OSM_LOG_INFO, "ibfabric: routing engine '%s' registered; tables from %s, polled every %u ms\n",
+		ENGINE_NAME, p->dir, p->poll_ms);
+	return p;
+}
+
+static void destroy(void *ctx)
+{
+	struct plugin *p = ctx;
+	if (!p)
+		return;
+	p->stop = 1;
+	if (p->watcher_started)
+		pthread_join(p->watcher, NULL);
+	if (p->has_active)
+		ts_free(&p->active);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+static void report(void *ctx, osm_epi_event_id_t id, void *data)
+{
+	(void)ctx;
+	(void)id;
+	(void)data;
+}
+
+osm_event_plugin_t osm_event_plugin = {
+	OSM_VERSION, create, destroy, report
+};

@@ -1,0 +1,87 @@
+/*
+ * A table set: the files ibfabric writes for one routing (LFTs, SL-to-VL
+ * tables, path SLs) as checked against their manifest. Parsing here knows
+ * nothing of OpenSM, so the same code is what the plugin applies and what
+ * its tests exercise.
+ */
+#ifndef IBFABRIC_TABLESET_H
+#define IBFABRIC_TABLESET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TS_MANIFEST "ibfabric-tables.txt"
+#define TS_LFTS "opensm-lfts.dump"
+#define TS_SL2VL "opensm-sl2vl.dump"
+#define TS_PATHSL "path-sl.txt"
+#define TS_NUM_SLS 16
+#define TS_ERR_LEN 512
+
+/* One LFT row: the destination by port GUID (LIDs are remapped to the ones
+ * the SM assigned, as OpenSM's own file loader does). */
+struct ts_lft_row {
+	uint64_t dst_guid;
+	uint8_t port;
+};
+
+struct ts_switch {
+	uint64_t guid;
+	size_t first;		/* index of its first row in ts->rows */
+	size_t count;
+};
+
+/* SL-to-VL rows are keyed as opensm-sl2vl.dump keys them: a switch's node
+ * GUID with (in, out), or a CA/router port GUID with (0, 0). */
+struct ts_sl2vl {
+	uint64_t guid;
+	uint8_t in, out;
+	uint8_t vl[TS_NUM_SLS];
+};
+
+struct ts_guid_lid {
+	uint64_t guid;
+	uint16_t lid;
+};
+
+struct tableset {
+	char manifest_digest[32];	/* FNV-1a of the manifest text */
+	char engine[64];
+	char generation[64];
+	struct ts_switch *sw;	/* sorted by GUID */
+	size_t nsw;
+	struct ts_lft_row *rows;
+	size_t nrows;
+	struct ts_guid_lid *lids;	/* the file's LID of each port, sorted by GUID */
+	size_t nlids;
+	uint16_t max_lid;
+	int has_sl2vl;
+	struct ts_sl2vl *sl2vl;	/* sorted by (guid, in, out) */
+	size_t nsl2vl;
+	uint8_t max_vl;
+	int has_pathsl;
+	char *pathsl_buf;	/* the file's text; rows point into it */
+	const char **pathsl_rows;	/* by file source LID; NULL when absent */
+};
+
+uint64_t ts_fnv1a(const void *data, size_t len);
+
+/* Loads the set the manifest in `dir` names. Returns 0, or -1 with a
+ * reason in `err` (a missing, partial, mixed or malformed set); `ts` is
+ * untouched on failure. */
+int ts_load(const char *dir, struct tableset *ts, char *err, size_t errlen);
+
+/* The manifest's digest without loading the set, to tell whether the set
+ * changed; -1 when the manifest cannot be read. */
+int ts_manifest_digest(const char *dir, char out[32]);
+
+void ts_free(struct tableset *ts);
+
+const struct ts_switch *ts_find_switch(const struct tableset *ts, uint64_t guid);
+const struct ts_sl2vl *ts_find_sl2vl(const struct tableset *ts, uint64_t guid,
+				     uint8_t in, uint8_t out);
+/* The file's LID of a port, 0 when the set does not know it. */
+uint16_t ts_file_lid(const struct tableset *ts, uint64_t guid);
+/* The SL from `src` to `dst` (file LIDs); -1 for no path or unknown. */
+int ts_path_sl(const struct tableset *ts, uint16_t src, uint16_t dst);
+
+#endif

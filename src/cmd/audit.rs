@@ -1,0 +1,145 @@
+//! `ibfabric audit`: read the tables a running fabric holds (switch LFTs,
+//! SL-to-VL tables, the SLs the subnet manager answers) through
+//! infiniband-diags, verify them, and optionally hold them against the set
+//! that was written for it.
+
+use super::report::{print_report, TablesJson};
+use agent::live::Diags;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fabric::audit::{compare, Comparison};
+use fabric::formats::{lft, pathsl, sl2vl};
+use fabric::tables::Routing;
+use fabric::verify;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+#[command(
+    after_help = "Exit status: 0 when the live tables route every pair deadlock free (and \
+    match --expect), 2 when they do not, 1 on errors (a tool missing or failing, unreadable \
+    output).\n\nThe tools run through the local port (-C/-P as for infiniband-diags); with ibsim, \
+    export LD_PRELOAD=libumad2sim.so and SIM_HOST as for any diag tool."
+)]
+pub struct AuditArgs {
+    /// Directory for what is read back: ibnetdiscover.txt, dump_lfts.txt,
+    /// sl2vl.txt, pathrecords.txt (verify reads each of them).
+    #[arg(long, short)]
+    out: PathBuf,
+    /// A table directory written by `route` or an agent: the live tables
+    /// must equal it, entry by entry (matched by GUID, not LID).
+    #[arg(long, requires = "topology")]
+    expect: Option<PathBuf>,
+    /// The topology file the --expect tables were computed for.
+    #[arg(long, short)]
+    topology: Option<PathBuf>,
+    /// Local CA name for the diag tools (-C).
+    #[arg(long)]
+    ca: Option<String>,
+    /// Local port number for the diag tools (-P).
+    #[arg(long)]
+    port: Option<u8>,
+    /// The PathRecord reader built with the OpenSM plugin (default:
+    /// `ibfabric-pathrecord-sl` on PATH).
+    #[arg(long)]
+    pathrecord_tool: Option<PathBuf>,
+    /// Differences to list at most.
+    #[arg(long, default_value_t = 20)]
+    max_differences: usize,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct AuditJson {
+    #[serde(flatten)]
+    tables: TablesJson,
+    read_seconds: f64,
+    verify_seconds: f64,
+    queries: usize,
+    switches: usize,
+    hcas: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected: Option<Comparison>,
+}
+
+pub fn run(a: AuditArgs) -> Result<i32> {
+    let diags = Diags {
+        ca: a.ca.clone(),
+        port: a.port,
+        pathrecord_tool: a.pathrecord_tool.clone(),
+    };
+    let t = Instant::now();
+    let rb = diags.read_back(&a.out).context("reading the live fabric")?;
+    let read_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let r = verify::verify(&rb.fabric, &rb.routing);
+    let verify_seconds = t.elapsed().as_secs_f64();
+    let expected = match (&a.expect, &a.topology) {
+        (Some(dir), Some(topo)) => {
+            let wf = super::load(topo)?;
+            let set = fabric::formats::tableset::check_dir(dir)?;
+            let has = |name: &str| set.files.iter().any(|e| e.name == name);
+            let written = Routing {
+                lfts: lft::read(&wf, &dir.join(fabric::formats::LFTS_FILE))?,
+                sl2vl: if has(fabric::formats::SL2VL_FILE) {
+                    Some(sl2vl::read(&wf, &dir.join(fabric::formats::SL2VL_FILE))?)
+                } else {
+                    None
+                },
+                path_sl: if has(fabric::formats::PATH_SL_FILE) {
+                    pathsl::read_optional(&wf, &dir.join(fabric::formats::PATH_SL_FILE))?
+                } else {
+                    None
+                },
+                vls_needed: None,
+            };
+            // Without written SL-to-VL tables nothing is claimed about them.
+            let live = Routing {
+                sl2vl: written.sl2vl.as_ref().and(rb.routing.sl2vl.clone()),
+                lfts: rb.routing.lfts.clone(),
+                path_sl: rb.routing.path_sl.clone(),
+                vls_needed: None,
+            };
+            Some(compare(&wf, &written, &rb.fabric, &live, a.max_differences))
+        }
+        (Some(_), None) => {
+            bail!("--expect needs --topology (the file its tables were computed for)")
+        }
+        _ => None,
+    };
+    let matches = expected.as_ref().is_none_or(Comparison::matches);
+    if a.json {
+        super::print_json(&AuditJson {
+            tables: TablesJson::new(&r, &rb.fabric),
+            read_seconds,
+            verify_seconds,
+            queries: rb.queries,
+            switches: rb.fabric.switches().len(),
+            hcas: rb.fabric.num_cas(),
+            expected,
+        })?;
+    } else {
+        println!(
+            "read back       {} switches, {} HCAs, {} queries in {read_seconds:.2} s -> {}",
+            rb.fabric.switches().len(),
+            rb.fabric.num_cas(),
+            rb.queries,
+            rb.dir.display()
+        );
+        println!("verify time     {verify_seconds:.3} s");
+        print_report(&r, &rb.fabric);
+        if let Some(c) = &expected {
+            println!(
+                "against --expect: {} LFT entries, {} SL-to-VL rows, {} path SLs compared, {} differ",
+                c.lft_entries, c.sl2vl_rows, c.path_sls, c.differences
+            );
+            for d in &c.first {
+                println!("  {}", serde_json::to_string(d)?);
+            }
+        }
+    }
+    Ok(if r.ok() && matches { 0 } else { 2 })
+}
