@@ -244,6 +244,9 @@ mod tests {
             .to_string()
             .contains("truncated"));
         let foreign = text.replace("opensm-lfts.dump", "other.txt");
-        assert!(parse(&foreign, p).unwrap_err().to_string().contains("m:5"));
+        assert!(parse(&foreign, p)
+            .unwrap_err()
+            .to_string()
+            .contains("m:6: unknown table file"));
     }
 }
