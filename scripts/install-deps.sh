@@ -2,7 +2,8 @@
 # Installs what the build and the tests need when it is missing: protoc
 # (the gRPC contracts are compiled at build time), OpenSM, the ibsim
 # simulator with its umad2sim preload, infiniband-diags, GNU time, and etcd
-# (the controller's store tests start a real one).
+# (the controller's store tests start a real one), and what the OpenSM
+# plugin builds with (libopensm-dev, libibmad-dev, libibumad-dev).
 # `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
@@ -15,7 +16,14 @@ if [ "${1:-}" != "--build-only" ]; then
     [ -e /usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so ] || need+=(libumad2sim)
     [ -x /usr/bin/time ] || need+=(time)
     command -v etcd >/dev/null 2>&1 || { need+=(etcd); pkgs+=(etcd-server); }
-    [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time)
+    # The OpenSM plugin (opensm-plugin/) and its PathRecord reader.
+    for h in opensm/osm_event_plugin.h infiniband/mad.h infiniband/umad.h; do
+        [ -e "/usr/include/infiniband/$h" ] || [ -e "/usr/include/$h" ] || need+=("$h")
+    done
+    command -v make >/dev/null 2>&1 || need+=(make)
+    command -v cc >/dev/null 2>&1 || need+=(cc)
+    [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time \
+        libopensm-dev libibmad-dev libibumad-dev make gcc)
 fi
 if [ ${#need[@]} -eq 0 ]; then
     echo "install-deps: all present"

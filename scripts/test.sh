@@ -12,6 +12,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The interop tests drive the real binary, and the chaos suite puts it in
 # its image.
 cargo build --bin ibfabric --quiet
+# The OpenSM plugin and the PathRecord reader the plugin tests load, and
+# the plugin's own checks of its table-set reader.
+make -s -C opensm-plugin all check
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast -E 'not binary(chaos)' || status=$?

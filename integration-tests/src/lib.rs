@@ -26,6 +26,21 @@ pub fn ibfabric_bin() -> Result<PathBuf> {
     bail!("no ibfabric binary: run `cargo build --bin ibfabric` (scripts/test.sh does) or set IBFABRIC_BIN")
 }
 
+/// The OpenSM plugin and the PathRecord reader, built by `make -C
+/// opensm-plugin` (scripts/test.sh does).
+pub fn opensm_plugin_build() -> Result<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../opensm-plugin/build");
+    for f in ["libibfabric.so", "ibfabric-pathrecord-sl"] {
+        if !dir.join(f).exists() {
+            bail!(
+                "{} missing: run `make -C opensm-plugin` (scripts/test.sh does; needs libopensm-dev, libibmad-dev)",
+                dir.join(f).display()
+            );
+        }
+    }
+    Ok(dir)
+}
+
 /// Runs `ibfabric ARGS`, failing with its stderr when it exits non-zero.
 pub fn ibfabric(args: &[&str]) -> Result<String> {
     let bin = ibfabric_bin()?;

@@ -140,7 +140,13 @@ impl Sim {
         })
     }
 
-    fn tool(&self, prog: &str) -> Command {
+    /// A command that reaches the simulated fabric as the diag tools do
+    /// (the umad2sim preload, this simulator's socket, the SM's CA).
+    pub fn command(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+        self.tool(prog)
+    }
+
+    fn tool(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(prog);
         c.env("LD_PRELOAD", PRELOAD)
             .env("IBSIM_SOCKNAME", &self.sock)
@@ -155,6 +161,12 @@ impl Sim {
     /// Starts OpenSM (one sweep) with `conf_extra` appended to its config
     /// and waits for SUBNET UP. Returns the log text.
     pub fn run_opensm(&mut self, conf_extra: &str) -> Result<String> {
+        self.run_opensm_with(conf_extra, &[])
+    }
+
+    /// [`Sim::run_opensm`] with extra environment (the plugin's directory
+    /// in `LD_LIBRARY_PATH`).
+    pub fn run_opensm_with(&mut self, conf_extra: &str, env: &[(&str, &Path)]) -> Result<String> {
         std::fs::create_dir_all(self.dir.join("cache"))?;
         let log = self.dir.join("opensm.log");
         let conf = self.dir.join("opensm.conf");
@@ -166,8 +178,11 @@ impl Sim {
                 self.dir.display()
             ),
         )?;
-        let child = self
-            .tool("opensm")
+        let mut cmd = self.tool("opensm");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
             .arg("-F")
             .arg(&conf)
             .stdout(std::fs::File::create(self.dir.join("opensm.stdout"))?)
@@ -191,6 +206,38 @@ impl Sim {
         }
         self.opensm = Some(p);
         Ok(text)
+    }
+
+    /// The running OpenSM's PID (to signal it).
+    pub fn opensm_pid(&self) -> Option<u32> {
+        self.opensm.as_ref().map(|p| p.0.id())
+    }
+
+    /// OpenSM's log so far.
+    pub fn opensm_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("opensm.log")).unwrap_or_default()
+    }
+
+    /// Waits until OpenSM's log holds `what` `count` times or more.
+    pub fn wait_log(&mut self, what: &str, count: usize, timeout: Duration) -> Result<()> {
+        let t0 = Instant::now();
+        loop {
+            if self.opensm_log().matches(what).count() >= count {
+                return Ok(());
+            }
+            if let Some(p) = self.opensm.as_mut() {
+                if let Some(st) = p.0.try_wait()? {
+                    bail!("OpenSM exited ({st}):\n{}", tail(&self.opensm_log()));
+                }
+            }
+            if t0.elapsed() > timeout {
+                bail!(
+                    "timeout after {timeout:?} waiting for {count} x '{what}':\n{}",
+                    tail(&self.opensm_log())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Stops OpenSM; the simulated switches keep what it programmed.
