@@ -55,6 +55,15 @@ fn take_port(s: &str) -> Option<(&str, &str)> {
 }
 
 /// Splits `(hex)rest` into (hex, rest) when the text starts with '('.
+fn is_diag_error(line: &str) -> bool {
+    line.starts_with("ibwarn:")
+        || line.starts_with("ibpanic:")
+        || line.starts_with("ibnetdiscover:")
+        || line.split_once(';').is_some_and(|(head, _)| {
+            head.ends_with(|c: char| c.is_ascii_digit()) && head.contains(".c:")
+        })
+}
+
 fn take_paren(s: &str) -> (Option<&str>, &str) {
     if let Some(r) = s.strip_prefix('(') {
         if let Some(end) = r.find(')') {
@@ -133,11 +142,36 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
+        // `ibnetdiscover -g` groups nodes under chassis headers; the nodes
+        // that follow are what we model.
+        if line == "Non-Chassis Nodes"
+            || line.starts_with("Hostname:")
+            || (line.starts_with("Chassis ") && !line.contains('"'))
+        {
+            continue;
+        }
+        // The tools' error messages (`src/query_smp.c:195; ...`, `ibwarn:`)
+        // land here when stderr went into the file: a MAD went unanswered,
+        // so the discovery may be incomplete.
+        if is_diag_error(line) {
+            return Err(err(
+                ln,
+                format!(
+                    "an error message of ibnetdiscover ('{}'): the discovery may be incomplete; \
+                     run it again and keep stderr out of the topology file",
+                    line.chars().take(80).collect::<String>()
+                ),
+            ));
+        }
         if let Some((key, value)) = line.split_once('=') {
             if !key.contains(char::is_whitespace) && !key.starts_with('[') {
                 match key {
                     "switchguid" | "caguid" | "rtguid" => {
-                        let v = value.split('(').next().unwrap_or("");
+                        // `-g` may follow with "\t# <chassis> Spine 1 Chip 1".
+                        let v = value
+                            .split(|c: char| c == '(' || c.is_whitespace())
+                            .next()
+                            .unwrap_or("");
                         let g = super::parse_hex_u64(v)
                             .ok_or_else(|| err(ln, format!("bad GUID '{value}' in {key}")))?;
                         pending_guid = Some(g);
@@ -194,7 +228,12 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                 .trim()
                 .parse()
                 .map_err(|_| err(ln, format!("bad remote port number '{rport}'")))?;
-            let (rguid, _) = take_paren(rest);
+            // ... and "[ext N]" after the remote port.
+            let rest = match rest.trim_start().starts_with("[ext") {
+                true => take_port(rest).map(|(_, r)| r).unwrap_or(rest),
+                false => rest,
+            };
+            let (rguid, _) = take_paren(rest.trim_start());
             let remote_guid = match rguid {
                 Some(g) => Some(
                     super::parse_hex_u64(g)
