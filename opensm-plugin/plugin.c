@@ -22,6 +22,7 @@
  *   qos TRUE
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,10 @@
 
 #define DEFAULT_DIR "/var/lib/ibfabric/tables"
 #define ENGINE_NAME "ibfabric"
+/* Files the plugin writes beside the set: its verdict on the last set, and
+ * a count of heavy sweeps (a changed fabric shows up as one). */
+#define STATUS_FILE "opensm-plugin-status.txt"
+#define SWEEP_FILE "opensm-sweep.txt"
 
 struct plugin {
 	osm_opensm_t *osm;
@@ -54,6 +59,7 @@ struct plugin {
 	int watcher_started;
 	volatile int stop;
 	char seen_digest[32];
+	unsigned long sweeps;
 };
 
 #define LOG(p, level, ...) OSM_LOG(&(p)->osm->log, level, "ibfabric: " __VA_ARGS__)
@@ -141,7 +147,9 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 			continue;
 		for (out = 1; out < np; out++) {
 			osm_physp_t *po = osm_node_get_physp_ptr(node, out);
-			if (!po || !osm_physp_get_remote(po))
+			/* OpenSM's QoS setup skips ports that are down; so do we. */
+			if (!po || !osm_physp_get_remote(po) ||
+			    ib_port_info_get_port_state(&po->port_info) == IB_LINK_DOWN)
 				continue;
 			uint8_t have = data_vls(ib_port_info_get_vl_cap(&po->port_info));
 			if (op && data_vls(op) < have)
@@ -193,6 +201,25 @@ static void program_lfts(struct plugin *p, const struct tableset *ts)
 	    ts->generation, ts->engine, cl_qmap_count(&subn->sw_guid_tbl));
 }
 
+/* Leaves a one-line word for the agent in the table directory: which set
+ * is in force, or why one was refused (written whole, then renamed). */
+static void write_status(struct plugin *p, const char *fmt, ...)
+{
+	char path[1200], tmp[1300];
+	va_list ap;
+	FILE *f;
+	snprintf(path, sizeof path, "%s/%s", p->dir, STATUS_FILE);
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	if (fclose(f) != 0 || rename(tmp, path) != 0)
+		unlink(tmp);
+}
+
 static int build_lid_matrices(void *ctx)
 {
 	(void)ctx;
@@ -214,9 +241,11 @@ static int build_fwd_tables(void *ctx)
 		 * topology change). */
 	} else if (ts_load(p->dir, &next, err, sizeof err) != 0) {
 		LOG(p, OSM_LOG_ERROR, "refusing the set in %s: %s; keeping the tables in force\n", p->dir, err);
+		write_status(p, "refused %s: %s\n", have_digest ? digest : "-", err);
 	} else if (fits_fabric(p, &next, err, sizeof err) != 0) {
 		LOG(p, OSM_LOG_ERROR, "refusing set %s (engine %s) in %s: %s; keeping the tables in force\n",
 		    next.generation, next.engine, p->dir, err);
+		write_status(p, "refused generation %s: %s\n", next.generation, err);
 		ts_free(&next);
 	} else {
 		if (p->has_active)
@@ -238,6 +267,7 @@ static int build_fwd_tables(void *ctx)
 		return -1;
 	}
 	program_lfts(p, &p->active);
+	write_status(p, "applied generation %s\n", p->active.generation);
 	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
@@ -358,9 +388,23 @@ static void destroy(void *ctx)
 
 static void report(void *ctx, osm_epi_event_id_t id, void *data)
 {
-	(void)ctx;
-	(void)id;
+	struct plugin *p = ctx;
+	char path[1200], tmp[1300];
+	FILE *f;
 	(void)data;
+	/* After discovery, before routing: an agent that rediscovers now sees
+	 * what OpenSM saw. */
+	if (id != OSM_EVENT_ID_HEAVY_SWEEP_DONE)
+		return;
+	p->sweeps++;
+	snprintf(path, sizeof path, "%s/%s", p->dir, SWEEP_FILE);
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, "heavy sweeps %lu\n", p->sweeps);
+	if (fclose(f) != 0 || rename(tmp, path) != 0)
+		unlink(tmp);
 }
 
 osm_event_plugin_t osm_event_plugin = {

@@ -16,7 +16,21 @@
 //! controllers = ["http://127.0.0.1:7100"]
 //! listen = "127.0.0.1:7200"             # optional: Agent.PathQuery service
 //! watch_topology = true                 # optional: re-route when the file changes
+//!
+//! [fabric]                              # optional: follow the live fabric instead of a file
+//! ca = "mlx5_0"                         # optional: the SM's CA for the diag tools (-C)
+//! port = 1                              # optional: its port (-P)
+//! rediscover_ms = 30000                 # ibnetdiscover on this schedule, and at once when
+//!                                       # OpenSM's ibfabric plugin counts a heavy sweep
+//! confirm = true                        # read the switches back after each new set
+//! confirm_timeout_ms = 120000
+//! pathrecord_tool = "/usr/local/bin/ibfabric-pathrecord-sl"   # optional
+//! opensm_pid_file = "/run/opensm.pid"   # optional: SIGHUP OpenSM after a new set (the
+//!                                       # plugin also notices it by itself)
 //! ```
+//! With `[fabric]`, `topology` is where the agent keeps the topology it
+//! last discovered, and `out_dir` (required) is the directory OpenSM's
+//! ibfabric plugin applies (`event_plugin_options ibfabric_dir=...`).
 
 use fabric::routing::{Base, EngineKind};
 use serde::Deserialize;
@@ -57,6 +71,49 @@ pub struct AgentConfig {
     pub listen: Option<SocketAddr>,
     #[serde(default)]
     pub watch_topology: bool,
+    /// `[fabric]`: discover the topology from the fabric and confirm the
+    /// tables from the switches.
+    #[serde(default)]
+    pub fabric: Option<LiveFabric>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveFabric {
+    #[serde(default)]
+    pub ca: Option<String>,
+    #[serde(default)]
+    pub port: Option<u8>,
+    #[serde(default = "default_rediscover_ms")]
+    pub rediscover_ms: u64,
+    #[serde(default = "yes")]
+    pub confirm: bool,
+    #[serde(default = "default_confirm_timeout_ms")]
+    pub confirm_timeout_ms: u64,
+    #[serde(default)]
+    pub pathrecord_tool: Option<PathBuf>,
+    #[serde(default)]
+    pub opensm_pid_file: Option<PathBuf>,
+}
+
+impl LiveFabric {
+    pub fn diags(&self) -> crate::live::Diags {
+        crate::live::Diags {
+            ca: self.ca.clone(),
+            port: self.port,
+            pathrecord_tool: self.pathrecord_tool.clone(),
+        }
+    }
+}
+
+fn default_rediscover_ms() -> u64 {
+    30_000
+}
+fn default_confirm_timeout_ms() -> u64 {
+    120_000
+}
+fn yes() -> bool {
+    true
 }
 
 fn default_engine() -> EngineKind {
@@ -88,6 +145,19 @@ impl ConfigFile for AgentConfig {
         if self.agent_id.trim().is_empty() {
             return Err(Invalid("agent_id is empty".into()));
         }
+        if let Some(l) = &self.fabric {
+            if self.out_dir.is_none() {
+                return Err(Invalid(
+                    "[fabric] needs out_dir: the directory OpenSM's ibfabric plugin applies".into(),
+                ));
+            }
+            if l.rediscover_ms < 100 {
+                return Err(Invalid(format!(
+                    "[fabric] rediscover_ms {} is below 100",
+                    l.rediscover_ms
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -95,6 +165,11 @@ impl ConfigFile for AgentConfig {
         std::iter::once(&mut self.topology)
             .chain(self.out_dir.as_mut())
             .chain(self.mapping_file.as_mut())
+            .chain(self.fabric.iter_mut().flat_map(|l| {
+                l.pathrecord_tool
+                    .iter_mut()
+                    .chain(l.opensm_pid_file.iter_mut())
+            }))
             .chain(
                 self.tls
                     .iter_mut()

@@ -7,6 +7,7 @@
 //! query never mixes two versions.
 
 pub mod config;
+pub mod follow;
 pub mod live;
 pub mod subnet;
 
@@ -73,6 +74,8 @@ pub enum AgentError {
     Listen(#[from] proto::client::ServeError),
     #[error(transparent)]
     Tls(#[from] ibtls::TlsError),
+    #[error("following the fabric: {0}")]
+    Follow(#[from] follow::FollowError),
     #[error("the [tls] certificate names {have}, but this agent speaks for {want}")]
     Identity {
         have: ibtls::Identity,
@@ -325,9 +328,17 @@ pub async fn run(
         )?),
         None => None,
     };
+    follow::initial_discovery(&agent).await?;
     agent.reroute().await?;
     let mut tasks = Vec::new();
-    if agent.cfg.watch_topology {
+    if agent.cfg.fabric.is_some() {
+        let a = agent.clone();
+        let sd = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            follow::apply_and_confirm(&a, std::time::Instant::now()).await;
+            follow::follow_fabric(a, sd).await;
+        }));
+    } else if agent.cfg.watch_topology {
         tasks.push(tokio::spawn(watch_topology(
             agent.clone(),
             shutdown.clone(),

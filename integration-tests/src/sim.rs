@@ -45,6 +45,7 @@ pub struct Sim {
     sock: String,
     sim_host: String,
     opensm: Option<Proc>,
+    console: Option<std::process::ChildStdin>,
     _ibsim: Proc,
 }
 
@@ -85,6 +86,28 @@ impl Sim {
     /// `dir` receives logs and is the tools' working directory (umad2sim
     /// creates `./sys-<pid>` there).
     pub fn start(net: &Path, dir: &Path) -> Result<Sim> {
+        Self::start_inner(net, dir, false)
+    }
+
+    /// [`Sim::start`] with ibsim's console on a pipe, for [`Sim::console`]
+    /// (`Unlink`, `ReLink`).
+    pub fn start_with_console(net: &Path, dir: &Path) -> Result<Sim> {
+        Self::start_inner(net, dir, true)
+    }
+
+    /// Sends one command to ibsim's console.
+    pub fn console(&mut self, command: &str) -> Result<()> {
+        use std::io::Write;
+        let c = self
+            .console
+            .as_mut()
+            .context("ibsim was started without its console")?;
+        writeln!(c, "{command}")?;
+        c.flush()?;
+        Ok(())
+    }
+
+    fn start_inner(net: &Path, dir: &Path, console: bool) -> Result<Sim> {
         require_tools()?;
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let sock = format!(
@@ -111,19 +134,28 @@ impl Sim {
         }
         let sim_host = sim_host.context("the net has no CA for the SM to attach to")?;
         let log = dir.join("ibsim.log");
-        let child = Command::new("ibsim")
-            .args(["-s", "-n"])
+        let mut cmd = Command::new("ibsim");
+        cmd.arg("-s");
+        if !console {
+            cmd.arg("-n");
+        }
+        let mut child = cmd
             .args(["-N", &(nodes * 2 + 64).to_string()])
             .args(["-S", &(switches * 2 + 16).to_string()])
             .args(["-P", &(ports * 2 + 1024).to_string()])
             .arg(net)
             .env("IBSIM_SOCKNAME", &sock)
             .current_dir(dir)
-            .stdin(Stdio::null())
+            .stdin(if console {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(std::fs::File::create(&log)?)
             .stderr(std::fs::File::create(dir.join("ibsim.err"))?)
             .spawn()
             .context("starting ibsim")?;
+        let console = child.stdin.take();
         let mut ibsim = Proc(child);
         wait_for(
             &log,
@@ -136,6 +168,7 @@ impl Sim {
             sock,
             sim_host,
             opensm: None,
+            console,
             _ibsim: ibsim,
         })
     }

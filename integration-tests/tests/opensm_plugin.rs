@@ -52,9 +52,18 @@ fn route(fx: &Fixture, engine: &str, extra: &[&str], out: &Path) -> Value {
 }
 
 fn start(fx: &Fixture, tables: &Path) -> Sim {
+    start_sim(fx, tables, false)
+}
+
+fn start_sim(fx: &Fixture, tables: &Path, console: bool) -> Sim {
     let simdir = fx.root.join("sim");
     std::fs::create_dir_all(&simdir).unwrap();
-    let mut sim = Sim::start(&fx.net, &simdir).expect("ibsim loads the topology");
+    let mut sim = if console {
+        Sim::start_with_console(&fx.net, &simdir)
+    } else {
+        Sim::start(&fx.net, &simdir)
+    }
+    .expect("ibsim loads the topology");
     let log = sim
         .run_opensm_with(
             &format!(
@@ -78,6 +87,10 @@ fn start(fx: &Fixture, tables: &Path) -> Sim {
 /// `ibfabric audit` against the running fabric; returns its JSON and exit
 /// code.
 fn audit(fx: &Fixture, sim: &Sim, expect: &Path, name: &str) -> (Value, i32) {
+    audit_against(fx, sim, expect, &fx.net, name)
+}
+
+fn audit_against(fx: &Fixture, sim: &Sim, expect: &Path, topo: &Path, name: &str) -> (Value, i32) {
     let rb = fx.root.join(name);
     let out = sim
         .command(ibfabric_bin().unwrap())
@@ -86,7 +99,7 @@ fn audit(fx: &Fixture, sim: &Sim, expect: &Path, name: &str) -> (Value, i32) {
         .arg("--expect")
         .arg(expect)
         .arg("-t")
-        .arg(&fx.net)
+        .arg(topo)
         .arg("--pathrecord-tool")
         .arg(fx.plugin.join("ibfabric-pathrecord-sl"))
         .output()
@@ -284,4 +297,109 @@ fn a_truncated_set_is_refused_and_a_whole_one_is_applied() {
     let (r, code) = audit(&fx, &sim, &a, "after-rewrite");
     assert_eq!(r["expected"]["differences"], 0, "set a again: {r:#}");
     assert_eq!(code, 0);
+}
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for_log(path: &Path, what: &str, count: usize, timeout: Duration) -> f64 {
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.matches(what).count() >= count {
+            return t0.elapsed().as_secs_f64();
+        }
+        assert!(
+            t0.elapsed() < timeout,
+            "no {count} x '{what}' in {} after {timeout:?}:\n{text}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An agent that follows the fabric: it discovers the topology through the
+/// SM's port, routes it, writes the set OpenSM's plugin applies, and reads
+/// the switches back. A link removed with ibsim's `Unlink` reaches OpenSM
+/// as a trap; the agent sees the heavy sweep, rediscovers, reroutes, and
+/// the switches hold the new tables, read back and verified; `ReLink`
+/// brings the first topology back the same way.
+#[test]
+fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
+    let fx = fixture(&["dragonfly", "--p", "2"]);
+    let live = fx.root.join("tables");
+    // A set to start OpenSM on, as an operator bootstraps it; the agent
+    // replaces it with one computed on the fabric it discovers.
+    route(&fx, "dfdn", &[], &live);
+    let mut sim = start_sim(&fx, &live, true);
+    let topo = fx.root.join("live.net");
+    let conf = fx.root.join("agent.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "insecure = true\nagent_id = \"s0\"\nsubnet_prefix = \"0xfec0000000000001\"\n\
+             topology = \"{}\"\nengine = \"dfdn\"\nout_dir = \"{}\"\n\
+             [fabric]\nrediscover_ms = 60000\nconfirm_timeout_ms = 60000\npathrecord_tool = \"{}\"\n",
+            topo.display(),
+            live.display(),
+            fx.plugin.join("ibfabric-pathrecord-sl").display()
+        ),
+    )
+    .unwrap();
+    let log = fx.root.join("agent.log");
+    let _agent = Child(
+        sim.command(ibfabric_bin().unwrap())
+            .args(["agent", "--config"])
+            .arg(&conf)
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("the agent starts"),
+    );
+    let confirmed = "tables confirmed in the switches";
+    wait_for_log(&log, confirmed, 1, Duration::from_secs(90));
+    let links = |p: &Path| -> u64 {
+        let v: Value =
+            serde_json::from_str(&ibfabric(&["info", "--json", p.to_str().unwrap()]).unwrap())
+                .unwrap();
+        v["links"].as_u64().unwrap()
+    };
+    assert_eq!(
+        links(&topo),
+        162,
+        "the agent discovered the whole Dragonfly"
+    );
+
+    // g0r0 port 3 is its link to g0r1 (gen dragonfly's wiring).
+    sim.console("Unlink \"g0r0\"[3]").unwrap();
+    let secs = wait_for_log(&log, confirmed, 2, Duration::from_secs(120));
+    eprintln!("Unlink -> new tables confirmed in the switches in {secs:.2} s");
+    assert_eq!(links(&topo), 161, "the agent rerouted without the link");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("the fabric changed; rerouting"), "{text}");
+    let (a, code) = audit_against(&fx, &sim, &live, &topo, "after-unlink");
+    assert_eq!(a["expected"]["differences"], 0, "{a:#}");
+    assert_eq!(
+        (a["deadlock_free"].clone(), code),
+        (Value::Bool(true), 0),
+        "{a:#}"
+    );
+
+    sim.console("ReLink \"g0r0\"[3]").unwrap();
+    let secs = wait_for_log(&log, confirmed, 3, Duration::from_secs(120));
+    eprintln!("ReLink -> new tables confirmed in the switches in {secs:.2} s");
+    assert_eq!(
+        links(&topo),
+        162,
+        "the link is back in the agent's topology"
+    );
+    let (a, code) = audit_against(&fx, &sim, &live, &topo, "after-relink");
+    assert_eq!(a["expected"]["differences"], 0, "{a:#}");
+    assert_eq!(code, 0, "{a:#}");
 }

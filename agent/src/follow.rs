@@ -1,0 +1,268 @@
+//! Following the live fabric (`[fabric]` in the config): the topology comes
+//! from `ibnetdiscover`, on a schedule and at once when OpenSM's ibfabric
+//! plugin counts a heavy sweep (a link or switch came or went); a changed
+//! topology is rerouted, the new set written where the plugin applies it,
+//! OpenSM optionally signalled, and the switches read back until they hold
+//! exactly the new tables, which must verify deadlock free as read.
+
+use crate::config::{AgentConfig, LiveFabric};
+use crate::subnet::RoutedSubnet;
+use crate::{Agent, AgentError};
+use fabric::formats::ibnetdiscover;
+use fabric::model::Fabric;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
+
+/// Written by the plugin after each heavy sweep's discovery.
+pub const SWEEP_STAMP: &str = "opensm-sweep.txt";
+/// The plugin's verdict on the last set it saw.
+pub const PLUGIN_STATUS: &str = "opensm-plugin-status.txt";
+/// Where the confirmation reads the switches back into, under `out_dir`.
+pub const READBACK_DIR: &str = "readback";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
+    #[error(transparent)]
+    Fabric(#[from] fabric::error::Error),
+    #[error("OpenSM's ibfabric plugin refused generation {generation}: {reason}")]
+    Refused { generation: u64, reason: String },
+    #[error("the switches do not hold generation {generation} after {secs:.1} s: {last}")]
+    NotApplied {
+        generation: u64,
+        secs: f64,
+        last: String,
+    },
+    #[error(
+        "the tables read back from the switches are not deadlock free or leave pairs unrouted: {0}"
+    )]
+    LiveUnsafe(String),
+}
+
+/// What the confirmation found.
+#[derive(Debug)]
+pub struct Confirmed {
+    pub generation: u64,
+    pub seconds: f64,
+    pub lft_entries: u64,
+    pub sl2vl_rows: u64,
+    pub path_sls: u64,
+}
+
+/// Runs `ibnetdiscover` and writes what it printed to the config's
+/// `topology` file when it describes another fabric than `known`. Returns
+/// whether it wrote.
+pub fn discover_into(
+    cfg: &AgentConfig,
+    live: &LiveFabric,
+    known: Option<&Fabric>,
+) -> Result<bool, FollowError> {
+    let text = live.diags().discover()?;
+    // Parsed before it replaces anything: a discovery the reader refuses
+    // (an incomplete one) leaves the topology in force.
+    let found = ibnetdiscover::parse(&text, &cfg.topology)?;
+    if known.is_some_and(|k| ibnetdiscover::write(k) == ibnetdiscover::write(&found)) {
+        return Ok(false);
+    }
+    fabric::formats::write_file(&cfg.topology, &text)?;
+    Ok(true)
+}
+
+fn stamp(p: &Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// Reads the switches back until they hold `routed`'s set (the one in
+/// `out_dir`'s manifest), the plugin refuses it, or the time runs out.
+pub fn confirm(
+    live: &LiveFabric,
+    out_dir: &Path,
+    routed: &RoutedSubnet,
+) -> Result<Confirmed, FollowError> {
+    let t0 = Instant::now();
+    let generation = fabric::formats::tableset::check_dir(out_dir)?.generation;
+    let deadline = t0 + Duration::from_millis(live.confirm_timeout_ms);
+    let diags = live.diags();
+    let readback = out_dir.join(READBACK_DIR);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(out_dir.join(PLUGIN_STATUS)) {
+            if let Some(reason) = s
+                .trim()
+                .strip_prefix(&format!("refused generation {generation}: "))
+            {
+                return Err(FollowError::Refused {
+                    generation,
+                    reason: reason.to_string(),
+                });
+            }
+        }
+        let last = match diags.read_back(&readback) {
+            Ok(rb) => {
+                let c = fabric::audit::compare(
+                    &routed.fabric,
+                    routed.routing.get(),
+                    &rb.fabric,
+                    &rb.routing,
+                    3,
+                );
+                if c.matches() {
+                    let r = fabric::verify::verify(&rb.fabric, &rb.routing);
+                    if !r.ok() {
+                        return Err(FollowError::LiveUnsafe(format!(
+                            "{} broken pairs, cycle: {}",
+                            r.broken_pairs,
+                            r.deadlock_free().then_some("none").unwrap_or("yes")
+                        )));
+                    }
+                    return Ok(Confirmed {
+                        generation,
+                        seconds: t0.elapsed().as_secs_f64(),
+                        lft_entries: c.lft_entries,
+                        sl2vl_rows: c.sl2vl_rows,
+                        path_sls: c.path_sls,
+                    });
+                }
+                format!(
+                    "{} of {} entries differ, first {:?}",
+                    c.differences,
+                    c.lft_entries + c.sl2vl_rows + c.path_sls,
+                    c.first.first()
+                )
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(FollowError::NotApplied {
+                generation,
+                secs: t0.elapsed().as_secs_f64(),
+                last,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn signal_opensm(pid_file: &Path) {
+    let pid = match std::fs::read_to_string(pid_file) {
+        Ok(s) => s.trim().to_string(),
+        Err(e) => {
+            tracing::warn!(file = %pid_file.display(), "cannot read OpenSM's PID: {e}");
+            return;
+        }
+    };
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        tracing::warn!(file = %pid_file.display(), "not a PID: '{pid}'");
+        return;
+    }
+    match std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+    {
+        Ok(s) if s.success() => tracing::info!(pid, "asked OpenSM for a heavy sweep (SIGHUP)"),
+        Ok(s) => tracing::warn!(pid, "kill -HUP failed: {s}"),
+        Err(e) => tracing::warn!(pid, "kill -HUP: {e}"),
+    }
+}
+
+/// After a reroute: signal OpenSM if configured, then confirm from the
+/// switches (logged; a failure is an error line, the agent goes on).
+pub async fn apply_and_confirm(agent: &Arc<Agent>, t_change: Instant) {
+    let (Some(live), Some(out_dir)) = (agent.cfg.fabric.clone(), agent.cfg.out_dir.clone()) else {
+        return;
+    };
+    if let Some(p) = &live.opensm_pid_file {
+        signal_opensm(p);
+    }
+    if !live.confirm {
+        return;
+    }
+    let Some(routed) = agent.subnet.load_full() else {
+        return;
+    };
+    let res = tokio::task::spawn_blocking(move || confirm(&live, &out_dir, &routed)).await;
+    match res {
+        Ok(Ok(c)) => tracing::info!(
+            generation = c.generation,
+            confirm_secs = c.seconds,
+            since_change_secs = t_change.elapsed().as_secs_f64(),
+            lft_entries = c.lft_entries,
+            sl2vl_rows = c.sl2vl_rows,
+            path_sls = c.path_sls,
+            "tables confirmed in the switches and verified deadlock free as read"
+        ),
+        Ok(Err(e)) => tracing::error!("{e}"),
+        Err(e) => tracing::error!("confirmation task failed: {e}"),
+    }
+}
+
+/// The loop: rediscover on schedule or when OpenSM swept, reroute when the
+/// fabric changed.
+pub async fn follow_fabric(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
+    let (Some(live), Some(out_dir)) = (agent.cfg.fabric.clone(), agent.cfg.out_dir.clone()) else {
+        return;
+    };
+    let sweep: PathBuf = out_dir.join(SWEEP_STAMP);
+    let mut last_sweep = stamp(&sweep);
+    let every = Duration::from_millis(live.rediscover_ms);
+    let mut next = Instant::now() + every;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let s = stamp(&sweep);
+        let swept = s.is_some() && s != last_sweep;
+        if !swept && Instant::now() < next {
+            continue;
+        }
+        last_sweep = s;
+        next = Instant::now() + every;
+        let t_change = Instant::now();
+        let (cfg, live2) = (agent.cfg.clone(), live.clone());
+        let known = agent.subnet.load_full();
+        let found = tokio::task::spawn_blocking(move || {
+            discover_into(&cfg, &live2, known.as_deref().map(|k| &k.fabric))
+        })
+        .await;
+        match found {
+            Ok(Ok(false)) => {
+                tracing::debug!(swept, "fabric unchanged");
+                continue;
+            }
+            Ok(Ok(true)) => tracing::info!(swept, "the fabric changed; rerouting"),
+            Ok(Err(e)) => {
+                tracing::error!("discovery failed, keeping the tables in force: {e}");
+                continue;
+            }
+            Err(e) => {
+                tracing::error!("discovery task failed: {e}");
+                continue;
+            }
+        }
+        match agent.reroute().await {
+            Ok(()) => apply_and_confirm(&agent, t_change).await,
+            Err(e) => tracing::error!("reroute failed, keeping the tables in force: {e}"),
+        }
+    }
+}
+
+/// At start: the fabric's topology into the `topology` file. When the
+/// fabric cannot be read and a topology file exists, that file serves.
+pub async fn initial_discovery(agent: &Arc<Agent>) -> Result<(), AgentError> {
+    let Some(live) = agent.cfg.fabric.clone() else {
+        return Ok(());
+    };
+    let cfg = agent.cfg.clone();
+    let res = tokio::task::spawn_blocking(move || discover_into(&cfg, &live, None)).await?;
+    match res {
+        Ok(_) => Ok(()),
+        Err(e) if agent.cfg.topology.exists() => {
+            tracing::warn!(topology = %agent.cfg.topology.display(), "cannot read the fabric ({e}); routing the topology file until it can");
+            Ok(())
+        }
+        Err(e) => Err(AgentError::Follow(e)),
+    }
+}
