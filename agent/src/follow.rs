@@ -114,7 +114,7 @@ pub fn confirm(
                         return Err(FollowError::LiveUnsafe(format!(
                             "{} broken pairs, cycle: {}",
                             r.broken_pairs,
-                            r.deadlock_free().then_some("none").unwrap_or("yes")
+                            if r.deadlock_free() { "none" } else { "yes" }
                         )));
                     }
                     return Ok(Confirmed {

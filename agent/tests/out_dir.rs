@@ -13,6 +13,7 @@ const LFTS: &str = "opensm-lfts.dump";
 const SL2VL: &str = "opensm-sl2vl.dump";
 const PATH_SL: &str = "path-sl.txt";
 const MAPPING: &str = "ibfabric-mapping.txt";
+const MANIFEST: &str = "ibfabric-tables.txt";
 
 fn config(dir: &Path, engine: &str) -> AgentConfig {
     let text = format!(
@@ -56,7 +57,7 @@ fn a_new_engine_removes_the_tables_of_the_old_one_and_keeps_the_mapping() {
     let f = torus(d.path());
     let out = d.path().join("out");
     let first = route_subnet(&config(d.path(), "dfsssp")).expect("routes");
-    assert_eq!(names(&out), [LFTS, SL2VL, PATH_SL]);
+    assert_eq!(names(&out), [MANIFEST, LFTS, SL2VL, PATH_SL]);
     assert_eq!(
         verify_dir(&f, &out).vls_used,
         first.routing.report().vls_used
@@ -65,7 +66,7 @@ fn a_new_engine_removes_the_tables_of_the_old_one_and_keeps_the_mapping() {
     write_file(&out.join(MAPPING), "# mapping\n").expect("mapping");
 
     let second = route_subnet(&config(d.path(), "updn")).expect("routes");
-    assert_eq!(names(&out), [MAPPING, LFTS]);
+    assert_eq!(names(&out), [MAPPING, MANIFEST, LFTS]);
     let want = second.routing.report();
     let got = verify_dir(&f, &out);
     assert_eq!(
@@ -103,7 +104,14 @@ fn a_failed_write_leaves_the_previous_tables_whole() {
         std::fs::read(out.join(LFTS)).expect("LFTs") == before,
         "the LFTs in place are the previous engine's"
     );
-    assert_eq!(names(&out), [LFTS, PATH_SL], "no SL2VL, no temporary file");
+    assert_eq!(
+        names(&out),
+        [MANIFEST, LFTS, PATH_SL],
+        "no SL2VL, no temporary file"
+    );
+    // The manifest still vouches for the set in place, which OpenSM's
+    // plugin may apply.
+    fabric::formats::tableset::check_dir(&out).expect("the set in place is whole");
 }
 
 #[test]

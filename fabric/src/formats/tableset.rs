@@ -196,7 +196,7 @@ pub fn check_dir(dir: &Path) -> Result<TableSet, Error> {
         }
     }
     for name in super::ROUTING_FILES {
-        if dir.join(name).exists() && !t.files.iter().any(|e| e.name == name) {
+        if dir.join(name).is_file() && !t.files.iter().any(|e| e.name == name) {
             return Err(Error::Invalid(format!(
                 "{}: not in {}: left from another routing",
                 dir.join(name).display(),
