@@ -288,7 +288,9 @@ static void update_sl2vl(void *ctx, osm_physp_t *port, uint8_t in, uint8_t out, 
 			memset(t, 0, sizeof *t);
 			for (sl = 0; sl < TS_NUM_SLS; sl++)
 				ib_slvl_table_set(t, (uint8_t)sl, e->vl[sl]);
-		} else if (sw) {
+		} else if (sw && out) {
+			/* Enhanced port 0 (out 0) keeps OpenSM's table: the set
+			 * routes nothing out of a switch's management port. */
 			LOG(p, OSM_LOG_ERROR, "no SL-to-VL table for switch 0x%016llx in %u out %u\n",
 			    (unsigned long long)key, in, out);
 		}

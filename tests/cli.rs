@@ -726,6 +726,7 @@ fn certs_makes_a_ca_and_one_certificate_per_identity() {
     assert!(leftovers.is_empty(), "no temporary files left behind");
 }
 
+const MANIFEST: &str = "ibfabric-tables.txt";
 const LFTS: &str = "opensm-lfts.dump";
 
 /// The names in `dir`, sorted.
@@ -824,6 +825,8 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     let mut mid_write = 0;
     for i in 0..6u64 {
         std::fs::write(out.join(LFTS), &old).unwrap();
+        // The old dump stands alone, as one written before manifests.
+        let _ = std::fs::remove_file(out.join(MANIFEST));
         let before = std::fs::metadata(out.join(LFTS)).unwrap();
         let mut child = route("updn", &out);
         if wait_for_write(&mut child, &out, Some(&before)) {
@@ -841,8 +844,18 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
             old.len(),
             new.len()
         );
+        // A manifest vouches only for a whole set: it is removed before
+        // the first file is replaced and written after the last.
+        if out.join(MANIFEST).exists() {
+            fabric::formats::tableset::check_dir(&out)
+                .unwrap_or_else(|e| panic!("kill {i}: a manifest beside a mixed set: {e}"));
+        }
         // A temporary file left by the killed process: it died writing.
-        if status.signal() == Some(9) && names(&out).len() > 1 {
+        let others = names(&out)
+            .into_iter()
+            .filter(|n| n != LFTS && n != MANIFEST)
+            .count();
+        if status.signal() == Some(9) && others > 0 {
             mid_write += 1;
         }
     }
@@ -852,7 +865,8 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     // the killed ones left.
     assert!(route("updn", &out).wait().expect("runs").success());
     assert_eq!(std::fs::read(out.join(LFTS)).unwrap(), new);
-    assert_eq!(names(&out), [LFTS]);
+    assert_eq!(names(&out), [MANIFEST, LFTS]);
+    fabric::formats::tableset::check_dir(&out).expect("a whole set");
 }
 
 /// `route --json` then `verify --json` on what it wrote: the verifier's
@@ -908,18 +922,18 @@ fn a_routing_removes_the_files_of_the_engine_before_it() {
     let r = route("dfsssp");
     assert_eq!(
         names(&out),
-        [LFTS, "opensm-sl2vl.dump", "path-sl.txt"],
+        [MANIFEST, LFTS, "opensm-sl2vl.dump", "path-sl.txt"],
         "{r}"
     );
     assert_verify_agrees(&net, &out, &r);
     let r = route("minhop");
     // Before the names: what an operator sees is verify disagreeing.
     assert_verify_agrees(&net, &out, &r);
-    assert_eq!(names(&out), [LFTS], "{r}");
+    assert_eq!(names(&out), [MANIFEST, LFTS], "{r}");
     assert_eq!(r["removed"].as_array().map(Vec::len), Some(2), "{r}");
-    // And back: all three again.
+    // And back: all three again, with the manifest.
     let r = route("dfsssp");
-    assert_eq!(names(&out).len(), 3);
+    assert_eq!(names(&out).len(), 4);
     assert_verify_agrees(&net, &out, &r);
 }
 
@@ -933,12 +947,13 @@ fn route_multi_removes_the_files_of_the_engine_before_it() {
             "dfsssp",
             vec![
                 "ibfabric-mapping.txt",
+                MANIFEST,
                 LFTS,
                 "opensm-sl2vl.dump",
                 "path-sl.txt",
             ],
         ),
-        ("ftree", vec!["ibfabric-mapping.txt", LFTS]),
+        ("ftree", vec!["ibfabric-mapping.txt", MANIFEST, LFTS]),
     ] {
         let v = json(&ibf(&[
             "route-multi",

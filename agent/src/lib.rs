@@ -211,6 +211,22 @@ impl Agent {
             if let Err(e) = written {
                 tracing::warn!(error = %e, "could not write the mapping file");
             }
+            // OpenSM's prefix routes where the mapping is one router port
+            // per remote prefix; otherwise none, rather than routes that
+            // contradict the mapping.
+            let pr = dir.join(fabric::formats::prefix_routes::PREFIX_ROUTES_FILE);
+            let res = match fabric::formats::prefix_routes::from_mapping(&state.mapping) {
+                Ok(t) => fabric::formats::write_file(&pr, &t),
+                Err(e) => {
+                    tracing::info!("no {}: {e}", pr.display());
+                    fabric::fsio::remove(&pr)
+                        .map(|_| ())
+                        .map_err(fabric::Error::from)
+                }
+            };
+            if let Err(e) = res {
+                tracing::warn!(error = %e, "could not write prefix-routes.conf");
+            }
         }
         self.mapping_changed.send_replace(m.version);
         Ok(true)

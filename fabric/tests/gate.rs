@@ -86,7 +86,11 @@ fn a_deadlock_free_engine_passes_and_its_tables_are_bound_to_their_fabric() {
     assert!(err.to_string().contains("another topology"), "{err}");
     assert!(std::fs::read_dir(dir.path()).expect("dir").next().is_none());
     let files = write_routing(&f, &v, dir.path()).expect("writes");
-    assert_eq!(files.written.len(), 3, "LFTs, SL-to-VL tables and path SLs");
+    assert_eq!(
+        files.written.len(),
+        4,
+        "LFTs, SL-to-VL tables, path SLs and the manifest"
+    );
     // A parse of the written topology is the same fabric again.
     let t = dir.path().join("t.net");
     std::fs::write(&t, ibnetdiscover::write(&f)).expect("write");

@@ -127,7 +127,9 @@ impl Sim {
                 ports += w.next().and_then(|n| n.parse::<usize>().ok()).unwrap_or(0) + 1;
                 if kind == "Switch" {
                     switches += 1;
-                } else if sim_host.is_none() {
+                } else if sim_host.is_none() && kind != "Rt" {
+                    // The SM sits on a CA: a router's first port may lie in
+                    // another subnet's file.
                     sim_host = l.split('"').nth(1).map(String::from);
                 }
             }

@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fabric::formats::{egress, mapping};
+use fabric::formats::{egress, mapping, prefix_routes};
 use fabric::fsio::{self, Options};
 use fabric::intersubnet::{self, AlgorithmKind, Transit};
 use fabric::network::Network;
@@ -197,15 +197,30 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
                 &dir,
             )?);
             let p = dir.join(MAPPING_FILE);
+            let pr = dir.join(prefix_routes::PREFIX_ROUTES_FILE);
             match mapping_of(s.prefix) {
-                Some(mp) => others.push(fsio::stage(
-                    &p,
-                    Options::default(),
-                    text(mapping::write(mp)),
-                )?),
+                Some(mp) => {
+                    others.push(fsio::stage(
+                        &p,
+                        Options::default(),
+                        text(mapping::write(mp)),
+                    )?);
+                    // OpenSM's own prefix routes, where they can say the
+                    // mapping (one router port per remote prefix).
+                    match prefix_routes::from_mapping(mp) {
+                        Ok(t) => others.push(fsio::stage(&pr, Options::default(), text(t))?),
+                        Err(e) => {
+                            tracing::info!(subnet = %s.name, "no prefix-routes.conf: {e}");
+                            stale.push(pr);
+                        }
+                    }
+                }
                 // An earlier run's mapping would tell this subnet's
                 // operator of routes that are gone.
-                None => stale.push(p),
+                None => {
+                    stale.push(p);
+                    stale.push(pr);
+                }
             }
         }
         std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;

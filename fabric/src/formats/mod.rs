@@ -11,6 +11,7 @@ pub mod lft;
 pub mod manifest;
 pub mod mapping;
 pub mod pathsl;
+pub mod prefix_routes;
 pub mod sl2vl;
 pub mod tableset;
 
