@@ -25,6 +25,7 @@
 //! confirm = true                        # read the switches back after each new set
 //! confirm_timeout_ms = 120000
 //! pathrecord_tool = "/usr/local/bin/ibfabric-pathrecord-sl"   # optional
+//! sl2vl_tool = "/usr/local/bin/ibfabric-sl2vl-read"         # optional
 //! opensm_pid_file = "/run/opensm.pid"   # optional: SIGHUP OpenSM after a new set (the
 //!                                       # plugin also notices it by itself)
 //! ```
@@ -93,6 +94,8 @@ pub struct LiveFabric {
     #[serde(default)]
     pub pathrecord_tool: Option<PathBuf>,
     #[serde(default)]
+    pub sl2vl_tool: Option<PathBuf>,
+    #[serde(default)]
     pub opensm_pid_file: Option<PathBuf>,
 }
 
@@ -102,6 +105,7 @@ impl LiveFabric {
             ca: self.ca.clone(),
             port: self.port,
             pathrecord_tool: self.pathrecord_tool.clone(),
+            sl2vl_tool: self.sl2vl_tool.clone(),
         }
     }
 }
@@ -168,6 +172,7 @@ impl ConfigFile for AgentConfig {
             .chain(self.fabric.iter_mut().flat_map(|l| {
                 l.pathrecord_tool
                     .iter_mut()
+                    .chain(l.sl2vl_tool.iter_mut())
                     .chain(l.opensm_pid_file.iter_mut())
             }))
             .chain(

@@ -48,6 +48,9 @@ pub struct Diags {
     pub port: Option<u8>,
     /// `ibfabric-pathrecord-sl`; looked up on PATH when `None`.
     pub pathrecord_tool: Option<PathBuf>,
+    /// `ibfabric-sl2vl-read` (every table in one process); looked up on
+    /// PATH when `None`, and without it one `smpquery sl2vl` per port.
+    pub sl2vl_tool: Option<PathBuf>,
 }
 
 /// What was read back, as files in one directory and as tables.
@@ -123,35 +126,59 @@ impl Diags {
         queries += 1;
 
         // One query per switch out port (it lists every in port) and one
-        // per CA port.
-        let mut sl2vl = Vec::new();
+        // per CA port: in one process when the reader is there.
+        let mut ports = Vec::new();
         for n in 0..f.num_nodes() as u32 {
-            match f.kind(n) {
-                NodeKind::Switch => {
-                    let lid = f.switch_lid(n).to_string();
-                    for out in 1..=f.num_ports(n) {
-                        if f.remote(f.slot(n, out)) == NONE {
-                            continue;
-                        }
-                        let mut c = self.cmd("smpquery");
-                        c.args(["sl2vl", &lid, &out.to_string()]);
-                        sl2vl.extend(self.run(c, "smpquery sl2vl", None)?);
-                        queries += 1;
+            if f.kind(n) == NodeKind::Switch {
+                for out in 1..=f.num_ports(n) {
+                    if f.remote(f.slot(n, out)) != NONE {
+                        ports.push((f.switch_lid(n), Some((out, f.num_ports(n)))));
                     }
                 }
-                _ => {
-                    for s in f.port_slots(n) {
-                        if f.remote(s) == NONE || f.lid_of_slot(s) == 0 {
-                            continue;
-                        }
-                        let mut c = self.cmd("smpquery");
-                        c.args(["sl2vl", &f.lid_of_slot(s).to_string()]);
-                        sl2vl.extend(self.run(c, "smpquery sl2vl", None)?);
-                        queries += 1;
+            } else {
+                for s in f.port_slots(n) {
+                    if f.remote(s) != NONE && f.lid_of_slot(s) != 0 {
+                        ports.push((f.lid_of_slot(s), None));
                     }
                 }
             }
         }
+        let reader = self
+            .sl2vl_tool
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("ibfabric-sl2vl-read"));
+        let input: String = ports
+            .iter()
+            .map(|(lid, sw)| match sw {
+                Some((out, np)) => format!("{lid} switch {out} {np}\n"),
+                None => format!("{lid} ca\n"),
+            })
+            .collect();
+        let mut c = Command::new(&reader);
+        c.stdin(Stdio::null());
+        let sl2vl = match self.run(c, &reader.display().to_string(), Some(input.as_bytes())) {
+            Ok(out) => {
+                queries += 1;
+                out
+            }
+            Err(LiveError::Spawn { source, .. })
+                if self.sl2vl_tool.is_none() && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                tracing::debug!("no ibfabric-sl2vl-read on PATH: one smpquery per port");
+                let mut all = Vec::new();
+                for (lid, sw) in &ports {
+                    let mut c = self.cmd("smpquery");
+                    c.args(["sl2vl", &lid.to_string()]);
+                    if let Some((out, _)) = sw {
+                        c.arg(out.to_string());
+                    }
+                    all.extend(self.run(c, "smpquery sl2vl", None)?);
+                    queries += 1;
+                }
+                all
+            }
+            Err(e) => return Err(e),
+        };
         let sl2vl = write(SL2VL, &sl2vl)?;
 
         let guids: String = f

@@ -16,6 +16,9 @@ struct Fixture {
     root: PathBuf,
     net: PathBuf,
     plugin: PathBuf,
+    /// Read SL-to-VL tables with ibfabric-sl2vl-read (one process), else
+    /// with one `smpquery sl2vl` per port.
+    sl2vl_reader: bool,
 }
 
 fn fixture(gen: &[&str]) -> Fixture {
@@ -32,6 +35,7 @@ fn fixture(gen: &[&str]) -> Fixture {
         root,
         net,
         plugin,
+        sl2vl_reader: true,
     }
 }
 
@@ -92,9 +96,14 @@ fn audit(fx: &Fixture, sim: &Sim, expect: &Path, name: &str) -> (Value, i32) {
 
 fn audit_against(fx: &Fixture, sim: &Sim, expect: &Path, topo: &Path, name: &str) -> (Value, i32) {
     let rb = fx.root.join(name);
-    let out = sim
-        .command(ibfabric_bin().unwrap())
-        .args(["audit", "--json", "-o"])
+    let mut cmd = sim.command(ibfabric_bin().unwrap());
+    cmd.args(["audit", "--json"]);
+    if fx.sl2vl_reader {
+        cmd.arg("--sl2vl-tool")
+            .arg(fx.plugin.join("ibfabric-sl2vl-read"));
+    }
+    let out = cmd
+        .arg("-o")
         .arg(&rb)
         .arg("--expect")
         .arg(expect)
@@ -134,8 +143,9 @@ fn verify_read_back(fx: &Fixture, name: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn round_trip(gen: &[&str], engine: &str, extra: &[&str]) {
-    let fx = fixture(gen);
+fn round_trip(gen: &[&str], engine: &str, extra: &[&str], sl2vl_reader: bool) {
+    let mut fx = fixture(gen);
+    fx.sl2vl_reader = sl2vl_reader;
     let tables = fx.root.join("tables");
     let routed = route(&fx, engine, extra, &tables);
     let info: Value =
@@ -177,17 +187,28 @@ fn round_trip(gen: &[&str], engine: &str, extra: &[&str]) {
 
 #[test]
 fn dfdn_on_a_dragonfly_reaches_the_switches_whole() {
-    round_trip(&["dragonfly", "--p", "2"], "dfdn", &[]);
+    round_trip(&["dragonfly", "--p", "2"], "dfdn", &[], true);
 }
 
 #[test]
 fn lash_on_a_torus_reaches_the_switches_whole() {
-    round_trip(&["torus", "--dims", "3x3x3", "--hosts", "1"], "lash", &[]);
+    // Read back with smpquery, one process per port, as without the tools.
+    round_trip(
+        &["torus", "--dims", "3x3x3", "--hosts", "1"],
+        "lash",
+        &[],
+        false,
+    );
 }
 
 #[test]
 fn dfsssp_on_a_slim_fly_reaches_the_switches_whole() {
-    round_trip(&["slimfly", "--q", "5", "--hosts", "1"], "dfsssp", &[]);
+    round_trip(
+        &["slimfly", "--q", "5", "--hosts", "1"],
+        "dfsssp",
+        &[],
+        true,
+    );
 }
 
 #[test]
@@ -206,6 +227,7 @@ fn nue_on_a_random_fabric_reaches_the_switches_whole() {
         ],
         "nue",
         &[],
+        true,
     );
 }
 
@@ -345,10 +367,11 @@ fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
         format!(
             "insecure = true\nagent_id = \"s0\"\nsubnet_prefix = \"0xfec0000000000001\"\n\
              topology = \"{}\"\nengine = \"dfdn\"\nout_dir = \"{}\"\n\
-             [fabric]\nrediscover_ms = 60000\nconfirm_timeout_ms = 60000\npathrecord_tool = \"{}\"\n",
+             [fabric]\nrediscover_ms = 60000\nconfirm_timeout_ms = 60000\npathrecord_tool = \"{}\"\nsl2vl_tool = \"{}\"\n",
             topo.display(),
             live.display(),
-            fx.plugin.join("ibfabric-pathrecord-sl").display()
+            fx.plugin.join("ibfabric-pathrecord-sl").display(),
+            fx.plugin.join("ibfabric-sl2vl-read").display()
         ),
     )
     .unwrap();

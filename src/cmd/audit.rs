@@ -44,6 +44,10 @@ pub struct AuditArgs {
     /// `ibfabric-pathrecord-sl` on PATH).
     #[arg(long)]
     pathrecord_tool: Option<PathBuf>,
+    /// The SL-to-VL reader built with the OpenSM plugin (default:
+    /// `ibfabric-sl2vl-read` on PATH, else one `smpquery sl2vl` per port).
+    #[arg(long)]
+    sl2vl_tool: Option<PathBuf>,
     /// Differences to list at most.
     #[arg(long, default_value_t = 20)]
     max_differences: usize,
@@ -70,6 +74,7 @@ pub fn run(a: AuditArgs) -> Result<i32> {
         ca: a.ca.clone(),
         port: a.port,
         pathrecord_tool: a.pathrecord_tool.clone(),
+        sl2vl_tool: a.sl2vl_tool.clone(),
     };
     let t = Instant::now();
     let rb = diags.read_back(&a.out).context("reading the live fabric")?;
