@@ -22,6 +22,7 @@
  *   qos TRUE
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -39,7 +40,14 @@
 #include <opensm/osm_node.h>
 #include <opensm/osm_log.h>
 
+#include "gidroutes.h"
 #include "tableset.h"
+
+#include <opensm/osm_sa.h>
+#include <sys/stat.h>
+
+/* Exported by the opensm binary, declared in no header. */
+void osm_pr_rcv_process(void *context, void *data);
 
 #define DEFAULT_DIR "/var/lib/ibfabric/tables"
 #define ENGINE_NAME "ibfabric"
@@ -60,6 +68,12 @@ struct plugin {
 	volatile int stop;
 	char seen_digest[32];
 	unsigned long sweeps;
+	/* Per-GID router ports for off-subnet PathRecords. */
+	pthread_mutex_t map_lock;
+	struct gidroutes map;
+	int has_map;
+	struct stat map_seen;
+	int pr_hooked;
 };
 
 #define LOG(p, level, ...) OSM_LOG(&(p)->osm->log, level, "ibfabric: " __VA_ARGS__)
@@ -101,7 +115,7 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 {
 	osm_subn_t *subn = &p->osm->subn;
 	cl_map_item_t *it;
-	size_t nports = cl_qmap_count(&subn->port_guid_tbl), i;
+	size_t ncas = 0, i;
 	uint8_t op = subn->opt.max_op_vls;
 
 	if (subn->opt.lmc) {
@@ -114,6 +128,13 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 			 ts->has_sl2vl ? "SL-to-VL tables" : "path SLs");
 		return -1;
 	}
+	/* Every switch must reach every CA port; switches and router ports
+	 * may be unreachable from some switches (a router port on one spine,
+	 * under Up-Down routing), and the verifier checks only what carries traffic. */
+	for (it = cl_qmap_head(&subn->port_guid_tbl); it != cl_qmap_end(&subn->port_guid_tbl);
+	     it = cl_qmap_next(it))
+		if (osm_node_get_type(((osm_port_t *)it)->p_node) == IB_NODE_TYPE_CA)
+			ncas++;
 	for (it = cl_qmap_head(&subn->sw_guid_tbl); it != cl_qmap_end(&subn->sw_guid_tbl);
 	     it = cl_qmap_next(it)) {
 		osm_switch_t *sw = (osm_switch_t *)it;
@@ -121,27 +142,31 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 		uint64_t g = cl_ntoh64(osm_node_get_node_guid(node));
 		const struct ts_switch *s = ts_find_switch(ts, g);
 		uint8_t np = osm_node_get_num_physp(node), out, in;
+		size_t cas = 0;
 		if (!s) {
 			snprintf(err, errlen, "switch 0x%016llx (%s) has no table in the set: it was computed for another topology",
 				 (unsigned long long)g, node->print_desc);
 			return -1;
 		}
-		if (s->count != nports) {
-			snprintf(err, errlen, "switch 0x%016llx (%s) routes %zu ports, the fabric has %zu: another topology",
-				 (unsigned long long)g, node->print_desc, s->count, nports);
-			return -1;
-		}
 		for (i = 0; i < s->count; i++) {
 			const struct ts_lft_row *r = &ts->rows[s->first + i];
-			if (!osm_get_port_by_guid(subn, cl_hton64(r->dst_guid))) {
+			osm_port_t *dp = osm_get_port_by_guid(subn, cl_hton64(r->dst_guid));
+			if (!dp) {
 				snprintf(err, errlen, "switch 0x%016llx routes to port 0x%016llx, which is not in the fabric",
 					 (unsigned long long)g, (unsigned long long)r->dst_guid);
 				return -1;
 			}
+			if (osm_node_get_type(dp->p_node) == IB_NODE_TYPE_CA)
+				cas++;
 			if (r->port >= np) {
 				snprintf(err, errlen, "switch 0x%016llx has no port %u", (unsigned long long)g, r->port);
 				return -1;
 			}
+		}
+		if (cas != ncas) {
+			snprintf(err, errlen, "switch 0x%016llx (%s) routes %zu CA ports, the fabric has %zu: another topology",
+				 (unsigned long long)g, node->print_desc, cas, ncas);
+			return -1;
 		}
 		if (!ts->has_sl2vl)
 			continue;
@@ -220,6 +245,146 @@ static void write_status(struct plugin *p, const char *fmt, ...)
 		unlink(tmp);
 }
 
+/* (Re)reads ibfabric-mapping.txt when it changed; a file that does not
+ * parse leaves the mapping in force. */
+static void load_mapping(struct plugin *p)
+{
+	char path[1200], *text;
+	struct stat st;
+	struct gidroutes next;
+	unsigned line = 0;
+	const char *why = "";
+	FILE *f;
+	size_t len;
+
+	snprintf(path, sizeof path, "%s/%s", p->dir, GR_MAPPING);
+	if (stat(path, &st) != 0) {
+		pthread_mutex_lock(&p->lock);
+		if (p->has_map) {
+			LOG(p, OSM_LOG_INFO, "%s is gone: off-subnet PathRecords follow OpenSM's prefix routes\n", path);
+			pthread_mutex_lock(&p->map_lock);
+			gr_free(&p->map);
+			p->has_map = 0;
+			pthread_mutex_unlock(&p->map_lock);
+		}
+		memset(&p->map_seen, 0, sizeof p->map_seen);
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	if (st.st_ino == p->map_seen.st_ino && st.st_size == p->map_seen.st_size &&
+	    st.st_mtim.tv_sec == p->map_seen.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == p->map_seen.st_mtim.tv_nsec)
+		return;
+	p->map_seen = st;
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	text = malloc((size_t)st.st_size + 1);
+	len = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
+	fclose(f);
+	if (!text)
+		return;
+	text[len] = '\0';
+	if (gr_parse(text, &next, &line, &why) != 0) {
+		LOG(p, OSM_LOG_ERROR, "%s:%u: %s; keeping the mapping in force\n", path, line, why);
+	} else {
+		pthread_mutex_lock(&p->map_lock);
+		if (p->has_map)
+			gr_free(&p->map);
+		p->map = next;
+		p->has_map = 1;
+		pthread_mutex_unlock(&p->map_lock);
+		LOG(p, OSM_LOG_INFO, "off-subnet PathRecords from %s: %zu routes, %zu default router ports\n",
+		    path, next.n, next.ndefaults);
+	}
+	free(text);
+}
+
+/* The router port for an off-subnet destination: its mapping lines in
+ * order, then the defaults, the first port present in the fabric. Called
+ * under the SA's lock. */
+static uint64_t router_port_for(struct plugin *p, uint64_t prefix, uint64_t guid)
+{
+	const struct gr_entry *e;
+	size_t n = 0, i;
+	uint64_t found = 0;
+	pthread_mutex_lock(&p->map_lock);
+	if (p->has_map) {
+		e = gr_lookup(&p->map, prefix, guid, &n);
+		for (i = 0; i < n && !found; i++)
+			if (osm_get_port_by_guid(&p->osm->subn, cl_hton64(e[i].router_port)))
+				found = e[i].router_port;
+		for (i = 0; i < p->map.ndefaults && !found; i++)
+			if (osm_get_port_by_guid(&p->osm->subn, cl_hton64(p->map.defaults[i])))
+				found = p->map.defaults[i];
+	}
+	pthread_mutex_unlock(&p->map_lock);
+	return found;
+}
+
+/* OpenSM's SA matches an off-subnet DGID by its prefix only
+ * (prefix-routes.conf). A Get or GetTable that names both GIDs, with a DGID of another
+ * subnet that the mapping routes, is answered here with the path to the
+ * mapping's router port and the original DGID, through OpenSM's own path
+ * computation (osm_pr_process_pair); everything else goes to OpenSM's
+ * handler unchanged. */
+static void pr_process(void *context, void *data)
+{
+	struct plugin *p = context;
+	osm_sa_t *sa = &p->osm->sa;
+	osm_madw_t *madw = data;
+	const ib_sa_mad_t *sa_mad = osm_madw_get_sa_mad_ptr(madw);
+	ib_path_rec_t *pr = ib_sa_mad_get_payload_ptr(sa_mad);
+	const osm_alias_guid_t *src, *dst;
+	osm_port_t *requester;
+	cl_qlist_t list;
+	uint64_t rp;
+
+	if ((sa_mad->method != IB_MAD_METHOD_GET && sa_mad->method != IB_MAD_METHOD_GETTABLE) ||
+	    (sa_mad->comp_mask & (IB_PR_COMPMASK_SGID | IB_PR_COMPMASK_DGID)) !=
+		    (IB_PR_COMPMASK_SGID | IB_PR_COMPMASK_DGID) ||
+	    ib_gid_is_link_local(&pr->dgid) || ib_gid_is_multicast(&pr->dgid) ||
+	    ib_gid_get_subnet_prefix(&pr->dgid) == sa->p_subn->opt.subnet_prefix || !p->has_map) {
+		osm_pr_rcv_process(sa, data);
+		return;
+	}
+	cl_qlist_init(&list);
+	cl_plock_acquire(sa->p_lock);
+	rp = router_port_for(p, cl_ntoh64(pr->dgid.unicast.prefix), cl_ntoh64(pr->dgid.unicast.interface_id));
+	if (!rp) {
+		cl_plock_release(sa->p_lock);
+		osm_pr_rcv_process(sa, data);
+		return;
+	}
+	requester = osm_get_port_by_mad_addr(sa->p_log, sa->p_subn, osm_madw_get_mad_addr_ptr(madw));
+	src = osm_get_alias_guid_by_guid(sa->p_subn, pr->sgid.unicast.interface_id);
+	dst = osm_get_alias_guid_by_guid(sa->p_subn, cl_hton64(rp));
+	if (requester && src && dst)
+		osm_pr_process_pair(sa, sa_mad, requester, src, dst, &pr->sgid, &pr->dgid, &list);
+	cl_plock_release(sa->p_lock);
+	OSM_LOG(sa->p_log, OSM_LOG_DEBUG, "ibfabric: DGID 0x%016" PRIx64 ":0x%016" PRIx64
+		" via router port 0x%016" PRIx64 " (%u records)\n",
+		cl_ntoh64(pr->dgid.unicast.prefix), cl_ntoh64(pr->dgid.unicast.interface_id), rp,
+		cl_qlist_count(&list));
+	/* An empty list is answered with NO_RECORDS. */
+	osm_sa_respond(sa, madw, sizeof(ib_path_rec_t), &list);
+}
+
+static void hook_path_records(struct plugin *p)
+{
+	osm_sa_t *sa = &p->osm->sa;
+	cl_disp_unregister(sa->pr_disp_h);
+	sa->pr_disp_h = cl_disp_register(sa->p_disp, OSM_MSG_MAD_PATH_RECORD, pr_process, p);
+	if (sa->pr_disp_h == CL_DISP_INVALID_HANDLE) {
+		OSM_LOG(&p->osm->log, OSM_LOG_ERROR,
+			"ibfabric: cannot take the PathRecord handler; OpenSM's stays\n");
+		sa->pr_disp_h = cl_disp_register(sa->p_disp, OSM_MSG_MAD_PATH_RECORD, osm_pr_rcv_process, sa);
+		return;
+	}
+	p->pr_hooked = 1;
+	OSM_LOG(&p->osm->log, OSM_LOG_INFO, "ibfabric: answering off-subnet PathRecords by destination GID\n");
+}
+
 static int build_lid_matrices(void *ctx)
 {
 	(void)ctx;
@@ -235,6 +400,7 @@ static int build_fwd_tables(void *ctx)
 	char err[TS_ERR_LEN], digest[32];
 	int have_digest = ts_manifest_digest(p->dir, digest) == 0;
 
+	load_mapping(p);
 	pthread_mutex_lock(&p->lock);
 	if (have_digest && p->has_active && !strcmp(digest, p->active.manifest_digest)) {
 		/* Same set: reapply it if it still fits (the sweep may be for a
@@ -327,6 +493,7 @@ static void *watch(void *arg)
 		nanosleep(&ts, NULL);
 		if (p->stop)
 			break;
+		load_mapping(p);
 		if (ts_manifest_digest(p->dir, digest) != 0 || !strcmp(digest, p->seen_digest))
 			continue;
 		snprintf(p->seen_digest, sizeof p->seen_digest, "%s", digest);
@@ -355,6 +522,7 @@ static void *create(osm_opensm_t *osm)
 		return NULL;
 	p->osm = osm;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->map_lock, NULL);
 	parse_options(p);
 	m.context = p;
 	if (osm_register_external_routing_engine(osm, &m, p) != CL_SUCCESS) {
@@ -363,6 +531,10 @@ static void *create(osm_opensm_t *osm)
 		return NULL;
 	}
 	ts_manifest_digest(p->dir, p->seen_digest);
+	/* The SA is initialised before plugins load and bound after: the
+	 * handler is ours before the first PathRecord arrives. */
+	hook_path_records(p);
+	load_mapping(p);
 	if (p->poll_ms) {
 		if (pthread_create(&p->watcher, NULL, watch, p) == 0)
 			p->watcher_started = 1;
@@ -384,6 +556,9 @@ static void destroy(void *ctx)
 		pthread_join(p->watcher, NULL);
 	if (p->has_active)
 		ts_free(&p->active);
+	if (p->has_map)
+		gr_free(&p->map);
+	pthread_mutex_destroy(&p->map_lock);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }

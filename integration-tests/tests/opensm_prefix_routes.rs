@@ -42,8 +42,6 @@ fn ask_every_remote_host(
 
     let net = fab.join(format!("{}.net", local.name));
     let f = ibnetdiscover::read(&net).unwrap();
-    let ports = f.port_guid_index();
-    let lid_of = |g: u64| f.lid_of_slot(ports[&g]);
     // Both routers have ports in this subnet (two each): the test tells
     // which one OpenSM picked.
     let router_ports: Vec<u64> = f
@@ -75,6 +73,7 @@ fn ask_every_remote_host(
         out.join(&local.name).join("opensm-lfts.dump").display()
     ))
     .expect("OpenSM up with our LFTs and prefix routes");
+    let lid_of = live_lids(&sim, &simdir);
 
     let mut asked = 0;
     for remote in m.fabric.subnets.iter().filter(|r| r.prefix != local.prefix) {
@@ -109,15 +108,25 @@ fn ask_every_remote_host(
                 })
                 .unwrap_or_else(|| panic!("no dlid for {pair}:\n{text}"));
             assert_eq!(
-                dlid,
-                lid_of(want),
+                dlid, lid_of[&want],
                 "{pair}: OpenSM answered LID {dlid}, the prefix route names {want:#x} (LID {})",
-                lid_of(want)
+                lid_of[&want]
             );
             asked += 1;
         }
     }
     assert_eq!(asked, 8, "every remote host asked");
+}
+
+/// Port GUID -> LID as OpenSM assigned them (they need not be the file's).
+fn live_lids(sim: &Sim, dir: &std::path::Path) -> HashMap<u64, u16> {
+    let live = dir.join("live.net");
+    std::fs::write(&live, sim.diag("ibnetdiscover", &[]).unwrap()).unwrap();
+    let f = ibnetdiscover::read(&live).unwrap();
+    f.port_guid_index()
+        .into_iter()
+        .map(|(g, s)| (g, f.lid_of_slot(s)))
+        .collect()
 }
 
 fn gid(prefix: u64, guid: u64) -> String {
@@ -185,4 +194,133 @@ fn stock_opensm_answers_remote_gids_with_the_router_port_prefix_routes_chose() {
         !issr.join(&local.name).join("prefix-routes.conf").exists(),
         "ISSR's per-GID choice is not written as prefix routes"
     );
+}
+
+/// ISSR and ISFR choose the router port per destination GID, which
+/// OpenSM's prefix routes cannot say. With the ibfabric plugin, OpenSM
+/// answers an off-subnet PathRecord Get (SGID and DGID given) from the
+/// mapping file the agent keeps beside the tables: the DLID is the LID of
+/// the router port the mapping names for that very GID, and the answer's
+/// DGID stays the remote one.
+#[test]
+fn the_plugin_answers_each_remote_gid_with_the_router_port_issr_chose() {
+    let plugin = integration_tests::opensm_plugin_build().expect("the plugin is built");
+    let dir = tempfile::tempdir().unwrap();
+    let fab = dir.path().join("fab");
+    ibfabric(&[
+        "gen",
+        "multi",
+        "--subnets",
+        "3",
+        "--leaves",
+        "2",
+        "--spines",
+        "2",
+        "--hosts",
+        "2",
+        "--routers",
+        "2",
+        "--out",
+        fab.to_str().unwrap(),
+    ])
+    .unwrap();
+    let man = fab.join("manifest.toml");
+    let out = dir.path().join("out");
+    ibfabric(&[
+        "route-multi",
+        "-m",
+        man.to_str().unwrap(),
+        "-a",
+        "issr",
+        "-e",
+        "updn",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+    .expect("route-multi issr");
+    let m = manifest::read(&man).unwrap();
+    let local = &m.fabric.subnets[0];
+    let tables = out.join(&local.name);
+    // The mapping's route per destination: its first line.
+    let mut route: HashMap<(u64, u64), u64> = HashMap::new();
+    for l in std::fs::read_to_string(tables.join("ibfabric-mapping.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('*'))
+    {
+        let mut w = l.split_whitespace();
+        let (Some(g), Some(rp)) = (w.next(), w.next()) else {
+            continue;
+        };
+        let v = u128::from(g.parse::<std::net::Ipv6Addr>().expect("eight-group GID"));
+        let rp = u64::from_str_radix(rp.trim_start_matches("0x"), 16).unwrap();
+        route.entry(((v >> 64) as u64, v as u64)).or_insert(rp);
+    }
+    let distinct: std::collections::HashSet<u64> = route.values().copied().collect();
+    assert!(
+        distinct.len() >= 2,
+        "ISSR spreads one prefix over router ports, else this test tells nothing: {distinct:?}"
+    );
+
+    let net = fab.join(format!("{}.net", local.name));
+    let f = ibnetdiscover::read(&net).unwrap();
+    let src = f
+        .endports()
+        .iter()
+        .find(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
+        .map(|&s| f.port_guid(s))
+        .unwrap();
+    let simdir = dir.path().join("sim");
+    std::fs::create_dir_all(&simdir).unwrap();
+    let mut sim = Sim::start(&net, &simdir).unwrap();
+    let log = sim
+        .run_opensm_with(
+            &format!(
+                "subnet_prefix {:#018x}\nevent_plugin_name ibfabric\n\
+                 event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
+                 routing_engine ibfabric,no_fallback\n",
+                local.prefix,
+                tables.display()
+            ),
+            &[("LD_LIBRARY_PATH", &plugin)],
+        )
+        .expect("OpenSM with the plugin");
+    assert!(log.contains("off-subnet PathRecords from"), "{log}");
+    let lid_of = live_lids(&sim, &simdir);
+    let mut asked = 0;
+    for ((prefix, guid), rp) in &route {
+        let pair = format!(
+            "{}-{}",
+            gid(0xfe80_0000_0000_0000, src),
+            gid(*prefix, *guid)
+        );
+        let text = sim
+            .diag("saquery", &["-p", "--sgid-to-dgid", &pair])
+            .unwrap();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| {
+                    Some(
+                        l.trim()
+                            .strip_prefix(name)?
+                            .trim_start_matches('.')
+                            .trim()
+                            .to_string(),
+                    )
+                })
+                .unwrap_or_else(|| panic!("no {name} for {pair}:\n{text}"))
+        };
+        let dlid: u16 = field("dlid").parse().unwrap();
+        assert_eq!(
+            dlid, lid_of[rp],
+            "{pair}: OpenSM answered LID {dlid}, the mapping names {rp:#x}"
+        );
+        assert_eq!(
+            field("dgid").parse::<std::net::Ipv6Addr>().unwrap(),
+            gid(*prefix, *guid).parse::<std::net::Ipv6Addr>().unwrap(),
+            "the answer keeps the remote DGID"
+        );
+        asked += 1;
+    }
+    assert_eq!(asked, 8);
 }
