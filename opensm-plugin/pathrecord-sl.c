@@ -1,6 +1,8 @@
 /*
  * ibfabric-pathrecord-sl: asks the SA for one PathRecord per ordered pair of
- * the port GUIDs read on standard input (hex, '#' comments) and prints
+ * the port GUIDs read on standard input (hex, '#' comments), or, when the
+ * lines hold two GUIDs each, for just those (source, destination) pairs
+ * (a sample), and prints
  * "0x<source GUID> 0x<destination GUID> <SLID> <DLID> <SL>" per pair, so the
  * SLs OpenSM hands out can be checked against path-sl.txt. Single-record
  * Gets, one pair at a time: the answer of a GetTable needs RMPP, which the
@@ -23,13 +25,15 @@ int main(int argc, char **argv)
 	int classes[] = { IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS };
 	struct ibmad_port *port;
 	ib_portid_t sm = { 0 };
-	uint64_t *guids = NULL, prefix = 0xfe80000000000000ULL;
+	uint64_t *guids = NULL, *dsts = NULL, prefix = 0xfe80000000000000ULL;
 	size_t n = 0, cap = 0, i, j, unanswered = 0;
+	int pairs = -1;	/* unknown until the first line */
 	char line[256];
 
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		fprintf(stderr, "usage: %s < port-guids.txt\n"
-			"One SA PathRecord Get per ordered pair of the GUIDs read; prints\n"
+			"One SA PathRecord Get per ordered pair of the GUIDs read (or per line\n"
+			"when lines are '<source GUID> <destination GUID>'); prints\n"
 			"'0x<sguid> 0x<dguid> <slid> <dlid> <sl>'. Exit 2 if some pair had no answer.\n",
 			argv[0]);
 		return 0;
@@ -46,15 +50,29 @@ int main(int argc, char **argv)
 			fprintf(stderr, "not a port GUID: %s", line);
 			return 1;
 		}
-		if (n == cap) {
-			uint64_t *p;
-			cap = cap ? 2 * cap : 1024;
-			p = realloc(guids, cap * sizeof *guids);
-			if (!p) {
-				fprintf(stderr, "out of memory\n");
+		{
+			char *e2;
+			uint64_t d = strtoull(e, &e2, 16);
+			int two = e2 != e && d != 0;
+			if (pairs < 0)
+				pairs = two;
+			if (pairs != two) {
+				fprintf(stderr, "mixed one- and two-GUID lines: %s", line);
 				return 1;
 			}
-			guids = p;
+			if (n == cap) {
+				uint64_t *p, *q;
+				cap = cap ? 2 * cap : 1024;
+				p = realloc(guids, cap * sizeof *guids);
+				q = p ? realloc(dsts, cap * sizeof *dsts) : NULL;
+				if (!p || !q) {
+					fprintf(stderr, "out of memory\n");
+					return 1;
+				}
+				guids = p;
+				dsts = q;
+			}
+			dsts[n] = d;
 		}
 		guids[n++] = g;
 	}
@@ -69,11 +87,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (i = 0; i < n; i++) {
-		for (j = 0; j < n; j++) {
+		for (j = 0; j < (pairs > 0 ? 1 : n); j++) {
 			uint8_t buf[IB_SA_DATA_SIZE] = { 0 };
 			ibmad_gid_t sgid, dgid;
-			uint64_t p = htobe64(prefix), gs = htobe64(guids[i]), gd = htobe64(guids[j]);
-			if (i == j)
+			uint64_t dst = pairs > 0 ? dsts[i] : guids[j];
+			uint64_t p = htobe64(prefix), gs = htobe64(guids[i]), gd = htobe64(dst);
+			if (pairs <= 0 && i == j)
 				continue;
 			memcpy(sgid, &p, 8);
 			memcpy(sgid + 8, &gs, 8);
@@ -81,15 +100,16 @@ int main(int argc, char **argv)
 			memcpy(dgid + 8, &gd, 8);
 			if (ib_path_query_via(port, sgid, dgid, &sm, buf) <= 0) {
 				unanswered++;
-				printf("# no path 0x%016" PRIx64 " 0x%016" PRIx64 "\n", guids[i], guids[j]);
+				printf("# no path 0x%016" PRIx64 " 0x%016" PRIx64 "\n", guids[i], dst);
 				continue;
 			}
-			printf("0x%016" PRIx64 " 0x%016" PRIx64 " %u %u %u\n", guids[i], guids[j],
+			printf("0x%016" PRIx64 " 0x%016" PRIx64 " %u %u %u\n", guids[i], dst,
 			       mad_get_field(buf, 0, IB_SA_PR_SLID_F), mad_get_field(buf, 0, IB_SA_PR_DLID_F),
 			       mad_get_field(buf, 0, IB_SA_PR_SL_F));
 		}
 	}
 	mad_rpc_close_port(port);
 	free(guids);
+	free(dsts);
 	return unanswered ? 2 : 0;
 }

@@ -24,6 +24,7 @@
 //!                                       # OpenSM's ibfabric plugin counts a heavy sweep
 //! confirm = true                        # read the switches back after each new set
 //! confirm_timeout_ms = 120000
+//! confirm_path_sample = 16             # PathRecords per source when confirming (0: all pairs)
 //! pathrecord_tool = "/usr/local/bin/ibfabric-pathrecord-sl"   # optional
 //! sl2vl_tool = "/usr/local/bin/ibfabric-sl2vl-read"         # optional
 //! opensm_pid_file = "/run/opensm.pid"   # optional: SIGHUP OpenSM after a new set (the
@@ -95,6 +96,9 @@ pub struct LiveFabric {
     pub pathrecord_tool: Option<PathBuf>,
     #[serde(default)]
     pub sl2vl_tool: Option<PathBuf>,
+    /// PathRecords asked per source when confirming (0: every pair).
+    #[serde(default = "default_path_sample")]
+    pub confirm_path_sample: usize,
     #[serde(default)]
     pub opensm_pid_file: Option<PathBuf>,
 }
@@ -106,12 +110,16 @@ impl LiveFabric {
             port: self.port,
             pathrecord_tool: self.pathrecord_tool.clone(),
             sl2vl_tool: self.sl2vl_tool.clone(),
+            path_sample: (self.confirm_path_sample > 0).then_some(self.confirm_path_sample),
         }
     }
 }
 
 fn default_rediscover_ms() -> u64 {
     30_000
+}
+fn default_path_sample() -> usize {
+    16
 }
 fn default_confirm_timeout_ms() -> u64 {
     120_000

@@ -106,6 +106,7 @@ pub fn confirm(
                     routed.routing.get(),
                     &rb.fabric,
                     &rb.routing,
+                    live.confirm_path_sample > 0,
                     3,
                 );
                 if c.matches() {

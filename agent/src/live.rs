@@ -51,6 +51,10 @@ pub struct Diags {
     /// `ibfabric-sl2vl-read` (every table in one process); looked up on
     /// PATH when `None`, and without it one `smpquery sl2vl` per port.
     pub sl2vl_tool: Option<PathBuf>,
+    /// PathRecords per source: `None` asks every ordered pair of CAs
+    /// (hosts squared), `Some(k)` each source's next `k` CAs in GUID order
+    /// (a sample that still reaches every destination `k` times).
+    pub path_sample: Option<usize>,
 }
 
 /// What was read back, as files in one directory and as tables.
@@ -181,12 +185,24 @@ impl Diags {
         };
         let sl2vl = write(SL2VL, &sl2vl)?;
 
-        let guids: String = f
+        let mut cas: Vec<u64> = f
             .endports()
             .iter()
             .filter(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
-            .map(|&s| format!("0x{:016x}\n", f.port_guid(s)))
+            .map(|&s| f.port_guid(s))
             .collect();
+        cas.sort_unstable();
+        let guids: String = match self.path_sample {
+            None => cas.iter().map(|g| format!("0x{g:016x}\n")).collect(),
+            Some(k) => {
+                let n = cas.len();
+                let k = k.min(n.saturating_sub(1));
+                (0..n)
+                    .flat_map(|i| (1..=k).map(move |j| (i, (i + j) % n)))
+                    .map(|(i, j)| format!("0x{:016x} 0x{:016x}\n", cas[i], cas[j]))
+                    .collect()
+            }
+        };
         let tool = self
             .pathrecord_tool
             .clone()

@@ -19,6 +19,8 @@ struct Fixture {
     /// Read SL-to-VL tables with ibfabric-sl2vl-read (one process), else
     /// with one `smpquery sl2vl` per port.
     sl2vl_reader: bool,
+    /// `audit --path-sample K`; every pair when `None`.
+    path_sample: Option<usize>,
 }
 
 fn fixture(gen: &[&str]) -> Fixture {
@@ -36,6 +38,7 @@ fn fixture(gen: &[&str]) -> Fixture {
         net,
         plugin,
         sl2vl_reader: true,
+        path_sample: None,
     }
 }
 
@@ -101,6 +104,9 @@ fn audit_against(fx: &Fixture, sim: &Sim, expect: &Path, topo: &Path, name: &str
     if fx.sl2vl_reader {
         cmd.arg("--sl2vl-tool")
             .arg(fx.plugin.join("ibfabric-sl2vl-read"));
+    }
+    if let Some(k) = fx.path_sample {
+        cmd.arg("--path-sample").arg(k.to_string());
     }
     let out = cmd
         .arg("-o")
@@ -357,7 +363,10 @@ fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
     // IBF_FOLLOW_P=3 (4, ...) measures the same on larger Dragonflies
     // (BENCHMARKS.md).
     let p = std::env::var("IBF_FOLLOW_P").unwrap_or_else(|_| "2".into());
-    let fx = fixture(&["dragonfly", "--p", &p]);
+    let mut fx = fixture(&["dragonfly", "--p", &p]);
+    // Every pair's PathRecord is compared by the round-trip tests; here a
+    // sample keeps larger Dragonflies quick.
+    fx.path_sample = Some(32);
     let live = fx.root.join("tables");
     // A set to start OpenSM on, as an operator bootstraps it; the agent
     // replaces it with one computed on the fabric it discovers.

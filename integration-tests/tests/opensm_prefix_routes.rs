@@ -10,6 +10,7 @@ use fabric::model::NodeKind;
 use integration_tests::ibfabric;
 use integration_tests::sim::Sim;
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 /// `0x<prefix> 0x<guid>` lines of a prefix-routes.conf.
 fn routes(text: &str) -> HashMap<u64, u64> {
@@ -118,24 +119,9 @@ fn ask_every_remote_host(
     assert_eq!(asked, 8, "every remote host asked");
 }
 
-/// Port GUID -> LID as OpenSM assigned them (they need not be the file's).
-fn live_lids(sim: &Sim, dir: &std::path::Path) -> HashMap<u64, u16> {
-    let live = dir.join("live.net");
-    std::fs::write(&live, sim.diag("ibnetdiscover", &[]).unwrap()).unwrap();
-    let f = ibnetdiscover::read(&live).unwrap();
-    f.port_guid_index()
-        .into_iter()
-        .map(|(g, s)| (g, f.lid_of_slot(s)))
-        .collect()
-}
-
-fn gid(prefix: u64, guid: u64) -> String {
-    let v = ((prefix as u128) << 64) | guid as u128;
-    std::net::Ipv6Addr::from(v).to_string()
-}
-
-#[test]
-fn stock_opensm_answers_remote_gids_with_the_router_port_prefix_routes_chose() {
+/// Three subnets of two leaves, two spines and four hosts, joined by two
+/// routers, routed with `algorithm` (tempdir, fabric dir, manifest, out).
+fn routed(algorithm: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let fab = dir.path().join("fab");
     ibfabric(&[
@@ -162,13 +148,35 @@ fn stock_opensm_answers_remote_gids_with_the_router_port_prefix_routes_chose() {
         "-m",
         man.to_str().unwrap(),
         "-a",
-        "prefix",
+        algorithm,
         "-e",
         "updn",
         "-o",
         out.to_str().unwrap(),
     ])
-    .expect("route-multi prefix");
+    .unwrap_or_else(|e| panic!("route-multi {algorithm}: {e}"));
+    (dir, fab, man, out)
+}
+
+/// Port GUID -> LID as OpenSM assigned them (they need not be the file's).
+fn live_lids(sim: &Sim, dir: &std::path::Path) -> HashMap<u64, u16> {
+    let live = dir.join("live.net");
+    std::fs::write(&live, sim.diag("ibnetdiscover", &[]).unwrap()).unwrap();
+    let f = ibnetdiscover::read(&live).unwrap();
+    f.port_guid_index()
+        .into_iter()
+        .map(|(g, s)| (g, f.lid_of_slot(s)))
+        .collect()
+}
+
+fn gid(prefix: u64, guid: u64) -> String {
+    let v = ((prefix as u128) << 64) | guid as u128;
+    std::net::Ipv6Addr::from(v).to_string()
+}
+
+#[test]
+fn stock_opensm_answers_remote_gids_with_the_router_port_prefix_routes_chose() {
+    let (dir, fab, man, out) = routed("prefix");
     let m = manifest::read(&man).unwrap();
     for i in 0..m.fabric.subnets.len() {
         ask_every_remote_host(&fab, &out, &m, i, dir.path());
@@ -205,39 +213,7 @@ fn stock_opensm_answers_remote_gids_with_the_router_port_prefix_routes_chose() {
 #[test]
 fn the_plugin_answers_each_remote_gid_with_the_router_port_issr_chose() {
     let plugin = integration_tests::opensm_plugin_build().expect("the plugin is built");
-    let dir = tempfile::tempdir().unwrap();
-    let fab = dir.path().join("fab");
-    ibfabric(&[
-        "gen",
-        "multi",
-        "--subnets",
-        "3",
-        "--leaves",
-        "2",
-        "--spines",
-        "2",
-        "--hosts",
-        "2",
-        "--routers",
-        "2",
-        "--out",
-        fab.to_str().unwrap(),
-    ])
-    .unwrap();
-    let man = fab.join("manifest.toml");
-    let out = dir.path().join("out");
-    ibfabric(&[
-        "route-multi",
-        "-m",
-        man.to_str().unwrap(),
-        "-a",
-        "issr",
-        "-e",
-        "updn",
-        "-o",
-        out.to_str().unwrap(),
-    ])
-    .expect("route-multi issr");
+    let (dir, fab, man, out) = routed("issr");
     let m = manifest::read(&man).unwrap();
     let local = &m.fabric.subnets[0];
     let tables = out.join(&local.name);

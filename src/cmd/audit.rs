@@ -48,6 +48,10 @@ pub struct AuditArgs {
     /// `ibfabric-sl2vl-read` on PATH, else one `smpquery sl2vl` per port).
     #[arg(long)]
     sl2vl_tool: Option<PathBuf>,
+    /// PathRecords per source: each CA's next K CAs in GUID order (default:
+    /// every ordered pair, hosts squared queries).
+    #[arg(long, value_name = "K")]
+    path_sample: Option<usize>,
     /// Differences to list at most.
     #[arg(long, default_value_t = 20)]
     max_differences: usize,
@@ -75,6 +79,7 @@ pub fn run(a: AuditArgs) -> Result<i32> {
         port: a.port,
         pathrecord_tool: a.pathrecord_tool.clone(),
         sl2vl_tool: a.sl2vl_tool.clone(),
+        path_sample: a.path_sample,
     };
     let t = Instant::now();
     let rb = diags.read_back(&a.out).context("reading the live fabric")?;
@@ -108,7 +113,14 @@ pub fn run(a: AuditArgs) -> Result<i32> {
                 path_sl: rb.routing.path_sl.clone(),
                 vls_needed: None,
             };
-            Some(compare(&wf, &written, &rb.fabric, &live, a.max_differences))
+            Some(compare(
+                &wf,
+                &written,
+                &rb.fabric,
+                &live,
+                a.path_sample.is_some(),
+                a.max_differences,
+            ))
         }
         (Some(_), None) => {
             bail!("--expect needs --topology (the file its tables were computed for)")

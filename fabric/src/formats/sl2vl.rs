@@ -141,22 +141,7 @@ pub fn parse(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
         if count != NUM_SLS {
             return Err(err(ln, format!("expected 16 VLs, found {count}")));
         }
-        let n = f.node_of(slot);
-        if is_end_node(f, n) {
-            t.set_port_row(slot, row);
-        } else {
-            let np = f.num_ports(n);
-            if inp > np || outp > np {
-                return Err(err(
-                    ln,
-                    format!("port pair {inp}/{outp} exceeds the switch's {np} ports"),
-                ));
-            }
-            let si = f
-                .switch_index(n)
-                .ok_or_else(|| err(ln, "internal: switch without index".into()))?;
-            t.set_switch_row(si, inp, outp, row);
-        }
+        place(f, &mut t, slot, inp, outp, row).map_err(|c| err(ln, c))?;
     }
     Ok(t)
 }
@@ -212,24 +197,37 @@ fn parse_smpquery(f: &Fabric, text: &str, file: &Path) -> Result<Sl2Vl, Error> {
                 .filter(|v| *v <= 15)
                 .ok_or_else(|| err(ln, format!("bad VL '{c}'")))?;
         }
-        let n = f.node_of(slot);
-        if is_end_node(f, n) {
-            t.set_port_row(slot, row);
-        } else {
-            let np = f.num_ports(n);
-            if inp > np || outp > np {
-                return Err(err(
-                    ln,
-                    format!("port pair {inp}/{outp} exceeds the switch's {np} ports"),
-                ));
-            }
-            let si = f
-                .switch_index(n)
-                .ok_or_else(|| err(ln, "internal: switch without index".into()))?;
-            t.set_switch_row(si, inp, outp, row);
-        }
+        place(f, &mut t, slot, inp, outp, row).map_err(|c| err(ln, c))?;
     }
     Ok(t)
+}
+
+/// Puts one row where it belongs: a CA's or router's port table, or a
+/// switch's (in, out) pair.
+fn place(
+    f: &Fabric,
+    t: &mut Sl2Vl,
+    slot: Slot,
+    inp: u8,
+    outp: u8,
+    row: [u8; NUM_SLS],
+) -> Result<(), String> {
+    let n = f.node_of(slot);
+    if is_end_node(f, n) {
+        t.set_port_row(slot, row);
+        return Ok(());
+    }
+    let np = f.num_ports(n);
+    if inp > np || outp > np {
+        return Err(format!(
+            "port pair {inp}/{outp} exceeds the switch's {np} ports"
+        ));
+    }
+    let si = f
+        .switch_index(n)
+        .ok_or_else(|| "internal: switch without index".to_string())?;
+    t.set_switch_row(si, inp, outp, row);
+    Ok(())
 }
 
 pub fn read(f: &Fabric, path: &Path) -> Result<Sl2Vl, Error> {
