@@ -110,7 +110,16 @@ pub fn confirm(
                     3,
                 );
                 if c.matches() {
-                    let r = fabric::verify::verify(&rb.fabric, &rb.routing);
+                    // Sampled SLs equal the written ones where asked; the
+                    // rest of the pairs are verified with the written SLs.
+                    let mut live_tables = rb.routing.clone();
+                    if let (true, Some(w)) =
+                        (live.confirm_path_sample > 0, &routed.routing.get().path_sl)
+                    {
+                        live_tables.path_sl =
+                            Some(fabric::audit::path_sl_at(&routed.fabric, w, &rb.fabric));
+                    }
+                    let r = fabric::verify::verify(&rb.fabric, &live_tables);
                     if !r.ok() {
                         return Err(FollowError::LiveUnsafe(format!(
                             "{} broken pairs, cycle: {}",

@@ -6,7 +6,7 @@
 //! files carry.
 
 use crate::model::{Fabric, NodeKind, NONE};
-use crate::tables::{Routing, NUM_SLS, SL_NONE};
+use crate::tables::{PathSl, Routing, NUM_SLS, SL_NONE};
 use serde::Serialize;
 
 /// One table entry that differs.
@@ -215,6 +215,34 @@ pub fn compare(
         }
     }
     c
+}
+
+/// The written path SLs placed at the live fabric's LIDs (end ports
+/// matched by GUID): for verifying switches' tables read back whole with
+/// path SLs that were only sampled from the subnet manager (and found equal
+/// to these).
+pub fn path_sl_at(wf: &Fabric, written: &PathSl, lf: &Fabric) -> PathSl {
+    let wports = wf.port_guid_index();
+    let wlid = |g: u64| wports.get(&g).map(|&s| wf.lid_of_slot(s));
+    let mut out = PathSl::new(lf.max_lid());
+    let ends: Vec<(u16, Option<u16>)> = lf
+        .endports()
+        .iter()
+        .map(|&s| (lf.lid_of_slot(s), wlid(lf.port_guid(s))))
+        .collect();
+    let mut row = vec![SL_NONE; out.width()];
+    for &(lsrc, wsrc) in &ends {
+        let Some(wsrc) = wsrc else { continue };
+        row.fill(SL_NONE);
+        for &(ldst, wdst) in &ends {
+            if let Some(wdst) = wdst {
+                row[ldst as usize] = written.get(wsrc, wdst);
+            }
+        }
+        let i = out.push_row(&row);
+        out.assign(lsrc, i);
+    }
+    out
 }
 
 struct Slot2 {

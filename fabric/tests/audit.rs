@@ -82,4 +82,16 @@ fn a_read_back_agrees_and_every_changed_entry_is_named() {
     let s = compare(&f, &written, &f, &unasked, true, 10);
     assert!(s.matches());
     assert_eq!(s.path_sls, ends * (ends - 1) - 1);
+
+    // The written SLs placed at the (here same) live LIDs are the written
+    // ones for every pair.
+    let mut placed = written.clone();
+    placed.path_sl = Some(fabric::audit::path_sl_at(
+        &f,
+        written.path_sl.as_ref().unwrap(),
+        &f,
+    ));
+    let c = compare(&f, &written, &f, &placed, false, 10);
+    assert!(c.matches(), "{:?}", c.first);
+    assert_eq!(c.path_sls, ends * (ends - 1));
 }

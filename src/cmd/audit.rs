@@ -50,7 +50,9 @@ pub struct AuditArgs {
     sl2vl_tool: Option<PathBuf>,
     /// PathRecords per source: each CA's next K CAs in GUID order (default:
     /// every ordered pair, hosts squared queries).
-    #[arg(long, value_name = "K")]
+    /// The rest of the pairs are verified with the --expect set's SLs, so
+    /// this needs --expect.
+    #[arg(long, value_name = "K", requires = "expect")]
     path_sample: Option<usize>,
     /// Differences to list at most.
     #[arg(long, default_value_t = 20)]
@@ -84,49 +86,41 @@ pub fn run(a: AuditArgs) -> Result<i32> {
     let t = Instant::now();
     let rb = diags.read_back(&a.out).context("reading the live fabric")?;
     let read_seconds = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let r = verify::verify(&rb.fabric, &rb.routing);
-    let verify_seconds = t.elapsed().as_secs_f64();
-    let expected = match (&a.expect, &a.topology) {
-        (Some(dir), Some(topo)) => {
-            let wf = super::load(topo)?;
-            let set = fabric::formats::tableset::check_dir(dir)?;
-            let has = |name: &str| set.files.iter().any(|e| e.name == name);
-            let written = Routing {
-                lfts: lft::read(&wf, &dir.join(fabric::formats::LFTS_FILE))?,
-                sl2vl: if has(fabric::formats::SL2VL_FILE) {
-                    Some(sl2vl::read(&wf, &dir.join(fabric::formats::SL2VL_FILE))?)
-                } else {
-                    None
-                },
-                path_sl: if has(fabric::formats::PATH_SL_FILE) {
-                    pathsl::read_optional(&wf, &dir.join(fabric::formats::PATH_SL_FILE))?
-                } else {
-                    None
-                },
-                vls_needed: None,
-            };
-            // Without written SL-to-VL tables nothing is claimed about them.
-            let live = Routing {
-                sl2vl: written.sl2vl.as_ref().and(rb.routing.sl2vl.clone()),
-                lfts: rb.routing.lfts.clone(),
-                path_sl: rb.routing.path_sl.clone(),
-                vls_needed: None,
-            };
-            Some(compare(
-                &wf,
-                &written,
-                &rb.fabric,
-                &live,
-                a.path_sample.is_some(),
-                a.max_differences,
-            ))
-        }
+    let written = match (&a.expect, &a.topology) {
+        (Some(dir), Some(topo)) => Some(read_set(dir, topo)?),
         (Some(_), None) => {
             bail!("--expect needs --topology (the file its tables were computed for)")
         }
         _ => None,
     };
+    // Sampled path SLs are compared where asked; the pairs not asked are
+    // verified with the written SLs, placed at the live LIDs.
+    let mut live_tables = rb.routing.clone();
+    if let (Some(_), Some((wf, w))) = (a.path_sample, &written) {
+        if let Some(ps) = &w.path_sl {
+            live_tables.path_sl = Some(fabric::audit::path_sl_at(wf, ps, &rb.fabric));
+        }
+    }
+    let t = Instant::now();
+    let r = verify::verify(&rb.fabric, &live_tables);
+    let verify_seconds = t.elapsed().as_secs_f64();
+    let expected = written.map(|(wf, written)| {
+        // Without written SL-to-VL tables nothing is claimed about them.
+        let live = Routing {
+            sl2vl: written.sl2vl.as_ref().and(rb.routing.sl2vl.clone()),
+            lfts: rb.routing.lfts.clone(),
+            path_sl: rb.routing.path_sl.clone(),
+            vls_needed: None,
+        };
+        compare(
+            &wf,
+            &written,
+            &rb.fabric,
+            &live,
+            a.path_sample.is_some(),
+            a.max_differences,
+        )
+    });
     let matches = expected.as_ref().is_none_or(Comparison::matches);
     if a.json {
         super::print_json(&AuditJson {
@@ -159,4 +153,27 @@ pub fn run(a: AuditArgs) -> Result<i32> {
         }
     }
     Ok(if r.ok() && matches { 0 } else { 2 })
+}
+
+/// A written set (checked against its manifest) with the topology it was
+/// computed for.
+fn read_set(dir: &std::path::Path, topo: &std::path::Path) -> Result<(fabric::Fabric, Routing)> {
+    let wf = super::load(topo)?;
+    let set = fabric::formats::tableset::check_dir(dir)?;
+    let has = |name: &str| set.files.iter().any(|e| e.name == name);
+    let written = Routing {
+        lfts: lft::read(&wf, &dir.join(fabric::formats::LFTS_FILE))?,
+        sl2vl: if has(fabric::formats::SL2VL_FILE) {
+            Some(sl2vl::read(&wf, &dir.join(fabric::formats::SL2VL_FILE))?)
+        } else {
+            None
+        },
+        path_sl: if has(fabric::formats::PATH_SL_FILE) {
+            pathsl::read_optional(&wf, &dir.join(fabric::formats::PATH_SL_FILE))?
+        } else {
+            None
+        },
+        vls_needed: None,
+    };
+    Ok((wf, written))
 }
