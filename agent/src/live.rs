@@ -89,11 +89,30 @@ impl Diags {
             c.stdin(Stdio::piped());
         }
         let mut child = c.spawn().map_err(spawn)?;
-        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
-            use std::io::Write;
-            stdin.write_all(data).map_err(spawn)?;
-        }
+        // Fed from another thread: a tool that answers while it reads fills
+        // its stdout pipe, and a writer that waited for it would never
+        // read it.
+        let feeder = match (input, child.stdin.take()) {
+            (Some(data), Some(mut stdin)) => {
+                let data = data.to_vec();
+                Some(std::thread::spawn(move || {
+                    use std::io::Write;
+                    stdin.write_all(&data)
+                }))
+            }
+            _ => None,
+        };
         let out = child.wait_with_output().map_err(spawn)?;
+        if let Some(f) = feeder {
+            match f.join() {
+                Ok(r) => r.map_err(spawn)?,
+                Err(_) => {
+                    return Err(spawn(std::io::Error::other(
+                        "the thread feeding the tool panicked",
+                    )))
+                }
+            }
+        }
         if !out.status.success() {
             return Err(LiveError::Tool {
                 tool: tool.to_string(),
