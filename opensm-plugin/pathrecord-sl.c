@@ -30,8 +30,18 @@ int main(int argc, char **argv)
 	int pairs = -1;	/* unknown until the first line */
 	char line[256];
 
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fprintf(stderr, "usage: %s < port-guids.txt\n"
+	char *ca = NULL;
+	int ca_port = 0, a;
+	for (a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "-C") && a + 1 < argc)
+			ca = argv[++a];
+		else if (!strcmp(argv[a], "-P") && a + 1 < argc)
+			ca_port = atoi(argv[++a]);
+		else
+			break;
+	}
+	if (a < argc && (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help"))) {
+		fprintf(stderr, "usage: %s [-C ca] [-P port] < port-guids.txt\n"
 			"One SA PathRecord Get per ordered pair of the GUIDs read (or per line\n"
 			"when lines are '<source GUID> <destination GUID>'); prints\n"
 			"'0x<sguid> 0x<dguid> <slid> <dlid> <sl>'. Exit 2 if some pair had no answer.\n",
@@ -76,7 +86,7 @@ int main(int argc, char **argv)
 		}
 		guids[n++] = g;
 	}
-	port = mad_rpc_open_port(NULL, 0, classes, 3);
+	port = mad_rpc_open_port(ca, ca_port, classes, 3);
 	if (!port) {
 		fprintf(stderr, "cannot open the local IB port\n");
 		return 1;

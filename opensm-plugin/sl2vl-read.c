@@ -55,13 +55,23 @@ int main(int argc, char **argv)
 	char line[256], kind[16];
 	int failed = 0, lineno = 0;
 
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fprintf(stderr, "usage: %s < ports.txt\n"
+	char *ca = NULL;
+	int ca_port = 0, a;
+	for (a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "-C") && a + 1 < argc)
+			ca = argv[++a];
+		else if (!strcmp(argv[a], "-P") && a + 1 < argc)
+			ca_port = atoi(argv[++a]);
+		else
+			break;
+	}
+	if (a < argc && (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help"))) {
+		fprintf(stderr, "usage: %s [-C ca] [-P port] < ports.txt\n"
 			"lines: '<lid> switch <out port> <ports>' or '<lid> ca'; prints smpquery sl2vl's format\n",
 			argv[0]);
 		return 0;
 	}
-	port = mad_rpc_open_port(NULL, 0, classes, 2);
+	port = mad_rpc_open_port(ca, ca_port, classes, 2);
 	if (!port) {
 		fprintf(stderr, "cannot open the local IB port\n");
 		return 1;

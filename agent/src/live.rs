@@ -67,7 +67,8 @@ pub struct ReadBack {
 }
 
 impl Diags {
-    fn cmd(&self, tool: &str) -> Command {
+    /// A diag tool, or one of ours, speaking through the configured port.
+    fn cmd(&self, tool: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(tool);
         if let Some(ca) = &self.ca {
             c.args(["-C", ca]);
@@ -177,8 +178,7 @@ impl Diags {
                 None => format!("{lid} ca\n"),
             })
             .collect();
-        let mut c = Command::new(&reader);
-        c.stdin(Stdio::null());
+        let c = self.cmd(&reader);
         let sl2vl = match self.run(c, &reader.display().to_string(), Some(input.as_bytes())) {
             Ok(out) => {
                 queries += 1;
@@ -226,8 +226,7 @@ impl Diags {
             .pathrecord_tool
             .clone()
             .unwrap_or_else(|| PathBuf::from("ibfabric-pathrecord-sl"));
-        let mut c = Command::new(&tool);
-        c.stdin(Stdio::null());
+        let c = self.cmd(&tool);
         let records = self.run(c, &tool.display().to_string(), Some(guids.as_bytes()))?;
         queries += 1;
         let path_sl = write(PATH_SL, &records)?;

@@ -196,6 +196,13 @@ fn dfdn_on_a_dragonfly_reaches_the_switches_whole() {
     round_trip(&["dragonfly", "--p", "2"], "dfdn", &[], true);
 }
 
+/// SL-to-VL tables without path SLs: every pair on SL 0, the VL raised by
+/// the switches.
+#[test]
+fn dfd2_on_a_slim_fly_reaches_the_switches_whole() {
+    round_trip(&["slimfly", "--q", "5", "--hosts", "1"], "dfd2", &[], true);
+}
+
 #[test]
 fn lash_on_a_torus_reaches_the_switches_whole() {
     // Read back with smpquery, one process per port, as without the tools.
