@@ -20,6 +20,8 @@
 #include <infiniband/mad.h>
 #include <infiniband/umad.h>
 
+#include "tool-args.h"
+
 int main(int argc, char **argv)
 {
 	int classes[] = { IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS };
@@ -30,16 +32,8 @@ int main(int argc, char **argv)
 	int pairs = -1;	/* unknown until the first line */
 	char line[256];
 
-	char *ca = NULL;
-	int ca_port = 0, a;
-	for (a = 1; a < argc; a++) {
-		if (!strcmp(argv[a], "-C") && a + 1 < argc)
-			ca = argv[++a];
-		else if (!strcmp(argv[a], "-P") && a + 1 < argc)
-			ca_port = atoi(argv[++a]);
-		else
-			break;
-	}
+	char *ca;
+	int ca_port, a = port_args(argc, argv, &ca, &ca_port);
 	if (a < argc && (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help"))) {
 		fprintf(stderr, "usage: %s [-C ca] [-P port] < port-guids.txt\n"
 			"One SA PathRecord Get per ordered pair of the GUIDs read (or per line\n"

@@ -21,6 +21,8 @@
 #include <infiniband/mad.h>
 #include <infiniband/umad.h>
 
+#include "tool-args.h"
+
 static int query(struct ibmad_port *port, int lid, int in, int out)
 {
 	uint8_t buf[IB_SMP_DATA_SIZE] = { 0 };
@@ -55,16 +57,8 @@ int main(int argc, char **argv)
 	char line[256], kind[16];
 	int failed = 0, lineno = 0;
 
-	char *ca = NULL;
-	int ca_port = 0, a;
-	for (a = 1; a < argc; a++) {
-		if (!strcmp(argv[a], "-C") && a + 1 < argc)
-			ca = argv[++a];
-		else if (!strcmp(argv[a], "-P") && a + 1 < argc)
-			ca_port = atoi(argv[++a]);
-		else
-			break;
-	}
+	char *ca;
+	int ca_port, a = port_args(argc, argv, &ca, &ca_port);
 	if (a < argc && (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help"))) {
 		fprintf(stderr, "usage: %s [-C ca] [-P port] < ports.txt\n"
 			"lines: '<lid> switch <out port> <ports>' or '<lid> ca'; prints smpquery sl2vl's format\n",

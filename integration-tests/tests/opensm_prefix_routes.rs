@@ -57,12 +57,7 @@ fn ask_every_remote_host(
         "two routers, two ports each, in {}",
         local.name
     );
-    let src = f
-        .endports()
-        .iter()
-        .find(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
-        .map(|&s| f.port_guid(s))
-        .unwrap();
+    let src = first_ca(&f);
 
     let simdir = tmp.join(format!("sim{li}"));
     std::fs::create_dir_all(&simdir).unwrap();
@@ -158,6 +153,15 @@ fn routed(algorithm: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     (dir, fab, man, out)
 }
 
+/// The port GUID of the fabric's first CA: the source of the queries.
+fn first_ca(f: &fabric::Fabric) -> u64 {
+    f.endports()
+        .iter()
+        .find(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
+        .map(|&s| f.port_guid(s))
+        .expect("a CA")
+}
+
 /// Port GUID -> LID as OpenSM assigned them (they need not be the file's).
 fn live_lids(sim: &Sim, dir: &std::path::Path) -> HashMap<u64, u16> {
     let live = dir.join("live.net");
@@ -240,12 +244,7 @@ fn the_plugin_answers_each_remote_gid_with_the_router_port_issr_chose() {
 
     let net = fab.join(format!("{}.net", local.name));
     let f = ibnetdiscover::read(&net).unwrap();
-    let src = f
-        .endports()
-        .iter()
-        .find(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
-        .map(|&s| f.port_guid(s))
-        .unwrap();
+    let src = first_ca(&f);
     let simdir = dir.path().join("sim");
     std::fs::create_dir_all(&simdir).unwrap();
     let mut sim = Sim::start(&net, &simdir).unwrap();
