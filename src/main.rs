@@ -44,7 +44,7 @@ enum Cmd {
     /// port), verify them, and compare them with a written table set.
     Audit(cmd::audit::AuditArgs),
     /// List the routing engines.
-    Engines,
+    Engines(cmd::engines::EnginesArgs),
     /// Run a subnet agent: route and verify the subnet, report to the controller, answer path queries.
     Agent(cmd::runtime::ConfigArgs),
     /// Run a controller: collect subnet reports, compute inter-subnet routes, push tables.
@@ -61,6 +61,26 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    // Commands that print for pipes end quietly when the reader goes
+    // (`ibfabric gen ... -o - | head`), as Unix filters do. Services and
+    // commands that feed child processes keep Rust's default (ignored,
+    // seen as an error on write): a closed peer must not kill them.
+    if matches!(
+        cli.cmd,
+        Cmd::Gen(_)
+            | Cmd::Info(_)
+            | Cmd::Route(_)
+            | Cmd::RouteMulti(_)
+            | Cmd::Verify(_)
+            | Cmd::Engines(_)
+            | Cmd::Sim(_)
+            | Cmd::Certs(_)
+    ) {
+        // SAFETY: setting a signal disposition before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let level = match cli.verbose {
         0 => "warn",
         1 => "info",
@@ -69,9 +89,11 @@ fn main() {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colour only for a person at a terminal, not into journald or a file.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let res = match cli.cmd {
         Cmd::Gen(a) => cmd::gen::run(a),
@@ -86,7 +108,7 @@ fn main() {
         Cmd::Demo(a) => cmd::demo::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Certs(a) => cmd::certs::run(a),
-        Cmd::Engines => cmd::engines::run(),
+        Cmd::Engines(a) => cmd::engines::run(a),
     };
     match res {
         Ok(code) => std::process::exit(code),

@@ -1066,3 +1066,68 @@ fn route_and_verify_refuse_an_unparsable_or_impossible_lid() {
         assert_refused(d.path(), &three_cas(switch, h1_port), cause);
     }
 }
+
+/// `ibfabric gen ... -o - | head`: the command ends on SIGPIPE as Unix
+/// filters do, with no panic on stderr.
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ibfabric"))
+        .args(["gen", "dragonfly", "--p", "6", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut first = [0u8; 64];
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_exact(&mut first)
+        .expect("some output");
+    // The pipe's read end is closed here; the rest of a 5,256-HCA topology
+    // has nowhere to go.
+    let out = child.wait_with_output().expect("exits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}
+
+#[test]
+fn engines_json_lists_every_engine_with_its_claim() {
+    let v = json(&ibf(&["engines", "--json"]));
+    let list = v.as_array().expect("a list");
+    assert_eq!(list.len(), 10);
+    let claim = |n: &str| {
+        list.iter()
+            .find(|e| e["name"] == n)
+            .map(|e| e["deadlock_free"].as_bool())
+    };
+    assert_eq!(claim("dfdn"), Some(Some(true)));
+    assert_eq!(claim("minhop"), Some(Some(false)));
+}
+
+/// Logs go to files and journald without terminal colour codes.
+#[test]
+fn logs_carry_no_colour_codes_off_a_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("t.net");
+    assert!(ibf(&["gen", "torus", "--dims", "3x3", "-o", s(&net)])
+        .status
+        .success());
+    let o = ibf(&[
+        "-v",
+        "route",
+        "-t",
+        s(&net),
+        "-e",
+        "updn",
+        "-o",
+        s(&d.path().join("o")),
+    ]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("INFO"), "logs at -v: {err}");
+    assert!(!err.contains('\u{1b}'), "colour codes in: {err:?}");
+}
