@@ -99,27 +99,27 @@ pub fn confirm(
                 });
             }
         }
+        let sampled = diags.path_sample.is_some();
+        let written = routed.routing.get();
         let last = match diags.read_back(&readback) {
             Ok(rb) => {
                 let c = fabric::audit::compare(
                     &routed.fabric,
-                    routed.routing.get(),
+                    written,
                     &rb.fabric,
                     &rb.routing,
-                    live.confirm_path_sample > 0,
+                    sampled,
                     3,
                 );
                 if c.matches() {
-                    // Sampled SLs equal the written ones where asked; the
-                    // rest of the pairs are verified with the written SLs.
-                    let mut live_tables = rb.routing.clone();
-                    if let (true, Some(w)) =
-                        (live.confirm_path_sample > 0, &routed.routing.get().path_sl)
-                    {
-                        live_tables.path_sl =
-                            Some(fabric::audit::path_sl_at(&routed.fabric, w, &rb.fabric));
-                    }
-                    let r = fabric::verify::verify(&rb.fabric, &live_tables);
+                    let tables = fabric::audit::verifiable(
+                        &routed.fabric,
+                        written,
+                        &rb.fabric,
+                        &rb.routing,
+                        sampled,
+                    );
+                    let r = fabric::verify::verify(&rb.fabric, &tables);
                     if !r.ok() {
                         return Err(FollowError::LiveUnsafe(format!(
                             "{} broken pairs, cycle: {}",

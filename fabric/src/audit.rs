@@ -201,7 +201,7 @@ pub fn compare(
                 continue;
             }
             c.path_sls += 1;
-            if w != l && !(w == SL_NONE && l == SL_NONE) {
+            if w != l {
                 c.differ(
                     Difference::PathSl {
                         source: a.guid,
@@ -243,6 +243,24 @@ pub fn path_sl_at(wf: &Fabric, written: &PathSl, lf: &Fabric) -> PathSl {
         out.assign(lsrc, i);
     }
     out
+}
+
+/// The live tables to verify: as read back, except that path SLs the
+/// read-back only sampled (`sampled_paths`) are the written ones placed at
+/// the live LIDs ([`path_sl_at`]), which [`compare`] found equal where
+/// asked.
+pub fn verifiable(
+    wf: &Fabric,
+    written: &Routing,
+    lf: &Fabric,
+    live: &Routing,
+    sampled_paths: bool,
+) -> Routing {
+    let mut r = live.clone();
+    if let (true, Some(w)) = (sampled_paths, &written.path_sl) {
+        r.path_sl = Some(path_sl_at(wf, w, lf));
+    }
+    r
 }
 
 struct Slot2 {

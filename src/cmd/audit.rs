@@ -8,8 +8,6 @@ use agent::live::Diags;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fabric::audit::{compare, Comparison};
-use fabric::formats::{lft, pathsl, sl2vl};
-use fabric::tables::Routing;
 use fabric::verify;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -87,40 +85,26 @@ pub fn run(a: AuditArgs) -> Result<i32> {
     let rb = diags.read_back(&a.out).context("reading the live fabric")?;
     let read_seconds = t.elapsed().as_secs_f64();
     let written = match (&a.expect, &a.topology) {
-        (Some(dir), Some(topo)) => Some(read_set(dir, topo)?),
+        (Some(dir), Some(topo)) => {
+            let wf = super::load(topo)?;
+            let w = fabric::formats::tableset::read_set(&wf, dir)?;
+            Some((wf, w))
+        }
         (Some(_), None) => {
             bail!("--expect needs --topology (the file its tables were computed for)")
         }
         _ => None,
     };
-    // Sampled path SLs are compared where asked; the pairs not asked are
-    // verified with the written SLs, placed at the live LIDs.
-    let mut live_tables = rb.routing.clone();
-    if let (Some(_), Some((wf, w))) = (a.path_sample, &written) {
-        if let Some(ps) = &w.path_sl {
-            live_tables.path_sl = Some(fabric::audit::path_sl_at(wf, ps, &rb.fabric));
-        }
-    }
+    let sampled = a.path_sample.is_some();
+    let tables = match &written {
+        Some((wf, w)) => fabric::audit::verifiable(wf, w, &rb.fabric, &rb.routing, sampled),
+        None => rb.routing.clone(),
+    };
     let t = Instant::now();
-    let r = verify::verify(&rb.fabric, &live_tables);
+    let r = verify::verify(&rb.fabric, &tables);
     let verify_seconds = t.elapsed().as_secs_f64();
-    let expected = written.map(|(wf, written)| {
-        // Without written SL-to-VL tables nothing is claimed about them.
-        let live = Routing {
-            sl2vl: written.sl2vl.as_ref().and(rb.routing.sl2vl.clone()),
-            lfts: rb.routing.lfts.clone(),
-            path_sl: rb.routing.path_sl.clone(),
-            vls_needed: None,
-        };
-        compare(
-            &wf,
-            &written,
-            &rb.fabric,
-            &live,
-            a.path_sample.is_some(),
-            a.max_differences,
-        )
-    });
+    let expected = written
+        .map(|(wf, w)| compare(&wf, &w, &rb.fabric, &rb.routing, sampled, a.max_differences));
     let matches = expected.as_ref().is_none_or(Comparison::matches);
     if a.json {
         super::print_json(&AuditJson {
@@ -153,27 +137,4 @@ pub fn run(a: AuditArgs) -> Result<i32> {
         }
     }
     Ok(if r.ok() && matches { 0 } else { 2 })
-}
-
-/// A written set (checked against its manifest) with the topology it was
-/// computed for.
-fn read_set(dir: &std::path::Path, topo: &std::path::Path) -> Result<(fabric::Fabric, Routing)> {
-    let wf = super::load(topo)?;
-    let set = fabric::formats::tableset::check_dir(dir)?;
-    let has = |name: &str| set.files.iter().any(|e| e.name == name);
-    let written = Routing {
-        lfts: lft::read(&wf, &dir.join(fabric::formats::LFTS_FILE))?,
-        sl2vl: if has(fabric::formats::SL2VL_FILE) {
-            Some(sl2vl::read(&wf, &dir.join(fabric::formats::SL2VL_FILE))?)
-        } else {
-            None
-        },
-        path_sl: if has(fabric::formats::PATH_SL_FILE) {
-            pathsl::read_optional(&wf, &dir.join(fabric::formats::PATH_SL_FILE))?
-        } else {
-            None
-        },
-        vls_needed: None,
-    };
-    Ok((wf, written))
 }

@@ -207,6 +207,27 @@ pub fn check_dir(dir: &Path) -> Result<TableSet, Error> {
     Ok(t)
 }
 
+/// The routing a checked set holds, read against `f`, the topology it was
+/// computed for: the files its manifest lists, nothing else.
+pub fn read_set(f: &crate::model::Fabric, dir: &Path) -> Result<crate::tables::Routing, Error> {
+    let set = check_dir(dir)?;
+    let has = |name: &str| set.files.iter().any(|e| e.name == name);
+    Ok(crate::tables::Routing {
+        lfts: super::lft::read(f, &dir.join(super::LFTS_FILE))?,
+        sl2vl: if has(super::SL2VL_FILE) {
+            Some(super::sl2vl::read(f, &dir.join(super::SL2VL_FILE))?)
+        } else {
+            None
+        },
+        path_sl: if has(super::PATH_SL_FILE) {
+            super::pathsl::read_optional(f, &dir.join(super::PATH_SL_FILE))?
+        } else {
+            None
+        },
+        vls_needed: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
