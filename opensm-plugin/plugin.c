@@ -226,14 +226,15 @@ static void program_lfts(struct plugin *p, const struct tableset *ts)
 	    ts->generation, ts->engine, cl_qmap_count(&subn->sw_guid_tbl));
 }
 
-/* Leaves a one-line word for the agent in the table directory: which set
- * is in force, or why one was refused (written whole, then renamed). */
-static void write_status(struct plugin *p, const char *fmt, ...)
+/* Leaves a one-line file for the agent beside the set (written whole,
+ * then renamed): STATUS_FILE, the verdict on the last set, and
+ * SWEEP_FILE, the count of heavy sweeps. */
+static void write_beside(struct plugin *p, const char *name, const char *fmt, ...)
 {
 	char path[1200], tmp[1300];
 	va_list ap;
 	FILE *f;
-	snprintf(path, sizeof path, "%s/%s", p->dir, STATUS_FILE);
+	snprintf(path, sizeof path, "%s/%s", p->dir, name);
 	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
 	f = fopen(tmp, "w");
 	if (!f)
@@ -246,7 +247,9 @@ static void write_status(struct plugin *p, const char *fmt, ...)
 }
 
 /* (Re)reads ibfabric-mapping.txt when it changed; a file that does not
- * parse leaves the mapping in force. */
+ * parse leaves the mapping in force. One thread only calls it (create,
+ * then the watcher, or the sweeps when there is no watcher): `map_seen`
+ * is that thread's; `map_lock` guards the mapping the SA threads read. */
 static void load_mapping(struct plugin *p)
 {
 	char path[1200], *text;
@@ -254,12 +257,10 @@ static void load_mapping(struct plugin *p)
 	struct gidroutes next;
 	unsigned line = 0;
 	const char *why = "";
-	FILE *f;
 	size_t len;
 
 	snprintf(path, sizeof path, "%s/%s", p->dir, GR_MAPPING);
 	if (stat(path, &st) != 0) {
-		pthread_mutex_lock(&p->lock);
 		if (p->has_map) {
 			LOG(p, OSM_LOG_INFO, "%s is gone: off-subnet PathRecords follow OpenSM's prefix routes\n", path);
 			pthread_mutex_lock(&p->map_lock);
@@ -268,7 +269,6 @@ static void load_mapping(struct plugin *p)
 			pthread_mutex_unlock(&p->map_lock);
 		}
 		memset(&p->map_seen, 0, sizeof p->map_seen);
-		pthread_mutex_unlock(&p->lock);
 		return;
 	}
 	if (st.st_ino == p->map_seen.st_ino && st.st_size == p->map_seen.st_size &&
@@ -276,15 +276,9 @@ static void load_mapping(struct plugin *p)
 	    st.st_mtim.tv_nsec == p->map_seen.st_mtim.tv_nsec)
 		return;
 	p->map_seen = st;
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	text = malloc((size_t)st.st_size + 1);
-	len = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
-	fclose(f);
+	text = ts_slurp(path, &len);
 	if (!text)
 		return;
-	text[len] = '\0';
 	if (gr_parse(text, &next, &line, &why) != 0) {
 		LOG(p, OSM_LOG_ERROR, "%s:%u: %s; keeping the mapping in force\n", path, line, why);
 	} else {
@@ -400,18 +394,19 @@ static int build_fwd_tables(void *ctx)
 	char err[TS_ERR_LEN], digest[32];
 	int have_digest = ts_manifest_digest(p->dir, digest) == 0;
 
-	load_mapping(p);
+	if (!p->watcher_started)
+		load_mapping(p);
 	pthread_mutex_lock(&p->lock);
 	if (have_digest && p->has_active && !strcmp(digest, p->active.manifest_digest)) {
 		/* Same set: reapply it if it still fits (the sweep may be for a
 		 * topology change). */
 	} else if (ts_load(p->dir, &next, err, sizeof err) != 0) {
 		LOG(p, OSM_LOG_ERROR, "refusing the set in %s: %s; keeping the tables in force\n", p->dir, err);
-		write_status(p, "refused %s: %s\n", have_digest ? digest : "-", err);
+		write_beside(p, STATUS_FILE, "refused %s: %s\n", have_digest ? digest : "-", err);
 	} else if (fits_fabric(p, &next, err, sizeof err) != 0) {
 		LOG(p, OSM_LOG_ERROR, "refusing set %s (engine %s) in %s: %s; keeping the tables in force\n",
 		    next.generation, next.engine, p->dir, err);
-		write_status(p, "refused generation %s: %s\n", next.generation, err);
+		write_beside(p, STATUS_FILE, "refused generation %s: %s\n", next.generation, err);
 		ts_free(&next);
 	} else {
 		if (p->has_active)
@@ -433,7 +428,7 @@ static int build_fwd_tables(void *ctx)
 		return -1;
 	}
 	program_lfts(p, &p->active);
-	write_status(p, "applied generation %s\n", p->active.generation);
+	write_beside(p, STATUS_FILE, "applied generation %s\n", p->active.generation);
 	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
@@ -566,22 +561,13 @@ static void destroy(void *ctx)
 static void report(void *ctx, osm_epi_event_id_t id, void *data)
 {
 	struct plugin *p = ctx;
-	char path[1200], tmp[1300];
-	FILE *f;
 	(void)data;
 	/* After discovery, before routing: an agent that rediscovers now sees
 	 * what OpenSM saw. */
 	if (id != OSM_EVENT_ID_HEAVY_SWEEP_DONE)
 		return;
 	p->sweeps++;
-	snprintf(path, sizeof path, "%s/%s", p->dir, SWEEP_FILE);
-	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-	f = fopen(tmp, "w");
-	if (!f)
-		return;
-	fprintf(f, "heavy sweeps %lu\n", p->sweeps);
-	if (fclose(f) != 0 || rename(tmp, path) != 0)
-		unlink(tmp);
+	write_beside(p, SWEEP_FILE, "heavy sweeps %lu\n", p->sweeps);
 }
 
 osm_event_plugin_t osm_event_plugin = {

@@ -45,8 +45,7 @@ uint64_t ts_fnv1a(const void *data, size_t len)
 	return h;
 }
 
-/* Reads a whole file; NULL with errno set on failure. */
-static char *slurp(const char *path, size_t *len)
+char *ts_slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
 	struct stat st;
@@ -80,7 +79,7 @@ int ts_manifest_digest(const char *dir, char out[32])
 	size_t len;
 	char *text;
 	join(path, sizeof path, dir, TS_MANIFEST);
-	text = slurp(path, &len);
+	text = ts_slurp(path, &len);
 	if (!text)
 		return -1;
 	snprintf(out, 32, "%016llx", (unsigned long long)ts_fnv1a(text, len));
@@ -516,7 +515,7 @@ int ts_load(const char *dir, struct tableset *out, char *err, size_t errlen)
 	memset(&ts, 0, sizeof ts);
 	memset(files, 0, sizeof files);
 	join(path, sizeof path, dir, TS_MANIFEST);
-	mtext = slurp(path, &mlen);
+	mtext = ts_slurp(path, &mlen);
 	if (!mtext) {
 		fail(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
@@ -529,7 +528,7 @@ int ts_load(const char *dir, struct tableset *out, char *err, size_t errlen)
 		size_t len = 0;
 		uint64_t d;
 		join(path, sizeof path, dir, files[i].name);
-		files[i].data = slurp(path, &len);
+		files[i].data = ts_slurp(path, &len);
 		if (!files[i].data) {
 			fail(err, errlen, "%s: %s (the set is incomplete)", path, strerror(errno));
 			goto out;

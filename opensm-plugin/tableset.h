@@ -65,6 +65,9 @@ struct tableset {
 
 uint64_t ts_fnv1a(const void *data, size_t len);
 
+/* Reads a whole file, NUL-terminated; NULL with errno set on failure. */
+char *ts_slurp(const char *path, size_t *len);
+
 /* Loads the set the manifest in `dir` names. Returns 0, or -1 with a
  * reason in `err` (a missing, partial, mixed or malformed set); `ts` is
  * untouched on failure. */
