@@ -89,20 +89,7 @@ fn ask_every_remote_host(
                 gid(0xfe80_0000_0000_0000, src),
                 gid(remote.prefix, rf.port_guid(s))
             );
-            let text = sim
-                .diag("saquery", &["-p", "--sgid-to-dgid", &pair])
-                .unwrap();
-            let dlid: u16 = text
-                .lines()
-                .find_map(|l| {
-                    l.trim()
-                        .strip_prefix("dlid")?
-                        .trim_start_matches('.')
-                        .trim()
-                        .parse()
-                        .ok()
-                })
-                .unwrap_or_else(|| panic!("no dlid for {pair}:\n{text}"));
+            let (dlid, _) = path_record(&sim, &pair);
             assert_eq!(
                 dlid, lid_of[&want],
                 "{pair}: OpenSM answered LID {dlid}, the prefix route names {want:#x} (LID {})",
@@ -173,6 +160,22 @@ fn live_lids(sim: &Sim, dir: &std::path::Path) -> HashMap<u64, u16> {
         .collect()
 }
 
+/// `saquery -p --sgid-to-dgid PAIR`: the answer's DLID and DGID.
+fn path_record(sim: &Sim, pair: &str) -> (u16, std::net::Ipv6Addr) {
+    let text = sim
+        .diag("saquery", &["-p", "--sgid-to-dgid", pair])
+        .unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| Some(l.trim().strip_prefix(name)?.trim_start_matches('.').trim()))
+            .unwrap_or_else(|| panic!("no {name} for {pair}:\n{text}"))
+    };
+    (
+        field("dlid").parse().expect("a LID"),
+        field("dgid").parse().expect("a GID"),
+    )
+}
+
 fn gid(prefix: u64, guid: u64) -> String {
     let v = ((prefix as u128) << 64) | guid as u128;
     std::net::Ipv6Addr::from(v).to_string()
@@ -188,19 +191,7 @@ fn stock_opensm_answers_remote_gids_with_the_router_port_prefix_routes_chose() {
     let local = &m.fabric.subnets[0];
 
     // ISSR deals destinations of one prefix over both routers.
-    let issr = dir.path().join("issr");
-    ibfabric(&[
-        "route-multi",
-        "-m",
-        man.to_str().unwrap(),
-        "-a",
-        "issr",
-        "-e",
-        "updn",
-        "-o",
-        issr.to_str().unwrap(),
-    ])
-    .unwrap();
+    let (_issr_dir, _, _, issr) = routed("issr");
     assert!(issr.join(&local.name).join("ibfabric-mapping.txt").exists());
     assert!(
         !issr.join(&local.name).join("prefix-routes.conf").exists(),
@@ -269,29 +260,13 @@ fn the_plugin_answers_each_remote_gid_with_the_router_port_issr_chose() {
             gid(0xfe80_0000_0000_0000, src),
             gid(*prefix, *guid)
         );
-        let text = sim
-            .diag("saquery", &["-p", "--sgid-to-dgid", &pair])
-            .unwrap();
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| {
-                    Some(
-                        l.trim()
-                            .strip_prefix(name)?
-                            .trim_start_matches('.')
-                            .trim()
-                            .to_string(),
-                    )
-                })
-                .unwrap_or_else(|| panic!("no {name} for {pair}:\n{text}"))
-        };
-        let dlid: u16 = field("dlid").parse().unwrap();
+        let (dlid, dgid) = path_record(&sim, &pair);
         assert_eq!(
             dlid, lid_of[rp],
             "{pair}: OpenSM answered LID {dlid}, the mapping names {rp:#x}"
         );
         assert_eq!(
-            field("dgid").parse::<std::net::Ipv6Addr>().unwrap(),
+            dgid,
             gid(*prefix, *guid).parse::<std::net::Ipv6Addr>().unwrap(),
             "the answer keeps the remote DGID"
         );
