@@ -137,9 +137,12 @@ impl Diags {
             move |e| LiveError::Io { path, source: e }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
+        // Crash-safe like every file ibfabric writes: `verify` may read
+        // these while a later read-back replaces them.
         let write = |name: &str, bytes: &[u8]| -> Result<PathBuf, LiveError> {
             let p = dir.join(name);
-            std::fs::write(&p, bytes).map_err(io(&p))?;
+            fabric::fsio::write_bytes(&p, bytes, fabric::fsio::Options::default())
+                .map_err(fabric::Error::from)?;
             Ok(p)
         };
         let topo = write(TOPOLOGY, self.discover()?.as_bytes())?;
