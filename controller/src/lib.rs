@@ -85,6 +85,8 @@ pub struct Controller {
     sessions: std::sync::atomic::AtomicU64,
     /// This leader's term (0 before it first leads).
     term: std::sync::atomic::AtomicU64,
+    /// Unix milliseconds at which this leader's term began serving.
+    serving_since: std::sync::atomic::AtomicU64,
     pub limits: Limits,
     /// What routers (by GUID) and agents (by prefix) say they hold.
     held_egress: dashmap::DashMap<u64, u64>,
@@ -109,6 +111,10 @@ pub struct Controller {
 pub const COMPLAINTS_KEY: &str = "complaints/";
 /// How long a complaint counts.
 const COMPLAINT_FRESH: Duration = Duration::from_secs(4);
+/// A complaint noted this soon after a leader began serving may come from
+/// a probe round that started before it served (a round lasts up to
+/// [`proto::client::PROBE_TIMEOUT`]): it says nothing about the term.
+const COMPLAINT_SETTLE: Duration = Duration::from_millis(2000);
 /// How often a leader reads its complaints.
 const COMPLAINT_CHECK: Duration = Duration::from_millis(300);
 
@@ -141,6 +147,7 @@ impl Controller {
             leader,
             sessions: std::sync::atomic::AtomicU64::new(0),
             term: std::sync::atomic::AtomicU64::new(0),
+            serving_since: std::sync::atomic::AtomicU64::new(u64::MAX),
             limits,
             held_egress: dashmap::DashMap::new(),
             held_mapping: dashmap::DashMap::new(),
@@ -243,6 +250,8 @@ impl Controller {
             Err(e) => tracing::warn!("stale parts left in the store: {e}"),
         }
         self.term.store(term, std::sync::atomic::Ordering::SeqCst);
+        self.serving_since
+            .store(unix_ms(), std::sync::atomic::Ordering::SeqCst);
         tracing::info!(
             id = %self.id,
             subnets = state.len(),
@@ -487,6 +496,10 @@ impl Controller {
             }
         };
         let now = unix_ms();
+        let settled = self
+            .serving_since
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .saturating_add(COMPLAINT_SETTLE.as_millis() as u64);
         let lost: Vec<String> = notes
             .into_iter()
             .filter_map(|(k, v)| {
@@ -495,7 +508,8 @@ impl Controller {
                 // The streams of a client cut off from here stay open on
                 // this side until keepalive gives up (15 s): only the
                 // complaint's age counts.
-                (now.saturating_sub(at) < COMPLAINT_FRESH.as_millis() as u64).then_some(client)
+                (at >= settled && now.saturating_sub(at) < COMPLAINT_FRESH.as_millis() as u64)
+                    .then_some(client)
             })
             .collect();
         let known = self.known_clients().max(1);

@@ -225,6 +225,33 @@ impl PathSl {
             None => 0,
         }
     }
+    /// Sets one pair's SL; a row other sources share is copied first, so
+    /// only this source changes. A source without a row gets one (SL 0
+    /// elsewhere, as before).
+    pub fn set_pair(&mut self, src: u16, dst: u16, sl: u8) {
+        if src as usize >= self.row_of.len() || dst as usize >= self.width {
+            return;
+        }
+        let r = self.row_of[src as usize];
+        let shared = r == u32::MAX
+            || self
+                .row_of
+                .iter()
+                .enumerate()
+                .any(|(l, &x)| x == r && l != src as usize);
+        let r = if shared {
+            let row = match self.row_of(src) {
+                Some(row) => row.to_vec(),
+                None => vec![0; self.width],
+            };
+            let i = self.push_row(&row);
+            self.assign(src, i);
+            i
+        } else {
+            r
+        };
+        self.row_mut(r)[dst as usize] = sl;
+    }
     pub fn num_rows(&self) -> usize {
         self.rows.len().checked_div(self.width).unwrap_or(0)
     }

@@ -27,11 +27,13 @@ pub mod compose;
 pub mod gate;
 pub mod global;
 pub mod summary;
+pub mod transition;
 
 pub use compose::{compose, ComposeError, ComposeReport, CycleStep, Undeliverable};
 pub use gate::{accept, Policy, Refusal, Refused, Verified};
 pub use global::{verify_global, verify_global_with, GlobalReport};
 pub use summary::{Chain, DependencySummary, Leg, Runs, SummaryError, SummaryPort, Vertex};
+pub use transition::{check_transition, TransitionReport};
 
 use crate::model::{Fabric, NodeKind, Slot, NONE};
 use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
@@ -193,7 +195,7 @@ impl Ctx<'_> {
 }
 
 #[inline]
-fn set_bit(words: &[AtomicU64], b: usize) {
+pub(crate) fn set_bit(words: &[AtomicU64], b: usize) {
     let w = &words[b / 64];
     let m = 1u64 << (b % 64);
     // A plain load first: most edges are already known, and skipping the
@@ -206,12 +208,24 @@ fn set_bit(words: &[AtomicU64], b: usize) {
 /// Verifies `routing` on `f`. Never panics on inconsistent tables: every
 /// problem becomes a broken pair or a cycle in the report.
 pub fn verify(f: &Fabric, routing: &Routing) -> Report {
-    run(f, routing, false).0
+    run(f, routing, false, false).0
 }
 
-/// The CDG of the CA-to-CA walks alone, in CSR form over virtual channels
-/// (vertex = slot * vls + VL), for a dependency summary.
-pub(crate) struct LocalCdg {
+/// [`verify`], also returning the whole CDG of the walks (the channel
+/// list of dynamic reconfiguration starts from it).
+pub fn verify_with_cdg(f: &Fabric, routing: &Routing) -> (Report, LocalCdg) {
+    let (report, _, all) = run(f, routing, false, true);
+    let all = all.unwrap_or(LocalCdg {
+        vls: 1,
+        start: vec![0],
+        adj: Vec::new(),
+    });
+    (report, all)
+}
+
+/// A CDG in CSR form over virtual channels (vertex = slot * vls + VL):
+/// the edges of vertex `v` are `adj[start[v]..start[v + 1]]`.
+pub struct LocalCdg {
     pub vls: usize,
     pub start: Vec<u32>,
     pub adj: Vec<u32>,
@@ -224,10 +238,16 @@ pub(crate) fn verify_keeping_local(f: &Fabric, routing: &Routing) -> (Report, Op
         .endports()
         .iter()
         .any(|&e| f.kind(f.node_of(e)) == NodeKind::Router);
-    run(f, routing, keep)
+    let (r, local, _) = run(f, routing, keep, false);
+    (r, local)
 }
 
-fn run(f: &Fabric, routing: &Routing, keep: bool) -> (Report, Option<LocalCdg>) {
+fn run(
+    f: &Fabric,
+    routing: &Routing,
+    keep: bool,
+    all: bool,
+) -> (Report, Option<LocalCdg>, Option<LocalCdg>) {
     let n_slots = f.num_slots();
     let is_s2s: Vec<bool> = (0..n_slots as Slot)
         .map(|s| {
@@ -373,7 +393,13 @@ fn run(f: &Fabric, routing: &Routing, keep: bool) -> (Report, Option<LocalCdg>) 
         None => (0, Vec::new(), 0, 0, 0),
     };
     examples.sort_by_key(|e| (e.src_lid, e.dst_lid));
-    let (vertices, edge_count, cycle) = find_cycle(&ctx);
+    let (deg, adj, edge_count, vertices) = csr(&ctx, &ctx.edges);
+    let cycle = cycle_in(vls, &deg, &adj);
+    let all = all.then_some(LocalCdg {
+        vls,
+        start: deg,
+        adj,
+    });
     let local = ctx.local.as_ref().map(|words| {
         let (start, adj, _, _) = csr(&ctx, words);
         LocalCdg { vls, start, adj }
@@ -397,7 +423,7 @@ fn run(f: &Fabric, routing: &Routing, keep: bool) -> (Report, Option<LocalCdg>) 
         cdg_edges: edge_count,
         cycle,
     };
-    (report, local)
+    (report, local, all)
 }
 
 /// Outcome of one walk: switch-to-switch hops to the destination, or a fault.
@@ -658,8 +684,17 @@ fn pack_succ(out_port: u8, vl: u8) -> u16 {
 /// The CDG of an edge bitset in CSR form: (start, targets, edges,
 /// vertices with an edge).
 fn csr(ctx: &Ctx, words: &[AtomicU64]) -> (Vec<u32>, Vec<u32>, u64, u64) {
-    let f = ctx.f;
-    let v = ctx.vls;
+    csr_of(ctx.f, ctx.max_ports, ctx.vls, words)
+}
+
+/// [`csr`] for an edge bitset laid out as [`Ctx::edge_bit`] lays it out
+/// with `max_ports` and `vls`.
+pub(crate) fn csr_of(
+    f: &Fabric,
+    max_ports: usize,
+    v: usize,
+    words: &[AtomicU64],
+) -> (Vec<u32>, Vec<u32>, u64, u64) {
     let n_vert = f.num_slots() * v;
     // Two passes over the bits: count, then fill.
     let mut deg = vec![0u32; n_vert + 1];
@@ -668,8 +703,8 @@ fn csr(ctx: &Ctx, words: &[AtomicU64]) -> (Vec<u32>, Vec<u32>, u64, u64) {
         let rest = bit / v;
         let vc = rest % v;
         let rest = rest / v;
-        let out_port = (rest % ctx.max_ports) as u8;
-        let c = (rest / ctx.max_ports) as Slot;
+        let out_port = (rest % max_ports) as u8;
+        let c = (rest / max_ports) as Slot;
         let head = f.node_of(f.remote(c));
         let o = f.slot(head, out_port);
         (c as usize * v + vc, o as usize * v + vo)
@@ -707,10 +742,8 @@ fn csr(ctx: &Ctx, words: &[AtomicU64]) -> (Vec<u32>, Vec<u32>, u64, u64) {
     (deg, adj, total, vertices)
 }
 
-/// Builds the CDG from the edge bitset and returns (vertices, edges, cycle).
-fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
-    let v = ctx.vls;
-    let (deg, adj, total, vertices) = csr(ctx, &ctx.edges);
+/// A cycle of a CDG in CSR form (vertex = slot * `v` + VL), if any.
+pub(crate) fn cycle_in(v: usize, deg: &[u32], adj: &[u32]) -> Option<Vec<VirtualChannel>> {
     let n_vert = deg.len() - 1;
 
     // Iterative DFS with colours; a grey successor closes a cycle.
@@ -741,7 +774,7 @@ fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
                                 vl: (e.0 as usize % v) as u8,
                             })
                             .collect();
-                        return (vertices, total, Some(cyc));
+                        return Some(cyc);
                     }
                     _ => {}
                 }
@@ -751,5 +784,5 @@ fn find_cycle(ctx: &Ctx) -> (u64, u64, Option<Vec<VirtualChannel>>) {
             }
         }
     }
-    (vertices, total, None)
+    None
 }

@@ -1,0 +1,261 @@
+//! The channel list: every virtual channel of a routing in an order in
+//! which every channel dependency goes up (a topological order of the
+//! channel dependency graph), kept while dependencies are added.
+//!
+//! A new path whose every turn goes up the list adds no cycle. A turn that
+//! goes down can still be allowed when the channels it would put out of
+//! order can move ([`TopoOrder::try_add_edge`], the Pearce-Kelly module
+//! LASH and Nue share): that is how DQR enables illegal turns.
+
+use crate::graph::topo_order::{Digraph, TopoOrder};
+use crate::model::{Fabric, Slot};
+use crate::tables::Routing;
+use crate::verify::{verify_with_cdg, Report};
+
+/// A virtual channel as a list vertex: `slot * vls + VL`.
+pub type Vertex = u32;
+
+/// The dependencies, stored both ways for the order's searches.
+#[derive(Debug, Clone, Default)]
+struct Edges {
+    succ: Vec<Vec<Vertex>>,
+    pred: Vec<Vec<Vertex>>,
+}
+
+impl Digraph for Edges {
+    fn successors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
+        self.succ[v as usize].iter().copied()
+    }
+    fn predecessors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
+        self.pred[v as usize].iter().copied()
+    }
+}
+
+/// Why a channel list cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelListError {
+    #[error(
+        "the routing in force has a channel dependency cycle ({0}); no channel list orders it"
+    )]
+    Cyclic(String),
+}
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub struct ChannelList {
+    vls: usize,
+    edges: Edges,
+    order: TopoOrder,
+    /// Scratch of [`ChannelList::admits`]: visit stamps and a stack.
+    mark: Vec<u32>,
+    stamp: u32,
+    stack: Vec<Vertex>,
+    added: u64,
+    /// Highest VL and VL count the routing used on switch-to-switch links
+    /// when the list was built: a reroute stays within them.
+    max_vl_used: u8,
+    vls_used: u32,
+}
+
+impl ChannelList {
+    /// The list of `routing` on `f`: its CDG rebuilt from the tables (as
+    /// the verifier rebuilds it) and ordered. Also returns the verifier's
+    /// report of the tables.
+    pub fn build(f: &Fabric, routing: &Routing) -> Result<(Self, Report), ChannelListError> {
+        let (report, cdg) = verify_with_cdg(f, routing);
+        if let Some(desc) = report.describe_cycle(f) {
+            return Err(ChannelListError::Cyclic(desc));
+        }
+        // Room for every VL a table names, so a reroute may use any VL the
+        // SL-to-VL tables give without outgrowing the list.
+        let vls = routing
+            .sl2vl
+            .as_ref()
+            .map_or(1, |t| t.max_vl() as usize + 1)
+            .clamp(cdg.vls, 16);
+        let n = f.num_slots() * vls;
+        let mut edges = Edges {
+            succ: vec![Vec::new(); n],
+            pred: vec![Vec::new(); n],
+        };
+        let remap = |v: u32| (v as usize / cdg.vls * vls + v as usize % cdg.vls) as u32;
+        let mut indeg = vec![0u32; n];
+        for a in 0..cdg.start.len() - 1 {
+            for &b in &cdg.adj[cdg.start[a] as usize..cdg.start[a + 1] as usize] {
+                let (x, y) = (remap(a as u32), remap(b));
+                edges.succ[x as usize].push(y);
+                edges.pred[y as usize].push(x);
+                indeg[y as usize] += 1;
+            }
+        }
+        // Kahn's algorithm: the verifier found no cycle, so every vertex
+        // gets a position.
+        let mut seq: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+        let mut i = 0;
+        while i < seq.len() {
+            let v = seq[i];
+            i += 1;
+            for &w in &edges.succ[v as usize] {
+                indeg[w as usize] -= 1;
+                if indeg[w as usize] == 0 {
+                    seq.push(w);
+                }
+            }
+        }
+        let order = TopoOrder::from_sequence(&seq).map_err(|e| {
+            ChannelListError::Cyclic(format!("the dependency graph could not be ordered: {e}"))
+        })?;
+        Ok((
+            Self {
+                vls,
+                edges,
+                order,
+                mark: vec![0; n],
+                stamp: 0,
+                stack: Vec::new(),
+                added: 0,
+                max_vl_used: report.max_vl,
+                vls_used: report.vls_used,
+            },
+            report,
+        ))
+    }
+
+    /// VLs per channel the list has room for.
+    pub fn vls(&self) -> usize {
+        self.vls
+    }
+
+    /// Highest VL the routing used on switch-to-switch links.
+    pub fn max_vl_used(&self) -> u8 {
+        self.max_vl_used
+    }
+
+    /// VLs the routing used on switch-to-switch links.
+    pub fn vls_used(&self) -> u32 {
+        self.vls_used
+    }
+
+    /// Vertices (channels times VLs).
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Whether the list was built for a fabric with `slots` ports (as many
+    /// slots, so the same vertex numbering).
+    pub fn fits(&self, slots: usize) -> bool {
+        self.order.len() == slots * self.vls
+    }
+
+    #[inline]
+    pub fn vertex(&self, slot: Slot, vl: u8) -> Vertex {
+        slot * self.vls as u32 + vl as u32
+    }
+
+    /// Dependencies in the list.
+    pub fn num_edges(&self) -> usize {
+        self.edges.succ.iter().map(Vec::len).sum()
+    }
+
+    /// Dependencies added since the list was built.
+    pub fn added(&self) -> u64 {
+        self.added
+    }
+
+    /// Added edges that moved channels in the list.
+    pub fn reorders(&self) -> u64 {
+        self.order.reorders()
+    }
+
+    pub fn has_edge(&self, a: Vertex, b: Vertex) -> bool {
+        self.edges.succ[a as usize].contains(&b)
+    }
+
+    /// Whether `a -> b` goes up the list as it stands (a legal turn).
+    #[inline]
+    pub fn goes_up(&self, a: Vertex, b: Vertex) -> bool {
+        self.order.precedes(a, b)
+    }
+
+    /// Whether adding `a -> b` keeps the dependencies acyclic, without
+    /// changing the list: the list could be reordered to admit it.
+    pub fn admits(&mut self, a: Vertex, b: Vertex) -> bool {
+        if a == b {
+            return false;
+        }
+        if self.order.precedes(a, b) {
+            return true;
+        }
+        // A path b -> ... -> a stays between the two positions.
+        let ub = self.order.position(a);
+        if self.stamp == u32::MAX {
+            self.mark.fill(0);
+            self.stamp = 0;
+        }
+        self.stamp += 1;
+        let stamp = self.stamp;
+        self.stack.clear();
+        self.stack.push(b);
+        self.mark[b as usize] = stamp;
+        while let Some(v) = self.stack.pop() {
+            for &w in &self.edges.succ[v as usize] {
+                if w == a {
+                    return false;
+                }
+                if self.mark[w as usize] != stamp && self.order.position(w) < ub {
+                    self.mark[w as usize] = stamp;
+                    self.stack.push(w);
+                }
+            }
+        }
+        true
+    }
+
+    /// Adds `a -> b`, reordering the list when it goes down; refuses (and
+    /// changes nothing) when it would close a cycle. Returns whether the
+    /// edge is new.
+    pub fn add(&mut self, a: Vertex, b: Vertex) -> Result<bool, Vertex> {
+        if self.has_edge(a, b) {
+            return Ok(false);
+        }
+        self.order.try_add_edge(&self.edges, a, b).map_err(|_| a)?;
+        self.edges.succ[a as usize].push(b);
+        self.edges.pred[b as usize].push(a);
+        self.added += 1;
+        Ok(true)
+    }
+
+    /// Withdraws every dependency into and out of the channels of `slot`
+    /// (a link that is down carries none).
+    pub fn isolate(&mut self, slot: Slot) {
+        for vl in 0..self.vls as u8 {
+            let v = self.vertex(slot, vl);
+            for w in std::mem::take(&mut self.edges.succ[v as usize]) {
+                if let Some(i) = self.edges.pred[w as usize].iter().position(|&x| x == v) {
+                    self.edges.pred[w as usize].swap_remove(i);
+                }
+            }
+            for w in std::mem::take(&mut self.edges.pred[v as usize]) {
+                if let Some(i) = self.edges.succ[w as usize].iter().position(|&x| x == v) {
+                    self.edges.succ[w as usize].swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Withdraws `a -> b` (an edge [`ChannelList::add`] reported new):
+    /// removing edges never invalidates the order.
+    pub fn remove(&mut self, a: Vertex, b: Vertex) {
+        if let Some(i) = self.edges.succ[a as usize].iter().position(|&x| x == b) {
+            self.edges.succ[a as usize].swap_remove(i);
+        }
+        if let Some(i) = self.edges.pred[b as usize].iter().position(|&x| x == a) {
+            self.edges.pred[b as usize].swap_remove(i);
+        }
+        self.added = self.added.saturating_sub(1);
+    }
+}

@@ -1,0 +1,450 @@
+//! Dynamic quick reconfiguration (Sem-Jacobsen and Lysne, "Topology
+//! Agnostic Dynamic Quick Reconfiguration for Large-Scale Interconnection
+//! Networks", CCGrid 2012): after a fault, reroute only the flows that
+//! crossed the failed element, with the VLs the routing already uses, so
+//! that the update from the old tables to the new ones is deadlock free
+//! while it is applied.
+//!
+//! The [`ChannelList`] orders the channels of the routing in force so that
+//! every dependency goes up. A broken flow gets the shortest path whose
+//! every turn goes up the list or can be made to by reordering it; the
+//! list then holds the old and the new dependencies together, which is
+//! what makes the transition safe.
+//!
+//! InfiniBand forwards by destination: a switch holds one entry per
+//! destination LID. A switch whose route toward a destination still
+//! reaches it keeps its entry (its flows are not broken); the entries of
+//! the switches whose route crossed the failed element are free, and every
+//! flow through them is broken and rerouted here. A new path that reaches
+//! a switch whose entry is fixed follows that entry, checking each
+//! dependency on the way. The VL of each hop is what the SL-to-VL tables
+//! in force give, never more than the routing used, so a DF-DN routing
+//! keeps its VL-per-hop rule and no routing needs more VLs.
+//!
+//! The result is checked before it is returned: the new tables by the
+//! verifier (connected, deadlock free, no more VLs) and the update by the
+//! transition check of every old/new mix, the dependencies of the mixes
+//! inserted into the same list.
+
+pub mod channel_list;
+mod search;
+
+pub use channel_list::{ChannelList, ChannelListError, Vertex};
+
+use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
+use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
+use crate::verify::transition::Mix;
+
+/// A failed (or restored) element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The link at this port (either end).
+    Link(Slot),
+    /// Every link of this switch.
+    Switch(NodeId),
+}
+
+/// The fabric after `faults`: the same nodes, ports and indices, with the
+/// failed links down.
+pub fn apply_faults(f: &Fabric, faults: &[Fault]) -> Fabric {
+    let mut slots = Vec::new();
+    for &fault in faults {
+        match fault {
+            Fault::Link(s) => slots.push(s),
+            Fault::Switch(n) => slots.extend(f.port_slots(n)),
+        }
+    }
+    f.without_links(&slots)
+}
+
+/// How illegal turns (down the channel list) are admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Turns {
+    /// Only turns that go up the list as it stands.
+    None,
+    /// Each illegal turn of a path is checked alone during the search; a
+    /// path whose turns do not fit together is given up.
+    Single,
+    /// As `Single`, and a path whose turns do not fit together is searched
+    /// again without the turn that failed.
+    All,
+}
+
+/// Knobs of a reroute.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub turns: Turns,
+    /// Search the other SLs (VL layers) the routing uses when the flow's
+    /// own finds no path.
+    pub layers: bool,
+    /// Check the transition (every old/new mix) before returning.
+    pub check_transition: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            turns: Turns::All,
+            layers: true,
+            check_transition: true,
+        }
+    }
+}
+
+/// What a reroute changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Source/destination pairs of end ports that are still connected.
+    pub flows: u64,
+    /// Pairs whose route crossed the failed element.
+    pub flows_broken: u64,
+    /// Broken pairs given a new path (all of them on success).
+    pub flows_rerouted: u64,
+    pub destinations_affected: u64,
+    pub entries_changed: u64,
+    pub sls_changed: u64,
+    /// Dependencies added to the channel list, and those that went down
+    /// the list and moved channels.
+    pub dependencies_added: u64,
+    pub reorders: u64,
+    /// VLs used on switch-to-switch links before and after.
+    pub vls_before: u32,
+    pub vls_after: u32,
+    /// Dependencies of the old/new mixes the transition check inserted.
+    pub transition_dependencies: u64,
+}
+
+/// A successful reroute: the tables to apply, in order.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The new tables.
+    pub routing: Routing,
+    /// When applying `routing` over the old tables in one step is not
+    /// deadlock free, the tables to apply first: the old ones with every
+    /// entry that led into the fault dropped (see [`reroute`]).
+    pub drain: Option<Routing>,
+    pub stats: Stats,
+}
+
+/// Why a reroute failed; the caller falls back to a full recompute.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DqrError {
+    #[error("the channel list was built for another fabric ({list} vertices, the fabric has {slots} ports)")]
+    OtherFabric { list: usize, slots: usize },
+    #[error("{unrouted} broken flows have no deadlock-free path within the channel list (first: LID {src} to LID {dst}); a full recompute is needed")]
+    NoPath { unrouted: u64, src: u16, dst: u16 },
+    #[error("the rerouted tables fail verification: {0}")]
+    Verify(String),
+    #[error("the update would not be deadlock free while it is applied: the dependency {0} of an old/new mix closes a cycle")]
+    Transition(String),
+}
+
+/// Reroutes the flows of `old` (tables for `f`'s nodes and ports) that no
+/// longer reach their destination on `f`.
+///
+/// The update order: a switch whose route toward a destination crossed the
+/// fault may get its new entry before the switch its old entry points to
+/// (an upstream switch on the old route) gets its own; a packet can then
+/// bounce between the two on one VL, a dependency cycle no single routing
+/// has. When the one-step update admits such a mix, the outcome carries a
+/// drain stage: the old tables with those entries dropped (their packets
+/// were lost at the fault anyway). Old to drain only removes walks, and
+/// every mix of drain and new walks new entries or drops, so both steps
+/// are checked deadlock free; the caller applies the drain stage, waits
+/// until every switch holds it, then applies the new tables. `list` is the channel list of
+/// `old` (on the fabric before the fault; the numbering is the same); it
+/// is updated with the new dependencies, so successive faults reroute
+/// against everything in force. On error the list may hold dependencies
+/// of the failed attempt: rebuild it from the tables then in force.
+pub fn reroute(
+    f: &Fabric,
+    old: &Routing,
+    list: &mut ChannelList,
+    opts: &Options,
+) -> Result<Outcome, DqrError> {
+    if !list.fits(f.num_slots()) {
+        return Err(DqrError::OtherFabric {
+            list: list.len(),
+            slots: f.num_slots(),
+        });
+    }
+    // Dependencies through a link that is down are gone: withdrawing them
+    // frees the turns that close a cycle only through the failed link.
+    for s in 0..f.num_slots() as Slot {
+        if f.remote(s) == NONE {
+            list.isolate(s);
+        }
+    }
+    let before = crate::verify::verify(f, old);
+    let mut new = old.clone();
+    let mut stats = Stats {
+        vls_before: before.vls_used,
+        ..Stats::default()
+    };
+    let max_vl = list.max_vl_used();
+    let layers: Vec<u8> = match &old.path_sl {
+        Some(p) if opts.layers => {
+            let mut seen = [false; NUM_SLS];
+            for s in p.sources() {
+                if let Some(row) = p.row_of(s) {
+                    for &sl in row {
+                        if (sl as usize) < NUM_SLS {
+                            seen[sl as usize] = true;
+                        }
+                    }
+                }
+            }
+            (0..NUM_SLS as u8).filter(|&s| seen[s as usize]).collect()
+        }
+        _ => Vec::new(),
+    };
+    let hosts: Vec<Slot> = f
+        .endports()
+        .iter()
+        .copied()
+        .filter(|&e| f.switch_index(f.node_of(f.remote(e))).is_some())
+        .collect();
+    let mut searcher = search::Searcher::new(f, list.vls());
+    let mut unrouted = 0u64;
+    let mut first_unrouted = None;
+    let mut changed_dests = Vec::new();
+    let mut state = vec![Reach::Unknown; f.switches().len()];
+    for &d in f.endports() {
+        let dlid = f.lid_of_slot(d);
+        let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
+        state.fill(Reach::Unknown);
+        for si in 0..state.len() {
+            classify(f, &new, d, dlid, si as u32, &mut state);
+        }
+        let mut affected = false;
+        for &h in &hosts {
+            if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
+                continue;
+            }
+            stats.flows += 1;
+            let Some(si0) = f.switch_index(f.node_of(f.remote(h))) else {
+                continue;
+            };
+            if state[si0 as usize] == Reach::Good {
+                continue;
+            }
+            let slid = f.lid_of_slot(h);
+            let sl = new.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
+            if sl == SL_NONE {
+                // No path before the fault either: not this reroute's.
+                continue;
+            }
+            stats.flows_broken += 1;
+            affected = true;
+            let mut tries: Vec<u8> = vec![sl];
+            tries.extend(layers.iter().copied().filter(|&l| l != sl));
+            let mut done = false;
+            for try_sl in tries {
+                let found = searcher.route_flow(
+                    f,
+                    &mut new,
+                    list,
+                    &search::Flow {
+                        src: h,
+                        dst: d,
+                        dlid,
+                        sl: try_sl,
+                        cached_sl: sl,
+                        max_vl,
+                    },
+                    &mut state,
+                    opts.turns,
+                );
+                if found {
+                    if try_sl != sl {
+                        if let Some(p) = new.path_sl.as_mut() {
+                            p.set_pair(slid, dlid, try_sl);
+                        }
+                        stats.sls_changed += 1;
+                    }
+                    done = true;
+                    break;
+                }
+            }
+            if done {
+                stats.flows_rerouted += 1;
+            } else {
+                unrouted += 1;
+                first_unrouted.get_or_insert((slid, dlid));
+            }
+        }
+        if affected {
+            stats.destinations_affected += 1;
+            changed_dests.push(d);
+        }
+    }
+    if let Some((src, dst)) = first_unrouted {
+        return Err(DqrError::NoPath { unrouted, src, dst });
+    }
+    stats.entries_changed = (0..f.switches().len() as u32)
+        .map(|si| {
+            changed_dests
+                .iter()
+                .filter(|&&d| {
+                    let l = f.lid_of_slot(d);
+                    old.lfts.get(si, l) != new.lfts.get(si, l)
+                })
+                .count() as u64
+        })
+        .sum();
+    stats.dependencies_added = list.added();
+    stats.reorders = list.reorders();
+    let after = crate::verify::verify(f, &new);
+    if !after.ok() {
+        let why = match after.describe_cycle(f) {
+            Some(c) => format!("cycle {c}"),
+            None => format!(
+                "{} pairs unrouted (first {:?})",
+                after.broken_pairs,
+                after.broken_examples.first()
+            ),
+        };
+        return Err(DqrError::Verify(why));
+    }
+    if after.max_vl > max_vl || after.vls_used > list.vls_used() {
+        return Err(DqrError::Verify(format!(
+            "{} VLs (up to VL {}) where the routing used {} (up to VL {max_vl})",
+            after.vls_used,
+            after.max_vl,
+            list.vls_used()
+        )));
+    }
+    stats.vls_after = after.vls_used;
+    let mut drain = None;
+    if opts.check_transition {
+        let mut one_step = list.clone();
+        match admit_transition(f, old, &new, &mut one_step, &changed_dests) {
+            Ok(n) => {
+                stats.transition_dependencies = n;
+                *list = one_step;
+            }
+            Err(_) => {
+                let mut d = old.clone();
+                for &dst in &changed_dests {
+                    let dlid = f.lid_of_slot(dst);
+                    state.fill(Reach::Unknown);
+                    for si in 0..state.len() as u32 {
+                        classify(f, old, dst, dlid, si, &mut state);
+                        if state[si as usize] == Reach::Broken {
+                            d.lfts.set(si, dlid, NO_PATH);
+                        }
+                    }
+                }
+                stats.transition_dependencies = admit_transition(f, old, &d, list, &changed_dests)?
+                    + admit_transition(f, &d, &new, list, &changed_dests)?;
+                drain = Some(d);
+            }
+        }
+    }
+    Ok(Outcome {
+        routing: new,
+        drain,
+        stats,
+    })
+}
+
+/// Inserts the dependencies of every old/new mix toward the destinations
+/// that changed into `list` (the other destinations route as before, and
+/// their dependencies are in the list already). The list then orders the
+/// whole transition, or the first dependency that would close a cycle is
+/// named.
+pub fn admit_transition(
+    f: &Fabric,
+    old: &Routing,
+    new: &Routing,
+    list: &mut ChannelList,
+    dests: &[Slot],
+) -> Result<u64, DqrError> {
+    let mix = Mix::new(f, old, new, list.vls());
+    let mut st = mix.scratch();
+    let mut added = 0u64;
+    let mut bad = None;
+    for &d in dests {
+        mix.walks_to(&mut st, d, &mut |c, vc, o, vo| {
+            if bad.is_some() {
+                return;
+            }
+            let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
+            match list.add(a, b) {
+                Ok(true) => added += 1,
+                Ok(false) => {}
+                Err(_) => bad = Some((c, vc, o, vo)),
+            }
+        });
+        if let Some((c, vc, o, vo)) = bad {
+            let ch = |s, v| {
+                crate::verify::describe_channel(f, crate::verify::VirtualChannel { slot: s, vl: v })
+            };
+            return Err(DqrError::Transition(format!(
+                "{} -> {}",
+                ch(c, vc),
+                ch(o, vo)
+            )));
+        }
+    }
+    Ok(added)
+}
+
+/// Whether a switch's route toward one destination still reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    Unknown,
+    /// Being followed (a loop if met again).
+    Visiting,
+    Good,
+    /// Free to change: the route crossed a failed element, or had none.
+    Broken,
+    /// Given a new entry by this reroute: fixed like a good one.
+    Assigned,
+}
+
+impl Reach {
+    pub(crate) fn fixed(self) -> bool {
+        matches!(self, Reach::Good | Reach::Assigned)
+    }
+}
+
+/// Follows switch `si`'s entries toward `d`, marking every switch on the
+/// way good or broken.
+fn classify(f: &Fabric, r: &Routing, d: Slot, dlid: u16, si: u32, state: &mut [Reach]) {
+    if state[si as usize] != Reach::Unknown {
+        return;
+    }
+    let mut chain = Vec::new();
+    let mut cur = si;
+    let verdict = loop {
+        match state[cur as usize] {
+            Reach::Good | Reach::Assigned => break Reach::Good,
+            Reach::Broken => break Reach::Broken,
+            Reach::Visiting => break Reach::Broken,
+            Reach::Unknown => {}
+        }
+        state[cur as usize] = Reach::Visiting;
+        chain.push(cur);
+        let sw = f.switches()[cur as usize];
+        let out = r.lfts.get(cur, dlid);
+        if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
+            break Reach::Broken;
+        }
+        let rem = f.remote(f.slot(sw, out));
+        if rem == NONE {
+            break Reach::Broken;
+        }
+        if rem == d {
+            break Reach::Good;
+        }
+        match f.switch_index(f.node_of(rem)) {
+            Some(next) => cur = next,
+            None => break Reach::Broken,
+        }
+    };
+    for s in chain {
+        state[s as usize] = verdict;
+    }
+}

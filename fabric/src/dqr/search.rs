@@ -1,0 +1,280 @@
+//! The path search of one broken flow: Dijkstra over (channel, VL) states
+//! whose every dependency goes up the channel list or can be made to, then
+//! the commit of the path found into the list and the LFTs.
+
+use super::channel_list::{ChannelList, Vertex};
+use super::{Reach, Turns};
+use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::tables::Routing;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Cost of a hop, and of a turn that goes down the list: a path may take
+/// one more hop to avoid reordering the list.
+const HOP: u32 = 2;
+const TURN: u32 = 3;
+/// Searches of one flow in [`Turns::All`] mode, each without the turns
+/// that failed before.
+const RETRIES: usize = 8;
+
+pub(crate) struct Flow {
+    pub src: Slot,
+    pub dst: Slot,
+    pub dlid: u16,
+    pub sl: u8,
+    /// The SL the source holds now: until it asks again, its packets take
+    /// the new path with this SL, so that walk must fit the list too.
+    pub cached_sl: u8,
+    pub max_vl: u8,
+}
+
+pub(crate) struct Searcher {
+    vls: usize,
+    is_s2s: Vec<bool>,
+    dist: Vec<u32>,
+    parent: Vec<u32>,
+    stamp: Vec<u32>,
+    tag: u32,
+    heap: BinaryHeap<Reverse<(u32, u32)>>,
+    forbidden: Vec<(Vertex, Vertex)>,
+}
+
+impl Searcher {
+    pub(crate) fn new(f: &Fabric, vls: usize) -> Self {
+        let n = f.num_slots() * vls;
+        Self {
+            vls,
+            is_s2s: (0..f.num_slots() as Slot)
+                .map(|s| {
+                    let r = f.remote(s);
+                    r != NONE
+                        && f.kind(f.node_of(s)) == NodeKind::Switch
+                        && f.kind(f.node_of(r)) == NodeKind::Switch
+                })
+                .collect(),
+            dist: vec![u32::MAX; n],
+            parent: vec![u32::MAX; n],
+            stamp: vec![0; n],
+            tag: 0,
+            heap: BinaryHeap::new(),
+            forbidden: Vec::new(),
+        }
+    }
+
+    /// Finds and commits a path for `flow`; false when none fits.
+    pub(crate) fn route_flow(
+        &mut self,
+        f: &Fabric,
+        r: &mut Routing,
+        list: &mut ChannelList,
+        flow: &Flow,
+        state: &mut [Reach],
+        turns: Turns,
+    ) -> bool {
+        self.forbidden.clear();
+        let tries = if turns == Turns::All { RETRIES } else { 1 };
+        for _ in 0..tries {
+            let Some(path) = self.search(f, r, list, flow, state, turns) else {
+                return false;
+            };
+            match commit(f, r, list, flow, state, &path) {
+                Ok(()) => return true,
+                Err(turn) => self.forbidden.push(turn),
+            }
+        }
+        false
+    }
+
+    fn search(
+        &mut self,
+        f: &Fabric,
+        r: &Routing,
+        list: &mut ChannelList,
+        flow: &Flow,
+        state: &[Reach],
+        turns: Turns,
+    ) -> Option<Vec<(Slot, u8)>> {
+        let vls = self.vls as u32;
+        if self.tag == u32::MAX {
+            self.stamp.fill(0);
+            self.tag = 0;
+        }
+        self.tag += 1;
+        let tag = self.tag;
+        self.heap.clear();
+        let start = flow.src * vls;
+        self.stamp[start as usize] = tag;
+        self.dist[start as usize] = 0;
+        self.parent[start as usize] = u32::MAX;
+        self.heap.push(Reverse((0, start)));
+        while let Some(Reverse((cost, s))) = self.heap.pop() {
+            if self.dist[s as usize] < cost {
+                continue;
+            }
+            let (c, vc) = (s / vls, (s % vls) as u8);
+            let rem = f.remote(c);
+            if rem == flow.dst {
+                return Some(self.path(s));
+            }
+            if rem == NONE {
+                continue;
+            }
+            let node = f.node_of(rem);
+            let Some(si) = f.switch_index(node) else {
+                continue;
+            };
+            if self.revisits(f, s, node) {
+                continue;
+            }
+            let inp = f.port_of(rem);
+            let fixed = state[si as usize].fixed();
+            let outs = if fixed {
+                let e = r.lfts.get(si, flow.dlid);
+                e..=e
+            } else {
+                1..=f.num_ports(node)
+            };
+            for out in outs {
+                if out == 0 || out > f.num_ports(node) {
+                    continue;
+                }
+                let o = f.slot(node, out);
+                let next = f.remote(o);
+                if next == NONE || (next != flow.dst && f.switch_index(f.node_of(next)).is_none()) {
+                    continue;
+                }
+                let vo = r
+                    .sl2vl
+                    .as_ref()
+                    .map_or(0, |t| t.switch_vl(si, inp, out, flow.sl));
+                if vo > flow.max_vl {
+                    continue;
+                }
+                let mut step = HOP;
+                if self.is_s2s[c as usize] && self.is_s2s[o as usize] {
+                    let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
+                    if !(list.goes_up(a, b) || list.has_edge(a, b)) {
+                        if turns == Turns::None
+                            || self.forbidden.contains(&(a, b))
+                            || !list.admits(a, b)
+                        {
+                            continue;
+                        }
+                        step += TURN;
+                    }
+                }
+                let ns = o * vls + vo as u32;
+                let nc = cost + step;
+                if self.stamp[ns as usize] != tag || nc < self.dist[ns as usize] {
+                    self.stamp[ns as usize] = tag;
+                    self.dist[ns as usize] = nc;
+                    self.parent[ns as usize] = s;
+                    self.heap.push(Reverse((nc, ns)));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether the path to state `s` entered `node` before `s` did: an
+    /// LFT holds one entry per destination, so a route passes a switch
+    /// once.
+    fn revisits(&self, f: &Fabric, s: u32, node: u32) -> bool {
+        let vls = self.vls as u32;
+        let mut p = self.parent[s as usize];
+        while p != u32::MAX {
+            let rem = f.remote(p / vls);
+            if rem != NONE && f.node_of(rem) == node {
+                return true;
+            }
+            p = self.parent[p as usize];
+        }
+        false
+    }
+
+    fn path(&self, end: u32) -> Vec<(Slot, u8)> {
+        let vls = self.vls as u32;
+        let mut out = Vec::new();
+        let mut s = end;
+        while s != u32::MAX {
+            out.push((s / vls, (s % vls) as u8));
+            s = self.parent[s as usize];
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// Adds the path's dependencies to the list (all or none), then gives its
+/// free switches their entries. Returns the dependency that did not fit.
+fn commit(
+    f: &Fabric,
+    r: &mut Routing,
+    list: &mut ChannelList,
+    flow: &Flow,
+    state: &mut [Reach],
+    path: &[(Slot, u8)],
+) -> Result<(), (Vertex, Vertex)> {
+    let s2s = |s: Slot| {
+        let rem = f.remote(s);
+        rem != NONE
+            && f.kind(f.node_of(s)) == NodeKind::Switch
+            && f.kind(f.node_of(rem)) == NodeKind::Switch
+    };
+    // The path's own dependencies, then (when the SL changes) those of the
+    // same path under the SL the source still holds.
+    let mut deps: Vec<(Slot, u8, Slot, u8)> = path
+        .windows(2)
+        .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
+        .collect();
+    if flow.cached_sl != flow.sl {
+        let mut prev: Option<(Slot, u8)> = None;
+        for &(o, _) in &path[1..] {
+            let node = f.node_of(o);
+            let (Some(si), Some((c, vc))) = (f.switch_index(node), prev.or(Some((path[0].0, 0))))
+            else {
+                continue;
+            };
+            let inp = f.port_of(f.remote(c));
+            let vo = r
+                .sl2vl
+                .as_ref()
+                .map_or(0, |t| t.switch_vl(si, inp, f.port_of(o), flow.cached_sl));
+            if vo > flow.max_vl {
+                // The old SL would leave the VLs the routing uses.
+                let v = list.vertex(o, 0);
+                return Err((v, v));
+            }
+            deps.push((c, vc, o, vo));
+            prev = Some((o, vo));
+        }
+    }
+    let mut added = Vec::new();
+    for (c, vc, o, vo) in deps {
+        if !(s2s(c) && s2s(o)) {
+            continue;
+        }
+        let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
+        match list.add(a, b) {
+            Ok(true) => added.push((a, b)),
+            Ok(false) => {}
+            Err(_) => {
+                for &(x, y) in added.iter().rev() {
+                    list.remove(x, y);
+                }
+                return Err((a, b));
+            }
+        }
+    }
+    for &(o, _) in &path[1..] {
+        let node = f.node_of(o);
+        let Some(si) = f.switch_index(node) else {
+            continue;
+        };
+        if !state[si as usize].fixed() {
+            r.lfts.set(si, flow.dlid, f.port_of(o));
+            state[si as usize] = Reach::Assigned;
+        }
+    }
+    Ok(())
+}
