@@ -158,7 +158,8 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 			}
 			if (osm_node_get_type(dp->p_node) == IB_NODE_TYPE_CA)
 				cas++;
-			if (r->port >= np) {
+			/* 255: dropped on purpose (a reroute's drain stage). */
+			if (r->port >= np && r->port != OSM_NO_PATH) {
 				snprintf(err, errlen, "switch 0x%016llx has no port %u", (unsigned long long)g, r->port);
 				return -1;
 			}

@@ -284,7 +284,7 @@ static int parse_lfts(char *text, struct tableset *ts, char *err, size_t errlen)
 			}
 			lid = strtoul(p + 2, &e, 16);
 			port = strtoul(e, &e, 10);
-			if (lid == 0 || (long)lid > max_lid || port > 254) {
+			if (lid == 0 || (long)lid > max_lid || (port > 254 && port != 255)) {
 				fail(err, errlen, "%s:%u: bad LID or port", TS_LFTS, ln);
 				return -1;
 			}

@@ -40,6 +40,10 @@ enum Cmd {
     RouteMulti(cmd::route_multi::RouteMultiArgs),
     /// Verify tables against a topology: connectivity, loops, deadlock freedom.
     Verify(cmd::verify::VerifyArgs),
+    /// After a link or switch fault, reroute only the broken flows with the
+    /// VLs in force (dynamic quick reconfiguration) and write the new set,
+    /// with a drain stage first when the one-step update is not safe.
+    Reroute(cmd::reroute::RerouteArgs),
     /// Read the tables a running fabric holds (diags tools through the local
     /// port), verify them, and compare them with a written table set.
     Audit(cmd::audit::AuditArgs),
@@ -72,6 +76,7 @@ fn main() {
             | Cmd::Route(_)
             | Cmd::RouteMulti(_)
             | Cmd::Verify(_)
+            | Cmd::Reroute(_)
             | Cmd::Engines(_)
             | Cmd::Sim(_)
             | Cmd::Certs(_)
@@ -101,6 +106,7 @@ fn main() {
         Cmd::Route(a) => cmd::route::run(a),
         Cmd::RouteMulti(a) => cmd::route_multi::run(a),
         Cmd::Verify(a) => cmd::verify::run(a),
+        Cmd::Reroute(a) => cmd::reroute::run(a),
         Cmd::Audit(a) => cmd::audit::run(a),
         Cmd::Agent(a) => cmd::agent::run(a),
         Cmd::Controller(a) => cmd::controller::run(a),

@@ -1131,3 +1131,82 @@ fn logs_carry_no_colour_codes_off_a_terminal() {
     assert!(err.contains("INFO"), "logs at -v: {err}");
     assert!(!err.contains('\u{1b}'), "colour codes in: {err:?}");
 }
+
+#[test]
+fn reroute_after_a_link_fault_and_check_each_update_step() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let topo = dir.path().join("df2.topo");
+    let old = dir.path().join("old");
+    let new = dir.path().join("new");
+    assert!(ibf(&["gen", "dragonfly", "--p", "2", "-o", s(&topo)])
+        .status
+        .success());
+    assert!(ibf(&["route", "-t", s(&topo), "-e", "dfdn", "-o", s(&old)])
+        .status
+        .success());
+    // Switch g0r0's port 3 leads to g0r1 (hosts on ports 1-2).
+    let fail = "0x0002000000000001:3";
+    let o = ibf(&[
+        "reroute",
+        "-t",
+        s(&topo),
+        "-d",
+        s(&old),
+        "--fail",
+        fail,
+        "-o",
+        s(&new),
+        "--json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j = json(&o);
+    assert_eq!(j["rerouted"], true);
+    let st = &j["stats"];
+    assert!(st["flows_broken"].as_u64().unwrap_or(0) > 0, "{j}");
+    assert_eq!(st["flows_broken"], st["flows_rerouted"]);
+    assert!(st["vls_after"].as_u64() <= st["vls_before"].as_u64(), "{j}");
+    // Each step of the update, checked by the full transition check.
+    let steps: Vec<(std::path::PathBuf, std::path::PathBuf)> = match j["drain"].as_str() {
+        Some(d) => vec![(old.clone(), d.into()), (d.into(), new.clone())],
+        None => vec![(old.clone(), new.clone())],
+    };
+    for (a, b) in steps {
+        let o = ibf(&[
+            "verify",
+            "-t",
+            s(&topo),
+            "--fail",
+            fail,
+            "--transition",
+            s(&a),
+            s(&b),
+            "--json",
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert_eq!(json(&o)["deadlock_free"], true);
+    }
+    // A fault the topology does not have is refused with the reason.
+    let o = ibf(&[
+        "reroute",
+        "-t",
+        s(&topo),
+        "-d",
+        s(&old),
+        "--fail",
+        "0x0002000000000001:99",
+        "-o",
+        s(&new),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has ports"));
+}

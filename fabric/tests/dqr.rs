@@ -246,3 +246,40 @@ fn a_failed_switch_is_routed_around() {
         .expect("a fat tree survives a spine");
     assert!(c.changed > 0);
 }
+
+mod random_fault_sequences {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// After every fault DQR reroutes, the new tables and each step of
+        /// the update pass the checks ([`reroute_and_check`] asserts them).
+        #[test]
+        fn every_rerouted_fault_has_a_safe_update(
+            seed in 0u64..1000,
+            engine in prop::sample::select(vec![EngineKind::Updn, EngineKind::Dfsssp, EngineKind::Lash]),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 1..4),
+        ) {
+            let (mut f, mut r) = routed(
+                Topology::RandomRegular { switches: 10, degree: 4, hosts: 1, seed },
+                engine,
+            );
+            for pick in picks {
+                let links = s2s_links(&f);
+                let l = links[pick.index(links.len())];
+                let faults = [Fault::Link(l)];
+                let f1 = apply_faults(&f, &faults);
+                if reroute_and_check(&f, &r, &faults, &Options::default()).is_none() {
+                    break;
+                }
+                let (mut list, _) = ChannelList::build(&f, &r).expect("list");
+                let Ok(out) = dqr::reroute(&f1, &r, &mut list, &Options::default()) else {
+                    break;
+                };
+                f = f1;
+                r = out.routing;
+            }
+        }
+    }
+}

@@ -9,6 +9,7 @@ pub mod engines;
 pub mod gen;
 pub mod info;
 pub mod report;
+pub mod reroute;
 pub mod route;
 pub mod route_multi;
 pub mod router;

@@ -49,6 +49,18 @@ pub(crate) fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::
             (format!("0x{lid:04x} ").into_bytes(), label.into_bytes())
         })
         .collect();
+    // A switch that drops traffic for a connected end port says so ("255",
+    // OpenSM's no-path value) rather than leaving the row out: a reader
+    // then tells a deliberate drop (the drain stage of a reroute) from a
+    // set computed for another fabric.
+    let explicit_drop: Vec<bool> = (0..=max_lid)
+        .map(|lid| {
+            f.lid_owner(lid).is_some_and(|s| {
+                f.kind(f.node_of(s)) != crate::model::NodeKind::Switch
+                    && f.remote(s) != crate::model::NONE
+            })
+        })
+        .collect();
     let order = switches_by_guid(f);
     for batch in order.chunks(64) {
         let texts: Vec<Vec<u8>> = batch
@@ -68,9 +80,11 @@ pub(crate) fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::
                     .as_bytes(),
                 );
                 let nports = f.num_ports(sw);
-                for (port, (prefix, label)) in lfts.row(si).iter().zip(&rows) {
+                for ((port, (prefix, label)), &drop) in
+                    lfts.row(si).iter().zip(&rows).zip(&explicit_drop)
+                {
                     let port = *port;
-                    if port == NO_PATH || port > nports {
+                    if (port == NO_PATH && !drop) || (port > nports && port != NO_PATH) {
                         continue;
                     }
                     out.extend_from_slice(prefix);
@@ -158,7 +172,7 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
             let port: u8 = port_s
                 .parse()
                 .map_err(|_| err(ln, format!("bad out port '{port_s}'")))?;
-            if port > nports {
+            if port > nports && port != NO_PATH {
                 return Err(err(
                     ln,
                     format!("out port {port} exceeds the switch's {nports} ports"),

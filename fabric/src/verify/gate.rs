@@ -130,6 +130,61 @@ pub fn accept(
 }
 
 /// The policy alone, on a report already made.
+/// A step of a reroute (see [`crate::dqr`]) to be written as a table set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The new tables: connected and deadlock free.
+    Final,
+    /// A drain stage: deadlock free; the pairs whose route led into the
+    /// fault are dropped on purpose until the final tables follow.
+    Drain,
+}
+
+/// Accepts the tables of a reroute of a routing `engine` computed: the
+/// same checks as [`accept`] (with [`Policy::DeadlockFree`]), except that a
+/// drain stage may leave pairs unrouted.
+pub fn accept_step(
+    f: &Fabric,
+    engine: EngineKind,
+    routing: Routing,
+    step: Step,
+) -> Result<Verified<Routing>, Refused> {
+    let (report, local) = verify_keeping_local(f, &routing);
+    let refusal = if step == Step::Final && !report.all_pairs_routed() {
+        Some(Refusal::Unrouted {
+            broken: report.broken_pairs,
+            pairs: report.pairs,
+            first: report
+                .broken_examples
+                .first()
+                .map(|b| format!("LID {} -> LID {}: {:?}", b.src_lid, b.dst_lid, b.fault)),
+        })
+    } else {
+        report
+            .describe_cycle(f)
+            .map(|cycle| Refusal::Cycle { engine, cycle })
+    };
+    if let Some(refusal) = refusal {
+        return Err(Refused {
+            refusal,
+            report: Box::new(report),
+        });
+    }
+    Ok(Verified {
+        dependencies: match &local {
+            Some(g) if step == Step::Final => summary::build(f, &routing, g).map(Arc::new),
+            Some(_) => Err(SummaryError::Malformed(
+                "a drain stage leaves pairs unrouted on purpose".into(),
+            )),
+            None => Err(SummaryError::NoRouterPorts),
+        },
+        inner: routing,
+        report,
+        engine,
+        fabric_id: fingerprint(f),
+    })
+}
+
 pub fn decide(
     f: &Fabric,
     engine: &dyn RoutingEngine,

@@ -30,7 +30,7 @@ pub mod summary;
 pub mod transition;
 
 pub use compose::{compose, ComposeError, ComposeReport, CycleStep, Undeliverable};
-pub use gate::{accept, Policy, Refusal, Refused, Verified};
+pub use gate::{accept, accept_step, Policy, Refusal, Refused, Step, Verified};
 pub use global::{verify_global, verify_global_with, GlobalReport};
 pub use summary::{Chain, DependencySummary, Leg, Runs, SummaryError, SummaryPort, Vertex};
 pub use transition::{check_transition, TransitionReport};

@@ -1,0 +1,247 @@
+//! `ibfabric reroute`: after a link or switch fault, reroute only the
+//! flows that crossed it (dynamic quick reconfiguration), and write the
+//! new table set, with a drain stage to apply first when the one-step
+//! update would not be deadlock free.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fabric::dqr::{self, ChannelList, Fault, Options, Turns};
+use fabric::formats::{self, tableset};
+use fabric::model::{Fabric, NodeKind};
+use fabric::routing::EngineKind;
+use fabric::verify::{accept_step, Step};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct RerouteArgs {
+    /// Topology file (ibnetdiscover grammar) the tables in force were
+    /// computed for, before the fault.
+    #[arg(long, short)]
+    topology: PathBuf,
+    /// Table set in force (a directory `ibfabric route` wrote).
+    #[arg(long, short)]
+    dir: PathBuf,
+    /// A failed element: `GUID:PORT` for the link at that port (node GUID
+    /// of either end), `GUID` for a whole switch. Repeat for several.
+    #[arg(long = "fail", required = true, value_name = "GUID[:PORT]")]
+    fail: Vec<String>,
+    /// Where to write the new table set. When the update needs a drain
+    /// stage it goes to OUT/drain, to be applied (and confirmed) first.
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Engine that computed the tables in force (recorded in the set's
+    /// manifest; read from there when not given).
+    #[arg(long)]
+    engine: Option<EngineKind>,
+    /// How turns that go down the channel list are admitted.
+    #[arg(long, value_enum, default_value = "all")]
+    turns: TurnsArg,
+    /// Keep every flow on its SL (do not search the other VL layers).
+    #[arg(long)]
+    no_layers: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum TurnsArg {
+    None,
+    Single,
+    All,
+}
+
+#[derive(Serialize)]
+struct RerouteJson {
+    rerouted: bool,
+    out: PathBuf,
+    drain: Option<PathBuf>,
+    stats: Option<dqr::Stats>,
+    error: Option<String>,
+    channel_list_seconds: f64,
+    reroute_seconds: f64,
+}
+
+/// Parses `GUID[:PORT]` against the fabric.
+pub(crate) fn parse_fault(f: &Fabric, s: &str) -> Result<Fault> {
+    let (g, port) = match s.split_once(':') {
+        Some((g, p)) => (
+            g,
+            Some(
+                p.parse::<u8>()
+                    .with_context(|| format!("--fail {s}: bad port '{p}'"))?,
+            ),
+        ),
+        None => (s, None),
+    };
+    let guid = u64::from_str_radix(g.trim_start_matches("0x"), 16)
+        .with_context(|| format!("--fail {s}: bad GUID '{g}'"))?;
+    let Some(n) = f.find_node_by_guid(guid) else {
+        bail!("--fail {s}: no node with GUID 0x{guid:016x} in the topology");
+    };
+    match port {
+        Some(p) => {
+            if p == 0 || p > f.num_ports(n) {
+                bail!(
+                    "--fail {s}: '{}' has ports 1..={}",
+                    f.desc(n),
+                    f.num_ports(n)
+                );
+            }
+            let slot = f.slot(n, p);
+            if f.remote(slot) == fabric::model::NONE {
+                bail!("--fail {s}: port {p} of '{}' has no link", f.desc(n));
+            }
+            Ok(Fault::Link(slot))
+        }
+        None if f.kind(n) == NodeKind::Switch => Ok(Fault::Switch(n)),
+        None => bail!(
+            "--fail {s}: '{}' is not a switch; name the link as GUID:PORT",
+            f.desc(n)
+        ),
+    }
+}
+
+pub fn run(a: RerouteArgs) -> Result<i32> {
+    let f0 = super::load(&a.topology)?;
+    let old = tableset::read_set(&f0, &a.dir)?;
+    let engine = match a.engine {
+        Some(e) => e,
+        None => {
+            let set = tableset::check_dir(&a.dir)?;
+            set.engine.parse::<EngineKind>().with_context(|| {
+                format!(
+                    "{}: the manifest names no known engine; give --engine",
+                    a.dir.display()
+                )
+            })?
+        }
+    };
+    let faults = a
+        .fail
+        .iter()
+        .map(|s| parse_fault(&f0, s))
+        .collect::<Result<Vec<_>>>()?;
+    let t = Instant::now();
+    let (mut list, before) = ChannelList::build(&f0, &old)
+        .with_context(|| format!("{}: the tables in force", a.dir.display()))?;
+    let list_secs = t.elapsed().as_secs_f64();
+    if !before.all_pairs_routed() {
+        bail!(
+            "{}: {} pairs were not routed before the fault; reroute repairs faults of a connected routing",
+            a.dir.display(),
+            before.broken_pairs
+        );
+    }
+    let f1 = dqr::apply_faults(&f0, &faults);
+    let opts = Options {
+        turns: match a.turns {
+            TurnsArg::None => Turns::None,
+            TurnsArg::Single => Turns::Single,
+            TurnsArg::All => Turns::All,
+        },
+        layers: !a.no_layers,
+        check_transition: true,
+        // The gate below verifies the new tables in full before writing.
+        verify_result: false,
+    };
+    let t = Instant::now();
+    let res = dqr::reroute(&f1, &old, &mut list, &opts);
+    let secs = t.elapsed().as_secs_f64();
+    let mut out = match res {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!("{e}");
+            if a.json {
+                super::print_json(&RerouteJson {
+                    rerouted: false,
+                    out: a.out.clone(),
+                    drain: None,
+                    stats: None,
+                    error: Some(e.to_string()),
+                    channel_list_seconds: list_secs,
+                    reroute_seconds: secs,
+                })?;
+            } else {
+                eprintln!("ibfabric: {e}");
+            }
+            return Ok(2);
+        }
+    };
+    let drain_dir = a.out.join("drain");
+    let mut drain_written = None;
+    if let Some(d) = out.drain.clone() {
+        let v = accept_step(&f1, engine, d, Step::Drain)
+            .map_err(|e| anyhow::anyhow!("drain stage refused: {e}"))?;
+        formats::write_routing(&f1, &v, &drain_dir)?;
+        drain_written = Some(drain_dir.clone());
+    } else if drain_dir.exists() {
+        // A drain stage of an earlier reroute must not be applied with this one.
+        std::fs::remove_dir_all(&drain_dir)
+            .with_context(|| format!("removing {}", drain_dir.display()))?;
+    }
+    let v = accept_step(&f1, engine, out.routing.clone(), Step::Final)
+        .map_err(|e| anyhow::anyhow!("rerouted tables refused: {e}"))?;
+    if v.report().max_vl > list.max_vl_used() || v.report().vls_used > list.vls_used() {
+        bail!(
+            "rerouted tables use {} VLs (up to VL {}), the tables in force {} (up to VL {})",
+            v.report().vls_used,
+            v.report().max_vl,
+            list.vls_used(),
+            list.max_vl_used()
+        );
+    }
+    out.stats.vls_after = v.report().vls_used;
+    formats::write_routing(&f1, &v, &a.out)?;
+    let s = &out.stats;
+    if a.json {
+        super::print_json(&RerouteJson {
+            rerouted: true,
+            out: a.out.clone(),
+            drain: drain_written,
+            stats: Some(s.clone()),
+            error: None,
+            channel_list_seconds: list_secs,
+            reroute_seconds: secs,
+        })?;
+    } else {
+        println!(
+            "channel list    {list_secs:.3} s ({} dependencies)",
+            list.num_edges()
+        );
+        println!("reroute         {secs:.3} s");
+        println!(
+            "flows           {} broken of {}, {} rerouted ({:.2}%)",
+            s.flows_broken,
+            s.flows,
+            s.flows_rerouted,
+            100.0 * s.flows_broken as f64 / s.flows.max(1) as f64
+        );
+        println!(
+            "changed         {} LFT entries toward {} destinations, {} path SLs",
+            s.entries_changed, s.destinations_affected, s.sls_changed
+        );
+        println!(
+            "VLs             {} before, {} after",
+            s.vls_before, s.vls_after
+        );
+        println!(
+            "channel list    {} dependencies added, {} reorders",
+            s.dependencies_added, s.reorders
+        );
+        match &drain_written {
+            Some(d) => println!(
+                "transition      two steps: apply {} first, then {} (each step checked deadlock free)",
+                d.display(),
+                a.out.display()
+            ),
+            None => println!(
+                "transition      one step: every mix of old and new tables is deadlock free; apply {}",
+                a.out.display()
+            ),
+        }
+    }
+    Ok(0)
+}
