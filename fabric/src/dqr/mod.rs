@@ -193,10 +193,10 @@ pub fn reroute(
         let dead: Vec<u8> = (1..=f.num_ports(sw))
             .filter(|&p| f.remote(f.slot(sw, p)) == NONE)
             .collect();
-        for lid in 0..affected_lid.len() {
+        for (lid, hit) in affected_lid.iter_mut().enumerate() {
             let e = old.lfts.get(si as u32, lid as u16);
             if e == NO_PATH || e == 0 || e > f.num_ports(sw) || dead.contains(&e) {
-                affected_lid[lid] = true;
+                *hit = true;
             }
         }
     }
