@@ -21,14 +21,25 @@ pub fn write(f: &Fabric, lfts: &Lfts) -> String {
     let mut out = Vec::new();
     // Writing into a Vec cannot fail, and every byte is ASCII or comes from
     // UTF-8 descriptions.
-    let _ = write_to(f, lfts, &mut out);
+    let _ = write_to(f, lfts, false, &mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Streams the dump. A Dragonfly with 16k HCAs gives a 2.5 GB file, so
 /// switches are rendered in parallel batches and written in GUID order
 /// without holding the whole text.
-pub(crate) fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::Result<()> {
+///
+/// `explicit_drops`: write the entries that drop traffic for a connected
+/// end port as `255` (OpenSM's no-path value) instead of leaving the row
+/// out, so the OpenSM plugin tells a reroute's drain stage from a set
+/// computed for another fabric. OpenSM's own file loader refuses port 255,
+/// so only drain stages carry them.
+pub(crate) fn write_to(
+    f: &Fabric,
+    lfts: &Lfts,
+    explicit_drops: bool,
+    w: &mut impl Write,
+) -> std::io::Result<()> {
     let max_lid = f.max_lid();
     // Row text is the same for every switch but for the port: "0x%04x " and
     // " # <label>\n" are built once per LID.
@@ -49,16 +60,13 @@ pub(crate) fn write_to(f: &Fabric, lfts: &Lfts, w: &mut impl Write) -> std::io::
             (format!("0x{lid:04x} ").into_bytes(), label.into_bytes())
         })
         .collect();
-    // A switch that drops traffic for a connected end port says so ("255",
-    // OpenSM's no-path value) rather than leaving the row out: a reader
-    // then tells a deliberate drop (the drain stage of a reroute) from a
-    // set computed for another fabric.
     let explicit_drop: Vec<bool> = (0..=max_lid)
         .map(|lid| {
-            f.lid_owner(lid).is_some_and(|s| {
-                f.kind(f.node_of(s)) != crate::model::NodeKind::Switch
-                    && f.remote(s) != crate::model::NONE
-            })
+            explicit_drops
+                && f.lid_owner(lid).is_some_and(|s| {
+                    f.kind(f.node_of(s)) != crate::model::NodeKind::Switch
+                        && f.remote(s) != crate::model::NONE
+                })
         })
         .collect();
     let order = switches_by_guid(f);

@@ -75,6 +75,7 @@ pub fn stage_routing(
         )));
     }
     let r = v.get();
+    let drain = v.step() == crate::verify::Step::Drain;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let opts = crate::fsio::Options::default();
     let mut entries = Vec::new();
@@ -99,7 +100,7 @@ pub fn stage_routing(
         });
         Ok(staged)
     };
-    let mut files = vec![stage(LFTS_FILE, &|w| lft::write_to(f, &r.lfts, w))?];
+    let mut files = vec![stage(LFTS_FILE, &|w| lft::write_to(f, &r.lfts, drain, w))?];
     if let Some(t) = &r.sl2vl {
         files.push(stage(SL2VL_FILE, &|w| sl2vl::write_to(f, t, w))?);
     }

@@ -69,6 +69,7 @@ pub struct Verified<T> {
     engine: EngineKind,
     fabric_id: u64,
     dependencies: Result<Arc<DependencySummary>, SummaryError>,
+    step: Step,
 }
 
 impl<T> Verified<T> {
@@ -95,6 +96,10 @@ impl<T> Verified<T> {
     /// graph when the gate accepted them; an error when the subnet has no
     /// router port on a switch or its tables give no summary (VL 15, a
     /// cycle [`Policy::AllowCycles`] let through).
+    /// Whether these are final tables or a reroute's drain stage.
+    pub fn step(&self) -> Step {
+        self.step
+    }
     pub fn dependencies(&self) -> Result<&DependencySummary, &SummaryError> {
         self.dependencies.as_deref()
     }
@@ -121,6 +126,7 @@ pub fn accept(
             report,
             engine: engine.kind(),
             fabric_id: fingerprint(f),
+            step: Step::Final,
         }),
         Err(refusal) => Err(Refused {
             refusal,
@@ -182,6 +188,7 @@ pub fn accept_step(
         report,
         engine,
         fabric_id: fingerprint(f),
+        step,
     })
 }
 
