@@ -46,10 +46,6 @@ pub struct ChannelList {
     vls: usize,
     edges: Edges,
     order: TopoOrder,
-    /// Scratch of [`ChannelList::admits`]: visit stamps and a stack.
-    mark: Vec<u32>,
-    stamp: u32,
-    stack: Vec<Vertex>,
     added: u64,
     /// Highest VL and VL count the routing used on switch-to-switch links
     /// when the list was built: a reroute stays within them.
@@ -110,9 +106,6 @@ impl ChannelList {
                 vls,
                 edges,
                 order,
-                mark: vec![0; n],
-                stamp: 0,
-                stack: Vec::new(),
                 added: 0,
                 max_vl_used: report.max_vl,
                 vls_used: report.vls_used,
@@ -184,35 +177,7 @@ impl ChannelList {
     /// Whether adding `a -> b` keeps the dependencies acyclic, without
     /// changing the list: the list could be reordered to admit it.
     pub fn admits(&mut self, a: Vertex, b: Vertex) -> bool {
-        if a == b {
-            return false;
-        }
-        if self.order.precedes(a, b) {
-            return true;
-        }
-        // A path b -> ... -> a stays between the two positions.
-        let ub = self.order.position(a);
-        if self.stamp == u32::MAX {
-            self.mark.fill(0);
-            self.stamp = 0;
-        }
-        self.stamp += 1;
-        let stamp = self.stamp;
-        self.stack.clear();
-        self.stack.push(b);
-        self.mark[b as usize] = stamp;
-        while let Some(v) = self.stack.pop() {
-            for &w in &self.edges.succ[v as usize] {
-                if w == a {
-                    return false;
-                }
-                if self.mark[w as usize] != stamp && self.order.position(w) < ub {
-                    self.mark[w as usize] = stamp;
-                    self.stack.push(w);
-                }
-            }
-        }
-        true
+        self.order.admits(&self.edges, a, b)
     }
 
     /// Adds `a -> b`, reordering the list when it goes down; refuses (and

@@ -147,25 +147,7 @@ impl TopoOrder {
             return Ok(());
         }
         let (gf, gb) = self.next_stamps();
-        // Nodes `to` reaches that sit before `from`: `from` among them
-        // means a cycle. Any path from `to` to `from` stays between the two
-        // positions, so nothing outside them needs a look.
-        self.fwd.clear();
-        self.stack.clear();
-        self.stack.push(to);
-        self.mark[to as usize] = gf;
-        while let Some(v) = self.stack.pop() {
-            self.fwd.push(v);
-            for w in g.successors(v) {
-                if w == from {
-                    return Err(ClosesCycle { from, to });
-                }
-                if self.mark[w as usize] != gf && self.pos[w as usize] < ub {
-                    self.mark[w as usize] = gf;
-                    self.stack.push(w);
-                }
-            }
-        }
+        self.forward(g, from, to, gf)?;
         // Nodes that reach `from` and sit after `to`.
         self.bwd.clear();
         self.stack.push(from);
@@ -193,6 +175,51 @@ impl TopoOrder {
             pos[v as usize] = p;
         }
         self.reorders += 1;
+        Ok(())
+    }
+
+    /// Whether [`TopoOrder::try_add_edge`] would admit `from -> to`, without
+    /// changing the order: a search for a path a caller may take many
+    /// times before it adds anything.
+    pub fn admits<G: Digraph + ?Sized>(&mut self, g: &G, from: u32, to: u32) -> bool {
+        if from == to {
+            return false;
+        }
+        if self.pos[from as usize] < self.pos[to as usize] {
+            return true;
+        }
+        let (gf, _) = self.next_stamps();
+        self.forward(g, from, to, gf).is_ok()
+    }
+
+    /// Collects into `fwd` the nodes `to` reaches that sit before `from`
+    /// (marked `gf`): `from` among them means a cycle. Any path from `to`
+    /// to `from` stays between the two positions, so nothing outside them
+    /// needs a look.
+    fn forward<G: Digraph + ?Sized>(
+        &mut self,
+        g: &G,
+        from: u32,
+        to: u32,
+        gf: u32,
+    ) -> Result<(), ClosesCycle> {
+        let ub = self.pos[from as usize];
+        self.fwd.clear();
+        self.stack.clear();
+        self.stack.push(to);
+        self.mark[to as usize] = gf;
+        while let Some(v) = self.stack.pop() {
+            self.fwd.push(v);
+            for w in g.successors(v) {
+                if w == from {
+                    return Err(ClosesCycle { from, to });
+                }
+                if self.mark[w as usize] != gf && self.pos[w as usize] < ub {
+                    self.mark[w as usize] = gf;
+                    self.stack.push(w);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -414,6 +441,9 @@ mod tests {
                     continue;
                 }
                 let closes = a == b || g.reaches(b, a);
+                let before = o.sequence();
+                prop_assert_eq!(o.admits(&g, a, b), !closes, "admits {} -> {}", a, b);
+                prop_assert_eq!(o.sequence(), before, "admits moved nodes");
                 match o.try_add_edge(&g, a, b) {
                     Ok(()) => {
                         prop_assert!(!closes, "{a} -> {b} admitted though it closes a cycle");
