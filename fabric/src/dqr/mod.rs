@@ -217,12 +217,7 @@ pub fn reroute(
         }
         _ => Vec::new(),
     };
-    let hosts: Vec<Slot> = f
-        .endports()
-        .iter()
-        .copied()
-        .filter(|&e| f.switch_index(f.node_of(f.remote(e))).is_some())
-        .collect();
+    let hosts = crate::verify::switch_hosts(f);
     let mut searcher = search::Searcher::new(f, list.vls());
     let mut unrouted = 0u64;
     let mut first_unrouted = None;

@@ -4,7 +4,7 @@
 
 use super::channel_list::{ChannelList, Vertex};
 use super::{Reach, Turns};
-use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::model::{Fabric, Slot, NONE};
 use crate::tables::Routing;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -44,14 +44,7 @@ impl Searcher {
         let n = f.num_slots() * vls;
         Self {
             vls,
-            is_s2s: (0..f.num_slots() as Slot)
-                .map(|s| {
-                    let r = f.remote(s);
-                    r != NONE
-                        && f.kind(f.node_of(s)) == NodeKind::Switch
-                        && f.kind(f.node_of(r)) == NodeKind::Switch
-                })
-                .collect(),
+            is_s2s: crate::verify::switch_link_flags(f),
             dist: vec![u32::MAX; n],
             parent: vec![u32::MAX; n],
             stamp: vec![0; n],
@@ -77,7 +70,7 @@ impl Searcher {
             let Some(path) = self.search(f, r, list, flow, state, turns) else {
                 return false;
             };
-            match commit(f, r, list, flow, state, &path) {
+            match commit(f, r, list, flow, state, &path, &self.is_s2s) {
                 Ok(()) => return true,
                 Err(turn) => self.forbidden.push(turn),
             }
@@ -214,13 +207,9 @@ fn commit(
     flow: &Flow,
     state: &mut [Reach],
     path: &[(Slot, u8)],
+    is_s2s: &[bool],
 ) -> Result<(), (Vertex, Vertex)> {
-    let s2s = |s: Slot| {
-        let rem = f.remote(s);
-        rem != NONE
-            && f.kind(f.node_of(s)) == NodeKind::Switch
-            && f.kind(f.node_of(rem)) == NodeKind::Switch
-    };
+    let s2s = |s: Slot| is_s2s[s as usize];
     // The path's own dependencies, then (when the SL changes) those of the
     // same path under the SL the source still holds.
     let mut deps: Vec<(Slot, u8, Slot, u8)> = path

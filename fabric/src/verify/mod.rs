@@ -179,8 +179,7 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     #[inline]
     fn edge_bit(&self, c: Slot, out_port: u8, vc: u8, vo: u8) -> usize {
-        ((c as usize * self.max_ports + out_port as usize) * self.vls + vc as usize) * self.vls
-            + vo as usize
+        edge_bit(self.max_ports, self.vls, c, out_port, vc, vo)
     }
     #[inline]
     fn add_edge(&self, c: Slot, out_port: u8, vc: u8, vo: u8, local: bool) {
@@ -192,6 +191,51 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// Bit of the dependency `c` on VL `vc` -> out port `out_port` of the
+/// switch `c` leads to, on VL `vo`, in an edge bitset for switches of up
+/// to `max_ports` ports (port 0 included) and `vls` VLs.
+#[inline]
+pub(crate) fn edge_bit(
+    max_ports: usize,
+    vls: usize,
+    c: Slot,
+    out_port: u8,
+    vc: u8,
+    vo: u8,
+) -> usize {
+    ((c as usize * max_ports + out_port as usize) * vls + vc as usize) * vls + vo as usize
+}
+
+/// Per slot: whether its link joins two switches (the channels a CDG has).
+pub(crate) fn switch_link_flags(f: &Fabric) -> Vec<bool> {
+    (0..f.num_slots() as Slot)
+        .map(|s| {
+            let r = f.remote(s);
+            r != NONE
+                && f.kind(f.node_of(s)) == NodeKind::Switch
+                && f.kind(f.node_of(r)) == NodeKind::Switch
+        })
+        .collect()
+}
+
+/// Ports of the widest switch, port 0 included (at least 1).
+pub(crate) fn widest_switch(f: &Fabric) -> usize {
+    f.switches()
+        .iter()
+        .map(|&s| f.num_ports(s) as usize + 1)
+        .max()
+        .unwrap_or(1)
+}
+
+/// The end ports linked to a switch: the sources every walk starts from.
+pub(crate) fn switch_hosts(f: &Fabric) -> Vec<Slot> {
+    f.endports()
+        .iter()
+        .copied()
+        .filter(|&e| f.switch_index(f.node_of(f.remote(e))).is_some())
+        .collect()
 }
 
 #[inline]
@@ -249,20 +293,8 @@ fn run(
     all: bool,
 ) -> (Report, Option<LocalCdg>, Option<LocalCdg>) {
     let n_slots = f.num_slots();
-    let is_s2s: Vec<bool> = (0..n_slots as Slot)
-        .map(|s| {
-            let r = f.remote(s);
-            r != NONE
-                && f.kind(f.node_of(s)) == NodeKind::Switch
-                && f.kind(f.node_of(r)) == NodeKind::Switch
-        })
-        .collect();
-    let max_ports = f
-        .switches()
-        .iter()
-        .map(|&s| f.num_ports(s) as usize + 1)
-        .max()
-        .unwrap_or(1);
+    let is_s2s = switch_link_flags(f);
+    let max_ports = widest_switch(f);
     let vls = routing
         .sl2vl
         .as_ref()

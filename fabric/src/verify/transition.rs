@@ -17,7 +17,10 @@
 //! the mixes of different destinations are independent and the union is
 //! taken destination by destination.
 
-use super::{csr_of, cycle_in, set_bit, VirtualChannel};
+use super::{
+    csr_of, cycle_in, edge_bit, set_bit, switch_hosts, switch_link_flags, widest_switch,
+    VirtualChannel,
+};
 use crate::model::{Fabric, NodeKind, Slot, NONE};
 use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
 use rayon::prelude::*;
@@ -97,21 +100,9 @@ impl<'a> Mix<'a> {
             f,
             old,
             new,
-            is_s2s: (0..f.num_slots() as Slot)
-                .map(|s| {
-                    let r = f.remote(s);
-                    r != NONE
-                        && f.kind(f.node_of(s)) == NodeKind::Switch
-                        && f.kind(f.node_of(r)) == NodeKind::Switch
-                })
-                .collect(),
+            is_s2s: switch_link_flags(f),
             vls,
-            hosts: f
-                .endports()
-                .iter()
-                .copied()
-                .filter(|&e| f.switch_index(f.node_of(f.remote(e))).is_some())
-                .collect(),
+            hosts: switch_hosts(f),
         }
     }
 
@@ -245,12 +236,7 @@ impl<'a> Mix<'a> {
 /// as it is while the update is applied). Never panics on inconsistent
 /// tables: an entry that leads nowhere ends its walk.
 pub fn check_transition(f: &Fabric, old: &Routing, new: &Routing) -> TransitionReport {
-    let max_ports = f
-        .switches()
-        .iter()
-        .map(|&s| f.num_ports(s) as usize + 1)
-        .max()
-        .unwrap_or(1);
+    let max_ports = widest_switch(f);
     let vl_of = |r: &Routing| r.sl2vl.as_ref().map_or(1, |t| t.max_vl() as usize + 1);
     let vls = vl_of(old).max(vl_of(new)).min(16);
     let mix = Mix::new(f, old, new, vls);
@@ -264,10 +250,7 @@ pub fn check_transition(f: &Fabric, old: &Routing, new: &Routing) -> TransitionR
             || mix.scratch(),
             |mut st, &d| {
                 mix.walks_to(&mut st, d, &mut |c, vc, o, vo| {
-                    let b = ((c as usize * max_ports + f.port_of(o) as usize) * vls + vc as usize)
-                        * vls
-                        + vo as usize;
-                    set_bit(&words, b);
+                    set_bit(&words, edge_bit(max_ports, vls, c, f.port_of(o), vc, vo));
                 });
                 st
             },
