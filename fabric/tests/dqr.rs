@@ -107,12 +107,13 @@ fn reroute_and_check(
         DRAINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     // Only flows whose old route is gone changed.
-    let (mut changed, mut broken) = (0, 0);
+    let (mut changed, mut broken, mut pairs) = (0, 0, 0u64);
     for &s in f1.endports() {
         for &d in f1.endports() {
             if s == d {
                 continue;
             }
+            pairs += 1;
             let old = path(&f1, r0, s, d);
             let new = path(&f1, &out.routing, s, d);
             assert!(new.is_some(), "flow {s} -> {d} not delivered");
@@ -140,6 +141,7 @@ fn reroute_and_check(
         }
     }
     assert_eq!(broken, out.stats.flows_broken, "{:?}", out.stats);
+    assert_eq!(pairs, out.stats.flows, "{:?}", out.stats);
     assert_eq!(out.stats.flows_rerouted, broken);
     Some(Checked { changed, broken })
 }

@@ -223,14 +223,22 @@ pub fn reroute(
     let mut first_unrouted = None;
     let mut changed_dests = Vec::new();
     let mut state = vec![Reach::Unknown; f.switches().len()];
+    // Sources toward a destination, counted without walking them: every
+    // host but the destination, and no router port toward a router port
+    // (transit, the inter-subnet check's).
+    let router_hosts = hosts
+        .iter()
+        .filter(|&&h| f.kind(f.node_of(h)) == NodeKind::Router)
+        .count() as u64;
     for &d in f.endports() {
         let dlid = f.lid_of_slot(d);
         let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
+        stats.flows += if d_router {
+            hosts.len() as u64 - router_hosts
+        } else {
+            hosts.len() as u64 - u64::from(f.switch_index(f.node_of(f.remote(d))).is_some())
+        };
         if !affected_lid[dlid as usize] {
-            stats.flows += hosts
-                .iter()
-                .filter(|&&h| h != d && !(d_router && f.kind(f.node_of(h)) == NodeKind::Router))
-                .count() as u64;
             continue;
         }
         state.fill(Reach::Unknown);
@@ -242,7 +250,6 @@ pub fn reroute(
             if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
                 continue;
             }
-            stats.flows += 1;
             let Some(si0) = f.switch_index(f.node_of(f.remote(h))) else {
                 continue;
             };

@@ -157,14 +157,7 @@ pub fn accept_step(
 ) -> Result<Verified<Routing>, Refused> {
     let (report, local) = verify_keeping_local(f, &routing);
     let refusal = if step == Step::Final && !report.all_pairs_routed() {
-        Some(Refusal::Unrouted {
-            broken: report.broken_pairs,
-            pairs: report.pairs,
-            first: report
-                .broken_examples
-                .first()
-                .map(|b| format!("LID {} -> LID {}: {:?}", b.src_lid, b.dst_lid, b.fault)),
-        })
+        Some(unrouted(&report))
     } else {
         report
             .describe_cycle(f)
@@ -192,6 +185,17 @@ pub fn accept_step(
     })
 }
 
+fn unrouted(report: &Report) -> Refusal {
+    Refusal::Unrouted {
+        broken: report.broken_pairs,
+        pairs: report.pairs,
+        first: report
+            .broken_examples
+            .first()
+            .map(|b| format!("LID {} -> LID {}: {:?}", b.src_lid, b.dst_lid, b.fault)),
+    }
+}
+
 pub fn decide(
     f: &Fabric,
     engine: &dyn RoutingEngine,
@@ -199,14 +203,7 @@ pub fn decide(
     policy: Policy,
 ) -> Result<(), Refusal> {
     if !report.all_pairs_routed() {
-        return Err(Refusal::Unrouted {
-            broken: report.broken_pairs,
-            pairs: report.pairs,
-            first: report
-                .broken_examples
-                .first()
-                .map(|b| format!("LID {} -> LID {}: {:?}", b.src_lid, b.dst_lid, b.fault)),
-        });
+        return Err(unrouted(report));
     }
     if report.deadlock_free() {
         return Ok(());
