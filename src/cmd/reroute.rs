@@ -106,18 +106,16 @@ pub(crate) fn parse_fault(f: &Fabric, s: &str) -> Result<Fault> {
 
 pub fn run(a: RerouteArgs) -> Result<i32> {
     let f0 = super::load(&a.topology)?;
-    let old = tableset::read_set(&f0, &a.dir)?;
+    let set = tableset::check_dir(&a.dir)?;
+    let old = tableset::read_checked(&f0, &a.dir, &set)?;
     let engine = match a.engine {
         Some(e) => e,
-        None => {
-            let set = tableset::check_dir(&a.dir)?;
-            set.engine.parse::<EngineKind>().with_context(|| {
-                format!(
-                    "{}: the manifest names no known engine; give --engine",
-                    a.dir.display()
-                )
-            })?
-        }
+        None => set.engine.parse::<EngineKind>().with_context(|| {
+            format!(
+                "{}: the manifest names no known engine; give --engine",
+                a.dir.display()
+            )
+        })?,
     };
     let faults = a
         .fail

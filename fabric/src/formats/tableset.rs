@@ -210,7 +210,16 @@ pub fn check_dir(dir: &Path) -> Result<TableSet, Error> {
 /// The routing a checked set holds, read against `f`, the topology it was
 /// computed for: the files its manifest lists, nothing else.
 pub fn read_set(f: &crate::model::Fabric, dir: &Path) -> Result<crate::tables::Routing, Error> {
-    let set = check_dir(dir)?;
+    read_checked(f, dir, &check_dir(dir)?)
+}
+
+/// [`read_set`] for a set [`check_dir`] already checked (for callers that
+/// also want its manifest, without digesting the files twice).
+pub fn read_checked(
+    f: &crate::model::Fabric,
+    dir: &Path,
+    set: &TableSet,
+) -> Result<crate::tables::Routing, Error> {
     let has = |name: &str| set.files.iter().any(|e| e.name == name);
     Ok(crate::tables::Routing {
         lfts: super::lft::read(f, &dir.join(super::LFTS_FILE))?,
