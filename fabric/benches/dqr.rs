@@ -24,7 +24,7 @@
 
 use fabric::dqr::{self, ChannelList, Fault, Options, Turns};
 use fabric::gen::{generate, Topology};
-use fabric::model::{Fabric, NodeKind, Slot, NONE};
+use fabric::model::{Fabric, Slot};
 use fabric::routing::{EngineKind, EngineOptions};
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
@@ -67,19 +67,6 @@ fn setup(name: &str) -> (Topology, EngineKind) {
     (t, engine)
 }
 
-fn live_s2s(f: &Fabric) -> Vec<Slot> {
-    let mut v = Vec::new();
-    for &sw in f.switches() {
-        for s in f.port_slots(sw) {
-            let r = f.remote(s);
-            if r != NONE && s < r && f.kind(f.node_of(r)) == NodeKind::Switch {
-                v.push(s);
-            }
-        }
-    }
-    v
-}
-
 fn switches_connected(f: &Fabric) -> bool {
     let g = fabric::graph::SwitchGraph::new(f);
     let mut dist = vec![u8::MAX; g.len()];
@@ -111,7 +98,7 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
         let mut list = list0.clone();
         survived[0] += 1;
         for k in 1..=faults {
-            let links = live_s2s(&f);
+            let links = f.switch_links();
             let cand: Vec<Slot> = links
                 .iter()
                 .copied()
@@ -172,7 +159,7 @@ fn speed(name: &str, runs: usize) {
     let (list0, rep) = ChannelList::build(&f0, &r0).expect("channel list");
     let list_s = t0.elapsed().as_secs_f64();
     assert!(rep.ok());
-    let links = live_s2s(&f0);
+    let links = f0.switch_links();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let mut times = Vec::new();
     let mut drains = 0;

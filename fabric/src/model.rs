@@ -440,6 +440,18 @@ impl Fabric {
             .filter(|(s, &r)| r != NONE && (*s as u32) < r)
             .count()
     }
+    /// Links between two switches that are up, one slot (the lower) each.
+    pub fn switch_links(&self) -> Vec<Slot> {
+        self.switches
+            .iter()
+            .flat_map(|&sw| self.port_slots(sw))
+            .filter(|&s| {
+                let r = self.remote(s);
+                r != NONE && s < r && self.kind(self.node_of(r)) == NodeKind::Switch
+            })
+            .collect()
+    }
+
     /// This fabric with the links at `slots` (either end) down: nodes,
     /// ports, GUIDs, LIDs and switch indices stay as they are, so tables
     /// computed for this fabric index the result the same way. An end port

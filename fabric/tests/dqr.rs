@@ -5,7 +5,7 @@
 
 use fabric::dqr::{self, apply_faults, ChannelList, Fault, Options, Turns};
 use fabric::gen::{generate, Topology};
-use fabric::model::{Fabric, NodeKind, Slot, NONE};
+use fabric::model::{Fabric, Slot, NONE};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::{Routing, NO_PATH};
 use fabric::verify::{check_transition, verify};
@@ -18,20 +18,6 @@ fn routed(t: Topology, engine: EngineKind) -> (Fabric, Routing) {
         .expect("routes");
     assert!(verify(&f, &r).ok(), "{engine} routes {t:?}");
     (f, r)
-}
-
-/// Switch-to-switch links, one slot per link.
-fn s2s_links(f: &Fabric) -> Vec<Slot> {
-    let mut v = Vec::new();
-    for &sw in f.switches() {
-        for s in f.port_slots(sw) {
-            let r = f.remote(s);
-            if r != NONE && s < r && f.kind(f.node_of(r)) == NodeKind::Switch {
-                v.push(s);
-            }
-        }
-    }
-    v
 }
 
 /// The switch ports a flow leaves by, in order (None: not delivered).
@@ -156,7 +142,7 @@ fn a_ring_reroutes_the_other_way_round() {
         },
         EngineKind::Updn,
     );
-    let links = s2s_links(&f);
+    let links = f.switch_links();
     let mut ok = 0;
     for &l in &links {
         if let Some(c) = reroute_and_check(&f, &r, &[Fault::Link(l)], &Options::default()) {
@@ -172,7 +158,7 @@ fn a_ring_reroutes_the_other_way_round() {
 fn dragonfly_dfdn_keeps_its_vls_after_any_link_fault() {
     let (f, r) = routed(Topology::Dragonfly { p: 2, hosts: None }, EngineKind::Dfdn);
     let mut ok = 0;
-    let links = s2s_links(&f);
+    let links = f.switch_links();
     for &l in &links {
         if reroute_and_check(&f, &r, &[Fault::Link(l)], &Options::default()).is_some() {
             ok += 1;
@@ -191,7 +177,7 @@ fn a_full_recompute_after_a_fault_has_an_unsafe_transition() {
     // and new dependencies into a cycle.
     let (f, r) = routed(Topology::Dragonfly { p: 2, hosts: None }, EngineKind::Dfdn);
     let mut unsafe_seen = 0;
-    for &l in s2s_links(&f).iter().take(12) {
+    for &l in f.switch_links().iter().take(12) {
         let f1 = apply_faults(&f, &[Fault::Link(l)]);
         let Ok(full) = EngineKind::Dfdn
             .engine()
@@ -222,7 +208,7 @@ fn mesh_updn_variants() {
             turns,
             ..Options::default()
         };
-        let links = s2s_links(&f);
+        let links = f.switch_links();
         let ok = links
             .iter()
             .filter(|&&l| reroute_and_check(&f, &r, &[Fault::Link(l)], &opts).is_some())
@@ -268,7 +254,7 @@ mod random_fault_sequences {
                 engine,
             );
             for pick in picks {
-                let links = s2s_links(&f);
+                let links = f.switch_links();
                 let l = links[pick.index(links.len())];
                 let faults = [Fault::Link(l)];
                 let f1 = apply_faults(&f, &faults);
