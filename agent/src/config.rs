@@ -16,6 +16,11 @@
 //! controllers = ["http://127.0.0.1:7100"]
 //! listen = "127.0.0.1:7200"             # optional: Agent.PathQuery service
 //! watch_topology = true                 # optional: re-route when the file changes
+//! dqr = true                            # optional: after links or switches fail, reroute
+//!                                       # only the broken flows (dynamic quick reconfiguration)
+//! stage_wait_ms = 5000                  # optional: without [fabric] confirmation, how long a
+//!                                       # drain stage waits for OpenSM's ibfabric plugin to
+//!                                       # report it applied (no report in time: go on)
 //!
 //! [fabric]                              # optional: follow the live fabric instead of a file
 //! ca = "mlx5_0"                         # optional: the SM's CA for the diag tools (-C)
@@ -73,6 +78,11 @@ pub struct AgentConfig {
     pub listen: Option<SocketAddr>,
     #[serde(default)]
     pub watch_topology: bool,
+    /// Reroute only the broken flows after a failure (else recompute).
+    #[serde(default = "yes")]
+    pub dqr: bool,
+    #[serde(default = "default_stage_wait_ms")]
+    pub stage_wait_ms: u64,
     /// `[fabric]`: discover the topology from the fabric and confirm the
     /// tables from the switches.
     #[serde(default)]
@@ -123,6 +133,9 @@ fn default_path_sample() -> usize {
 }
 fn default_confirm_timeout_ms() -> u64 {
     120_000
+}
+fn default_stage_wait_ms() -> u64 {
+    5_000
 }
 fn yes() -> bool {
     true

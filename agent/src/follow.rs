@@ -6,10 +6,11 @@
 //! exactly the new tables, which must verify deadlock free as read.
 
 use crate::config::{AgentConfig, LiveFabric};
-use crate::subnet::RoutedSubnet;
 use crate::{Agent, AgentError};
 use fabric::formats::ibnetdiscover;
 use fabric::model::Fabric;
+use fabric::tables::Routing;
+use fabric::verify::{Step, Verified};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -40,6 +41,8 @@ pub enum FollowError {
         "the tables read back from the switches are not deadlock free or leave pairs unrouted: {0}"
     )]
     LiveUnsafe(String),
+    #[error("task failed: {0}")]
+    Task(String),
 }
 
 /// What the confirmation found.
@@ -64,7 +67,9 @@ pub fn discover_into(
     // Parsed before it replaces anything: a discovery the reader refuses
     // (an incomplete one) leaves the topology in force.
     let found = ibnetdiscover::parse(&text, &cfg.topology)?;
-    if known.is_some_and(|k| ibnetdiscover::write(k) == ibnetdiscover::write(&found)) {
+    // Matched by GUID and port, not by text: the fabric in force keeps
+    // failed nodes (unlinked) so that its tables index it.
+    if known.is_some_and(|k| fabric::dqr::change_between(k, &found) == fabric::dqr::Change::Same) {
         return Ok(false);
     }
     fabric::formats::write_file(&cfg.topology, &text)?;
@@ -75,12 +80,16 @@ fn stamp(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
-/// Reads the switches back until they hold `routed`'s set (the one in
-/// `out_dir`'s manifest), the plugin refuses it, or the time runs out.
+/// Reads the switches back until they hold `written` (the set in
+/// `out_dir`'s manifest, computed for `wf`), the plugin refuses it, or the
+/// time runs out. What was read back must be deadlock free, and connected
+/// unless it is a drain stage.
 pub fn confirm(
     live: &LiveFabric,
     out_dir: &Path,
-    routed: &RoutedSubnet,
+    wf: &Fabric,
+    written: &Routing,
+    step: Step,
 ) -> Result<Confirmed, FollowError> {
     let t0 = Instant::now();
     let generation = fabric::formats::tableset::check_dir(out_dir)?.generation;
@@ -88,39 +97,51 @@ pub fn confirm(
     let diags = live.diags();
     let readback = out_dir.join(READBACK_DIR);
     loop {
-        if let Ok(s) = std::fs::read_to_string(out_dir.join(PLUGIN_STATUS)) {
-            if let Some(reason) = s
-                .trim()
-                .strip_prefix(&format!("refused generation {generation}: "))
-            {
-                return Err(FollowError::Refused {
-                    generation,
-                    reason: reason.to_string(),
-                });
-            }
+        if let Some(Err(reason)) = plugin_verdict(out_dir, generation) {
+            return Err(FollowError::Refused { generation, reason });
         }
-        let sampled = diags.path_sample.is_some();
-        let written = routed.routing.get();
-        let last = match diags.read_back(&readback) {
+        // A drain stage is confirmed by its forwarding tables alone (see
+        // [`crate::live::Diags::read_back_lfts`]); its other tables are
+        // the written ones, which the gate verified.
+        let (sampled, read) = match step {
+            Step::Final => (diags.path_sample.is_some(), diags.read_back(&readback)),
+            Step::Drain => (true, diags.read_back_lfts(&readback)),
+        };
+        let lfts_only;
+        let expect = match step {
+            Step::Final => written,
+            Step::Drain => {
+                lfts_only = Routing {
+                    lfts: written.lfts.clone(),
+                    sl2vl: None,
+                    path_sl: None,
+                    vls_needed: None,
+                };
+                &lfts_only
+            }
+        };
+        let last = match read {
             Ok(rb) => {
-                let c = fabric::audit::compare(
-                    &routed.fabric,
-                    written,
-                    &rb.fabric,
-                    &rb.routing,
-                    sampled,
-                    3,
-                );
+                let c = fabric::audit::compare(wf, expect, &rb.fabric, &rb.routing, sampled, 3);
                 if c.matches() {
-                    let tables = fabric::audit::verifiable(
-                        &routed.fabric,
-                        written,
-                        &rb.fabric,
-                        &rb.routing,
-                        sampled,
-                    );
-                    let r = fabric::verify::verify(&rb.fabric, &tables);
-                    if !r.ok() {
+                    let r = match step {
+                        Step::Final => {
+                            let tables = fabric::audit::verifiable(
+                                wf,
+                                written,
+                                &rb.fabric,
+                                &rb.routing,
+                                sampled,
+                            );
+                            fabric::verify::verify(&rb.fabric, &tables)
+                        }
+                        Step::Drain => fabric::verify::verify(wf, written),
+                    };
+                    let safe = match step {
+                        Step::Final => r.ok(),
+                        Step::Drain => r.deadlock_free(),
+                    };
+                    if !safe {
                         return Err(FollowError::LiveUnsafe(format!(
                             "{} broken pairs, cycle: {}",
                             r.broken_pairs,
@@ -192,7 +213,16 @@ pub async fn apply_and_confirm(agent: &Arc<Agent>, t_change: Instant) {
     let Some(routed) = agent.subnet.load_full() else {
         return;
     };
-    let res = tokio::task::spawn_blocking(move || confirm(&live, &out_dir, &routed)).await;
+    let res = tokio::task::spawn_blocking(move || {
+        confirm(
+            &live,
+            &out_dir,
+            &routed.fabric,
+            routed.routing.get(),
+            Step::Final,
+        )
+    })
+    .await;
     match res {
         Ok(Ok(c)) => tracing::info!(
             generation = c.generation,
@@ -206,6 +236,115 @@ pub async fn apply_and_confirm(agent: &Arc<Agent>, t_change: Instant) {
         Ok(Err(e)) => tracing::error!("{e}"),
         Err(e) => tracing::error!("confirmation task failed: {e}"),
     }
+}
+
+/// Applies one drain stage of an update: writes it where OpenSM's plugin
+/// applies it, signals OpenSM when configured, and returns once the
+/// switches hold it (read back with `[fabric] confirm`), or the plugin
+/// reports it applied. Without either, it waits `stage_wait_ms` for a
+/// report that may never come, then goes on: nothing else tells.
+pub async fn apply_stage(
+    agent: &Arc<Agent>,
+    wf: &Arc<Fabric>,
+    stage: Verified<Routing>,
+    n: usize,
+) -> Result<(), FollowError> {
+    let Some(dir) = agent.cfg.out_dir.clone() else {
+        // No table set reaches a fabric: nothing to order.
+        return Ok(());
+    };
+    let t0 = Instant::now();
+    let had_status = dir.join(PLUGIN_STATUS).exists();
+    let (wf2, dir2) = (wf.clone(), dir.clone());
+    let stage = Arc::new(stage);
+    let st = stage.clone();
+    let generation = tokio::task::spawn_blocking(move || {
+        fabric::formats::write_routing(&wf2, &st, &dir2)?;
+        fabric::formats::tableset::check_dir(&dir2).map(|m| m.generation)
+    })
+    .await
+    .map_err(|e| FollowError::Task(e.to_string()))??;
+    tracing::info!(
+        stage = n,
+        generation,
+        "drain stage written: the entries toward rerouted destinations are dropped until the new tables follow"
+    );
+    if let Some(live) = agent.cfg.fabric.clone() {
+        if let Some(p) = &live.opensm_pid_file {
+            signal_opensm(p);
+        }
+        if live.confirm {
+            let (wf, dir) = (wf.clone(), dir.clone());
+            let c = tokio::task::spawn_blocking(move || {
+                confirm(&live, &dir, &wf, stage.get(), Step::Drain)
+            })
+            .await
+            .map_err(|e| FollowError::Task(e.to_string()))??;
+            tracing::info!(
+                stage = n,
+                generation,
+                confirm_secs = c.seconds,
+                "drain stage confirmed in the switches"
+            );
+            return Ok(());
+        }
+    }
+    // A plugin that has reported before is waited for as long as a
+    // confirmation; without one, only `stage_wait_ms`.
+    let wait = if had_status {
+        agent
+            .cfg
+            .fabric
+            .as_ref()
+            .map_or(Duration::from_millis(120_000), |l| {
+                Duration::from_millis(l.confirm_timeout_ms)
+            })
+    } else {
+        Duration::from_millis(agent.cfg.stage_wait_ms)
+    };
+    loop {
+        match plugin_verdict(&dir, generation) {
+            Some(Ok(())) => {
+                tracing::info!(
+                    stage = n,
+                    generation,
+                    secs = t0.elapsed().as_secs_f64(),
+                    "OpenSM's plugin applied the drain stage"
+                );
+                return Ok(());
+            }
+            Some(Err(reason)) => return Err(FollowError::Refused { generation, reason }),
+            None => {}
+        }
+        if t0.elapsed() >= wait {
+            if had_status {
+                return Err(FollowError::NotApplied {
+                    generation,
+                    secs: t0.elapsed().as_secs_f64(),
+                    last: "OpenSM's plugin did not report the drain stage".into(),
+                });
+            }
+            tracing::warn!(
+                stage = n,
+                generation,
+                wait_ms = agent.cfg.stage_wait_ms,
+                "no report that the drain stage is applied (no ibfabric plugin?); going on"
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The plugin's verdict on `generation`, if it gave one.
+fn plugin_verdict(dir: &Path, generation: u64) -> Option<Result<(), String>> {
+    let s = std::fs::read_to_string(dir.join(PLUGIN_STATUS)).ok()?;
+    let s = s.trim();
+    if s == format!("applied generation {generation}") {
+        return Some(Ok(()));
+    }
+    s.strip_prefix(&format!("refused generation {generation}: "))
+        .map(|r| Err(r.to_string()))
 }
 
 /// The loop: rediscover on schedule or when OpenSM swept, reroute when the
@@ -253,7 +392,8 @@ pub async fn follow_fabric(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool
             }
         }
         match agent.reroute().await {
-            Ok(()) => apply_and_confirm(&agent, t_change).await,
+            Ok(true) => apply_and_confirm(&agent, t_change).await,
+            Ok(false) => tracing::debug!("the same fabric: tables in force kept"),
             Err(e) => tracing::error!("reroute failed, keeping the tables in force: {e}"),
         }
     }

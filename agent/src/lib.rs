@@ -13,6 +13,7 @@ pub mod subnet;
 
 use arc_swap::ArcSwapOption;
 use config::AgentConfig;
+use fabric::dqr::ChannelList;
 use fabric::intersubnet::{Gid, Mapping};
 use proto::v1;
 use std::collections::HashMap;
@@ -56,6 +57,9 @@ pub struct Agent {
     pub mapping: ArcSwapOption<MappingState>,
     generation: AtomicU64,
     rerouted: Notify,
+    /// The channel list of the tables in force (keyed by the address of
+    /// the routed subnet it was built for), for DQR.
+    list: std::sync::Mutex<Option<(usize, ChannelList)>>,
     /// Fires with the mapping version after every accepted push.
     mapping_changed: watch::Sender<u64>,
 }
@@ -76,6 +80,7 @@ pub enum AgentError {
     Tls(#[from] ibtls::TlsError),
     #[error("following the fabric: {0}")]
     Follow(#[from] follow::FollowError),
+
     #[error("the [tls] certificate names {have}, but this agent speaks for {want}")]
     Identity {
         have: ibtls::Identity,
@@ -122,6 +127,7 @@ impl Agent {
             mapping: ArcSwapOption::empty(),
             generation: AtomicU64::new(0),
             rerouted: Notify::new(),
+            list: std::sync::Mutex::new(None),
             mapping_changed: watch::channel(0).0,
         })
     }
@@ -134,11 +140,79 @@ impl Agent {
         self.mapping_changed.subscribe()
     }
 
-    /// Routes (again) on a blocking thread and swaps the result in. A
-    /// failed reroute keeps the tables in force.
-    pub async fn reroute(self: &Arc<Self>) -> Result<(), AgentError> {
+    /// Routes (again) on a blocking thread and swaps the result in: the
+    /// first time from scratch, then as [`subnet::update_subnet`] decides
+    /// (DQR after failures), applying drain stages first, each confirmed
+    /// before the next. A failed reroute keeps the tables in force.
+    /// Returns whether the tables changed.
+    pub async fn reroute(self: &Arc<Self>) -> Result<bool, AgentError> {
         let cfg = self.cfg.clone();
-        let routed = tokio::task::spawn_blocking(move || subnet::route_subnet(&cfg)).await??;
+        let prev = self.subnet.load_full();
+        let list = self.take_list();
+        let prev2 = prev.clone();
+        let decided = tokio::task::spawn_blocking(move || {
+            subnet::update_subnet(&cfg, prev2.as_deref(), list)
+        })
+        .await?;
+        let update = match decided {
+            Ok(subnet::Decision::Unchanged(list)) => {
+                self.put_list(list.map(|l| *l), prev.as_ref());
+                return Ok(false);
+            }
+            Ok(subnet::Decision::Update(u)) => *u,
+            Err(e) => {
+                // A failed DQR attempt may have left dependencies in the
+                // list: it is rebuilt from the tables in force.
+                if let Some(p) = prev {
+                    self.build_list(p);
+                }
+                return Err(e.into());
+            }
+        };
+        let subnet::Update {
+            stages,
+            routed,
+            list,
+        } = update;
+        let fabric = Arc::new(routed.fabric.clone());
+        for (i, stage) in stages.into_iter().enumerate() {
+            if let Err(e) = follow::apply_stage(self, &fabric, stage, i + 1).await {
+                if let Some(p) = prev {
+                    self.build_list(p);
+                }
+                return Err(e.into());
+            }
+        }
+        {
+            let (cfg, fabric) = (self.cfg.clone(), fabric.clone());
+            let (routing, engine) = (routed.routing.clone(), routed.report.routing.clone());
+            tokio::task::spawn_blocking(move || {
+                let name = engine.map(|r| r.engine).unwrap_or_default();
+                subnet::write_tables(&cfg, &fabric, &routing, &name)
+            })
+            .await??;
+        }
+        if let Some(u) = routed
+            .report
+            .routing
+            .as_ref()
+            .and_then(|r| r.update.as_ref())
+        {
+            tracing::info!(
+                method = %u.method,
+                reason = %u.reason,
+                links_failed = u.links_failed,
+                switches_failed = u.switches_failed,
+                links_restored = u.links_restored,
+                flows_broken = u.flows_broken,
+                flows_rerouted = u.flows_rerouted,
+                entries_changed = u.entries_changed,
+                sls_changed = u.sls_changed,
+                drain_stages = u.stages,
+                seconds = u.seconds,
+                "tables updated after a topology change"
+            );
+        }
         // Generations order this agent's reports within one session (the
         // controller starts a new session's count afresh), so a counter
         // serves; no clock is trusted.
@@ -164,9 +238,66 @@ impl Agent {
                 _ => Some(Arc::clone(&from_file)),
             });
         }
-        self.subnet.store(Some(Arc::new(routed)));
+        let routed = Arc::new(routed);
+        self.subnet.store(Some(routed.clone()));
+        match list {
+            Some(l) => self.put_list(Some(l), Some(&routed)),
+            None if self.cfg.dqr => self.build_list(routed),
+            None => {}
+        }
         self.rerouted.notify_one();
-        Ok(())
+        Ok(true)
+    }
+
+    fn take_list(&self) -> Option<ChannelList> {
+        self.list
+            .lock()
+            .ok()
+            .and_then(|mut l| l.take())
+            .map(|(_, l)| l)
+    }
+
+    /// Keeps `list` as the channel list of `of` (when `of` is still the
+    /// subnet in force).
+    fn put_list(&self, list: Option<ChannelList>, of: Option<&Arc<RoutedSubnet>>) {
+        let (Some(list), Some(of)) = (list, of) else {
+            return;
+        };
+        if let Ok(mut l) = self.list.lock() {
+            *l = Some((Arc::as_ptr(of) as usize, list));
+        }
+    }
+
+    /// Builds the channel list of `routed` in the background; it is kept
+    /// only if `routed` is still in force when it is ready.
+    fn build_list(self: &Arc<Self>, routed: Arc<RoutedSubnet>) {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let t = std::time::Instant::now();
+            match ChannelList::build(&routed.fabric, routed.routing.get()) {
+                Ok((list, _)) => {
+                    let current = me.subnet.load_full();
+                    if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &routed)) {
+                        tracing::debug!(
+                            seconds = t.elapsed().as_secs_f64(),
+                            dependencies = list.num_edges(),
+                            "channel list built: failures will be rerouted by DQR"
+                        );
+                        me.put_list(Some(list), Some(&routed));
+                    }
+                }
+                Err(e) => tracing::warn!("no channel list, failures will be recomputed: {e}"),
+            }
+        });
+    }
+
+    /// Whether the channel list of the tables in force is ready (DQR can
+    /// reroute the next failure).
+    pub fn dqr_ready(&self) -> bool {
+        let cur = self.subnet.load_full();
+        self.list.lock().ok().is_some_and(
+            |l| matches!((&*l, &cur), (Some((p, _)), Some(c)) if *p == Arc::as_ptr(c) as usize),
+        )
     }
 
     fn current_report(&self, session: &str) -> Option<v1::SubnetReport> {

@@ -130,27 +130,43 @@ impl Diags {
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
-    /// Reads topology and tables into `dir` and parses them.
-    pub fn read_back(&self, dir: &Path) -> Result<ReadBack, LiveError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |e| LiveError::Io { path, source: e }
-        };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        // Crash-safe like every file ibfabric writes: `verify` may read
-        // these while a later read-back replaces them.
-        let write = |name: &str, bytes: &[u8]| -> Result<PathBuf, LiveError> {
-            let p = dir.join(name);
-            fabric::fsio::write_bytes(&p, bytes, fabric::fsio::Options::default())
-                .map_err(fabric::Error::from)?;
-            Ok(p)
-        };
+    /// Reads the topology and the switches' forwarding tables only: what
+    /// confirms a drain stage. Its SL-to-VL tables and path SLs are the
+    /// ones in force (or, in a recompute's second drain stage, carry no
+    /// data: every end port is dropped), and end ports it drops cannot be
+    /// asked by LID anyway.
+    pub fn read_back_lfts(&self, dir: &Path) -> Result<ReadBack, LiveError> {
+        let (f, lfts) = self.topology_and_lfts(dir)?;
+        Ok(ReadBack {
+            dir: dir.to_path_buf(),
+            routing: Routing {
+                lfts: fabric::formats::lft::read(&f, &lfts)?,
+                sl2vl: None,
+                path_sl: None,
+                vls_needed: None,
+            },
+            fabric: f,
+            queries: 2,
+        })
+    }
+
+    fn topology_and_lfts(&self, dir: &Path) -> Result<(Fabric, PathBuf), LiveError> {
+        std::fs::create_dir_all(dir).map_err(|e| LiveError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+        let write = |name: &str, bytes: &[u8]| save(dir, name, bytes);
         let topo = write(TOPOLOGY, self.discover()?.as_bytes())?;
         let f = fabric::formats::ibnetdiscover::read(&topo)?;
-        let mut queries = 1;
-
         let lfts = write(LFTS, &self.run(self.cmd("dump_lfts"), "dump_lfts", None)?)?;
-        queries += 1;
+        Ok((f, lfts))
+    }
+
+    /// Reads topology and tables into `dir` and parses them.
+    pub fn read_back(&self, dir: &Path) -> Result<ReadBack, LiveError> {
+        let write = |name: &str, bytes: &[u8]| save(dir, name, bytes);
+        let (f, lfts) = self.topology_and_lfts(dir)?;
+        let mut queries = 2;
 
         // One query per switch out port (it lists every in port) and one
         // per CA port: in one process when the reader is there.
@@ -247,4 +263,13 @@ impl Diags {
             queries,
         })
     }
+}
+
+/// Writes one read-back file, crash-safe like every file ibfabric writes:
+/// `verify` may read these while a later read-back replaces them.
+fn save(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, LiveError> {
+    let p = dir.join(name);
+    fabric::fsio::write_bytes(&p, bytes, fabric::fsio::Options::default())
+        .map_err(fabric::Error::from)?;
+    Ok(p)
 }

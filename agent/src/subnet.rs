@@ -2,12 +2,13 @@
 //! the async side runs it on a blocking thread).
 
 use crate::config::AgentConfig;
+use fabric::dqr::{self, Change, ChannelList, Fault};
 use fabric::formats::ibnetdiscover;
 use fabric::graph::SwitchGraph;
 use fabric::model::{NodeKind, NONE};
 use fabric::routing::{EngineOptions, RoutingEngine};
 use fabric::tables::Routing;
-use fabric::verify::{Policy, Verified};
+use fabric::verify::{Policy, Step, Verified};
 use fabric::Fabric;
 use proto::v1;
 use sha2::{Digest, Sha256};
@@ -22,6 +23,10 @@ pub enum RouteError {
         engine: String,
         refusal: fabric::verify::Refusal,
     },
+    #[error("{0}; keeping the tables in force (to apply a recompute in one step, drain the subnet and restart the agent)")]
+    Unsafe(#[from] dqr::PlanError),
+    #[error("the rerouted tables use {now} VLs, the tables in force {before}")]
+    MoreVls { now: u32, before: u32 },
 }
 
 /// A routed, verified subnet and what the controller needs to know of it.
@@ -95,9 +100,24 @@ pub fn route_subnet_with(
     cfg: &AgentConfig,
     engine: &dyn RoutingEngine,
 ) -> Result<RoutedSubnet, RouteError> {
-    let prefix = cfg.subnet_prefix;
+    let fabric = read_topology(cfg)?;
+    let (routing, route_seconds) = compute(cfg, engine, &fabric)?;
+    write_tables(cfg, &fabric, &routing, engine.name())?;
+    Ok(describe(cfg, fabric, routing, engine, route_seconds, None))
+}
+
+fn read_topology(cfg: &AgentConfig) -> Result<Fabric, RouteError> {
     let mut fabric = ibnetdiscover::read(&cfg.topology)?;
-    fabric.subnet_prefix = prefix;
+    fabric.subnet_prefix = cfg.subnet_prefix;
+    Ok(fabric)
+}
+
+/// Routes `fabric` and passes the tables through the gate.
+fn compute(
+    cfg: &AgentConfig,
+    engine: &dyn RoutingEngine,
+    fabric: &Fabric,
+) -> Result<(Verified<Routing>, f64), RouteError> {
     let opts = EngineOptions {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
@@ -106,23 +126,240 @@ pub fn route_subnet_with(
         ..EngineOptions::default()
     };
     let t = std::time::Instant::now();
-    let routing = engine.route(&fabric, &opts)?;
+    let routing = engine.route(fabric, &opts)?;
     let route_seconds = t.elapsed().as_secs_f64();
     let routing =
-        fabric::verify::accept(&fabric, engine, routing, Policy::DeadlockFree).map_err(|r| {
+        fabric::verify::accept(fabric, engine, routing, Policy::DeadlockFree).map_err(|r| {
             RouteError::Refused {
                 engine: engine.name().to_string(),
                 refusal: r.refusal,
             }
         })?;
+    Ok((routing, route_seconds))
+}
+
+/// Writes a table set where OpenSM (or its plugin) reads it, when the
+/// config names a directory.
+pub fn write_tables(
+    cfg: &AgentConfig,
+    fabric: &Fabric,
+    routing: &Verified<Routing>,
+    engine: &str,
+) -> Result<(), RouteError> {
     if let Some(dir) = &cfg.out_dir {
         // Crash-safe, and the tables of an earlier engine this one does
         // not set (SL-to-VL, path SLs) go: OpenSM would load them too.
-        let files = fabric::formats::write_routing(&fabric, &routing, dir)?;
+        let files = fabric::formats::write_routing(fabric, routing, dir)?;
         for p in &files.removed {
-            tracing::info!(file = %p.display(), engine = engine.name(), "removed a table file this engine does not set");
+            tracing::info!(file = %p.display(), engine, "removed a table file this engine does not set");
         }
     }
+    Ok(())
+}
+
+/// What a topology change leads to.
+pub enum Decision {
+    /// The same nodes, links and LIDs: the tables in force stay (and so
+    /// does their channel list, handed back).
+    Unchanged(Option<Box<ChannelList>>),
+    Update(Box<Update>),
+}
+
+/// New tables, and the stages to apply before them.
+pub struct Update {
+    /// Drain stages, in order: each must be in every switch before the
+    /// next stage or the new tables are applied.
+    pub stages: Vec<Verified<Routing>>,
+    /// The new tables (not written yet: the stages go first).
+    pub routed: RoutedSubnet,
+    /// The channel list of the new tables when DQR kept it; otherwise it
+    /// is built again from them.
+    pub list: Option<ChannelList>,
+}
+
+/// Re-reads the topology and decides how to move to tables for it from
+/// `prev` (the tables in force): DQR when links or switches failed and the
+/// channel list of `prev` is at hand; a recompute whose update is ordered
+/// through drain stages and checked step by step when DQR finds no path or
+/// links came back; a recompute applied in one step (said so) after any
+/// other change. Writes nothing.
+pub fn update_subnet(
+    cfg: &AgentConfig,
+    prev: Option<&RoutedSubnet>,
+    list: Option<ChannelList>,
+) -> Result<Decision, RouteError> {
+    let engine = cfg.engine.engine();
+    let engine = engine.as_ref();
+    let found = read_topology(cfg)?;
+    let Some(prev) = prev else {
+        let (routing, secs) = compute(cfg, engine, &found)?;
+        let routed = describe(cfg, found, routing, engine, secs, None);
+        return Ok(Decision::Update(Box::new(Update {
+            stages: Vec::new(),
+            routed,
+            list: None,
+        })));
+    };
+    let t0 = std::time::Instant::now();
+    let (failed, restored) = match dqr::change_between(&prev.fabric, &found) {
+        Change::Same => return Ok(Decision::Unchanged(list.map(Box::new))),
+        Change::Other(why) => {
+            tracing::warn!(
+                change = %why,
+                "the fabric changed beyond links going down or up: routing it from scratch, applied in one step (the update is not checked)"
+            );
+            let (routing, secs) = compute(cfg, engine, &found)?;
+            let update = v1::TableUpdate {
+                method: "unchecked".into(),
+                reason: why,
+                seconds: t0.elapsed().as_secs_f64(),
+                ..Default::default()
+            };
+            let routed = describe(cfg, found, routing, engine, secs, Some(update));
+            return Ok(Decision::Update(Box::new(Update {
+                stages: Vec::new(),
+                routed,
+                list: None,
+            })));
+        }
+        Change::Links { failed, restored } => (failed, restored),
+    };
+    let mut update = v1::TableUpdate {
+        links_failed: failed
+            .iter()
+            .filter(|f| matches!(f, Fault::Link(_)))
+            .count() as u32,
+        switches_failed: failed
+            .iter()
+            .filter(|f| matches!(f, Fault::Switch(_)))
+            .count() as u32,
+        links_restored: restored.len() as u32,
+        ..Default::default()
+    };
+    let after = dqr::apply_change(&prev.fabric, &failed, &restored).map_err(|source| {
+        fabric::Error::Model {
+            file: cfg.topology.clone(),
+            source,
+        }
+    })?;
+    let kind = engine.kind();
+    let refused = |r: fabric::verify::Refused| RouteError::Refused {
+        engine: engine.name().to_string(),
+        refusal: r.refusal,
+    };
+    let reason = match list {
+        _ if !restored.is_empty() => {
+            "links came back up: a recompute puts traffic on them".to_string()
+        }
+        _ if !cfg.dqr => "dqr is off in the config".to_string(),
+        None => "the channel list of the tables in force is not built yet".to_string(),
+        Some(mut list) => {
+            let opts = dqr::Options {
+                // The gate below verifies the new tables in full.
+                verify_result: false,
+                ..dqr::Options::default()
+            };
+            let t = std::time::Instant::now();
+            match dqr::reroute(&after, prev.routing.get(), &mut list, &opts) {
+                Ok(out) => {
+                    let secs = t.elapsed().as_secs_f64();
+                    let stages = out
+                        .drain
+                        .map(|d| fabric::verify::accept_step(&after, kind, d, Step::Drain))
+                        .transpose()
+                        .map_err(refused)?
+                        .into_iter()
+                        .collect::<Vec<_>>();
+                    let routing =
+                        fabric::verify::accept_step(&after, kind, out.routing, Step::Final)
+                            .map_err(refused)?;
+                    let (now, before) = (routing.report(), prev.routing.report());
+                    if now.max_vl > before.max_vl || now.vls_used > before.vls_used {
+                        return Err(RouteError::MoreVls {
+                            now: now.vls_used,
+                            before: before.vls_used,
+                        });
+                    }
+                    let s = out.stats;
+                    update.method = "dqr".into();
+                    update.flows_broken = s.flows_broken;
+                    update.flows_rerouted = s.flows_rerouted;
+                    update.entries_changed = s.entries_changed;
+                    update.sls_changed = s.sls_changed;
+                    update.stages = stages.len() as u32;
+                    update.seconds = t0.elapsed().as_secs_f64();
+                    let routed = describe(cfg, after, routing, engine, secs, Some(update));
+                    return Ok(Decision::Update(Box::new(Update {
+                        stages,
+                        routed,
+                        list: Some(list),
+                    })));
+                }
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    tracing::warn!(%reason, "recomputing the subnet; the update will be ordered and checked");
+    let (routing, secs) = compute(cfg, engine, &after)?;
+    let plan = match dqr::order_update(&after, prev.routing.get(), routing.get()) {
+        Ok(p) => p,
+        Err(e) if failed.is_empty() => {
+            // Only links came back: the tables in force still connect
+            // every pair without them, and deadlock free (a new link adds
+            // no walk). They stay, bound to the fabric as it is now.
+            let kept =
+                fabric::verify::accept_step(&after, kind, prev.routing.get().clone(), Step::Final)
+                    .map_err(refused)?;
+            tracing::warn!("links came back, but the recompute cannot be applied safely ({e}); the tables in force stay, and the new links carry nothing");
+            update.method = "kept".into();
+            update.reason = format!("{reason}; but {e}");
+            update.seconds = t0.elapsed().as_secs_f64();
+            let routed = describe(cfg, after, kept, engine, 0.0, Some(update));
+            return Ok(Decision::Update(Box::new(Update {
+                stages: Vec::new(),
+                routed,
+                list: None,
+            })));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let stages = plan
+        .stages
+        .into_iter()
+        .map(|d| fabric::verify::accept_step(&after, kind, d, Step::Drain))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(refused)?;
+    let t = fabric::audit::compare(
+        &prev.fabric,
+        prev.routing.get(),
+        &after,
+        routing.get(),
+        false,
+        0,
+    );
+    update.method = "recompute".into();
+    update.reason = reason;
+    update.entries_changed = t.differences;
+    update.stages = stages.len() as u32;
+    update.seconds = t0.elapsed().as_secs_f64();
+    let routed = describe(cfg, after, routing, engine, secs, Some(update));
+    Ok(Decision::Update(Box::new(Update {
+        stages,
+        routed,
+        list: None,
+    })))
+}
+
+/// Describes routed tables for the controller and the path queries.
+fn describe(
+    cfg: &AgentConfig,
+    fabric: Fabric,
+    routing: Verified<Routing>,
+    engine: &dyn RoutingEngine,
+    route_seconds: f64,
+    update: Option<v1::TableUpdate>,
+) -> RoutedSubnet {
+    let prefix = cfg.subnet_prefix;
     let primary = fabric::intersubnet::reported_primary_lids(engine, &fabric, &routing.get().lfts);
     let mut h = Sha256::new();
     routing.get().for_each_table_chunk(|c| h.update(c));
@@ -193,6 +430,7 @@ pub fn route_subnet_with(
             max_hops: rep.max_hops,
             table_digest: digest,
             route_seconds,
+            update,
         }),
         dependencies: summary(&routing),
     };
@@ -206,12 +444,12 @@ pub fn route_subnet_with(
         route_seconds,
         "subnet routed and verified"
     );
-    Ok(RoutedSubnet {
+    RoutedSubnet {
         prefix,
         fabric,
         routing,
         report,
         lid_by_guid,
         router_port_lid,
-    })
+    }
 }

@@ -469,6 +469,31 @@ impl Fabric {
         f.endports.retain(|&e| f.remote[e as usize] != NONE);
         f
     }
+    /// This fabric with the links `(a, b)` up (slots of two ports without a
+    /// link, as [`Fabric::without_links`] leaves them); end ports that
+    /// regain a link are end ports again.
+    pub fn with_links(&self, links: &[(Slot, Slot)]) -> Result<Fabric, ModelError> {
+        let mut f = self.clone();
+        for &(a, b) in links {
+            let ok = |s: Slot| (s as usize) < f.remote.len() && f.remote[s as usize] == NONE;
+            if let Some(&bad) = [a, b].iter().find(|&&s| a == b || !ok(s)) {
+                let (node, port) = if (bad as usize) < f.remote.len() {
+                    (f.descs[f.node_of(bad) as usize].clone(), f.port_of(bad))
+                } else {
+                    (format!("slot {bad}"), 0)
+                };
+                return Err(ModelError::PortInUse { node, port });
+            }
+            f.remote[a as usize] = b;
+            f.remote[b as usize] = a;
+        }
+        f.endports = (0..f.num_nodes() as NodeId)
+            .filter(|&n| f.kind(n) != NodeKind::Switch)
+            .flat_map(|n| f.port_slots(n))
+            .filter(|&s| f.remote[s as usize] != NONE)
+            .collect();
+        Ok(f)
+    }
     pub fn find_node_by_guid(&self, guid: u64) -> Option<NodeId> {
         self.guids
             .iter()

@@ -126,6 +126,34 @@ fn reroute_and_check(
             }
         }
     }
+    // Management traffic: every switch still reaches every other switch's
+    // LID (the subnet manager's queries travel there).
+    let live: Vec<u32> = (0..f1.switches().len() as u32)
+        .filter(|&si| {
+            let sw = f1.switches()[si as usize];
+            f1.port_slots(sw).any(|p| f1.remote(p) != NONE)
+        })
+        .collect();
+    for &a in &live {
+        for &b in &live {
+            let dlid = f1.switch_lid(f1.switches()[b as usize]);
+            let mut cur = a;
+            let mut hops = 0;
+            while cur != b {
+                let sw = f1.switches()[cur as usize];
+                let p = out.routing.lfts.get(cur, dlid);
+                assert!(
+                    p >= 1 && p <= f1.num_ports(sw),
+                    "switch {a} has no way to switch {b}"
+                );
+                let rem = f1.remote(f1.slot(sw, p));
+                assert!(rem != NONE, "switch {a} to switch {b}: dead port");
+                cur = f1.switch_index(f1.node_of(rem)).expect("a switch");
+                hops += 1;
+                assert!(hops <= live.len(), "switch {a} to switch {b}: loop");
+            }
+        }
+    }
     assert_eq!(broken, out.stats.flows_broken, "{:?}", out.stats);
     assert_eq!(pairs, out.stats.flows, "{:?}", out.stats);
     assert_eq!(out.stats.flows_rerouted, broken);

@@ -365,6 +365,54 @@ fn wait_for_log(path: &Path, what: &str, count: usize, timeout: Duration) -> f64
     }
 }
 
+/// An agent following `fx`'s fabric under `engine`, started on a set
+/// `ibfabric route` wrote; returns the simulator, the agent, its log, the
+/// topology it keeps and the table directory, once the switches hold its
+/// first set.
+fn agent_following(fx: &Fixture, engine: &str) -> (Sim, Child, PathBuf, PathBuf, PathBuf) {
+    let live = fx.root.join("tables");
+    // A set to start OpenSM on, as an operator bootstraps it; the agent
+    // replaces it with one computed on the fabric it discovers.
+    route(fx, engine, &[], &live);
+    let sim = start_sim(fx, &live, true);
+    let topo = fx.root.join("live.net");
+    let conf = fx.root.join("agent.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "insecure = true\nagent_id = \"s0\"\nsubnet_prefix = \"0xfec0000000000001\"\n\
+             topology = \"{}\"\nengine = \"{engine}\"\nout_dir = \"{}\"\n\
+             [fabric]\nrediscover_ms = 60000\nconfirm_timeout_ms = 60000\npathrecord_tool = \"{}\"\nsl2vl_tool = \"{}\"\n",
+            topo.display(),
+            live.display(),
+            fx.plugin.join("ibfabric-pathrecord-sl").display(),
+            fx.plugin.join("ibfabric-sl2vl-read").display()
+        ),
+    )
+    .unwrap();
+    let log = fx.root.join("agent.log");
+    let agent = Child(
+        sim.command(ibfabric_bin().unwrap())
+            .args(["agent", "--config"])
+            .arg(&conf)
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("the agent starts"),
+    );
+    let first = wait_for_log(&log, CONFIRMED, 1, Duration::from_secs(300));
+    eprintln!("agent start -> tables confirmed in {first:.2} s");
+    (sim, agent, log, topo, live)
+}
+
+const CONFIRMED: &str = "tables confirmed in the switches";
+
+fn links(p: &Path) -> u64 {
+    let v: Value =
+        serde_json::from_str(&ibfabric(&["info", "--json", p.to_str().unwrap()]).unwrap()).unwrap();
+    v["links"].as_u64().unwrap()
+}
+
 /// An agent that follows the fabric: it discovers the topology through the
 /// SM's port, routes it, writes the set OpenSM's plugin applies, and reads
 /// the switches back. A link removed with ibsim's `Unlink` reaches OpenSM
@@ -380,45 +428,7 @@ fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
     // Every pair's PathRecord is compared by the round-trip tests; here a
     // sample keeps larger Dragonflies quick.
     fx.path_sample = Some(32);
-    let live = fx.root.join("tables");
-    // A set to start OpenSM on, as an operator bootstraps it; the agent
-    // replaces it with one computed on the fabric it discovers.
-    route(&fx, "dfdn", &[], &live);
-    let mut sim = start_sim(&fx, &live, true);
-    let topo = fx.root.join("live.net");
-    let conf = fx.root.join("agent.toml");
-    std::fs::write(
-        &conf,
-        format!(
-            "insecure = true\nagent_id = \"s0\"\nsubnet_prefix = \"0xfec0000000000001\"\n\
-             topology = \"{}\"\nengine = \"dfdn\"\nout_dir = \"{}\"\n\
-             [fabric]\nrediscover_ms = 60000\nconfirm_timeout_ms = 60000\npathrecord_tool = \"{}\"\nsl2vl_tool = \"{}\"\n",
-            topo.display(),
-            live.display(),
-            fx.plugin.join("ibfabric-pathrecord-sl").display(),
-            fx.plugin.join("ibfabric-sl2vl-read").display()
-        ),
-    )
-    .unwrap();
-    let log = fx.root.join("agent.log");
-    let _agent = Child(
-        sim.command(ibfabric_bin().unwrap())
-            .args(["agent", "--config"])
-            .arg(&conf)
-            .env("RUST_LOG", "info")
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("the agent starts"),
-    );
-    let confirmed = "tables confirmed in the switches";
-    let first = wait_for_log(&log, confirmed, 1, Duration::from_secs(300));
-    eprintln!("agent start -> tables confirmed in {first:.2} s");
-    let links = |p: &Path| -> u64 {
-        let v: Value =
-            serde_json::from_str(&ibfabric(&["info", "--json", p.to_str().unwrap()]).unwrap())
-                .unwrap();
-        v["links"].as_u64().unwrap()
-    };
+    let (mut sim, _agent, log, topo, live) = agent_following(&fx, "dfdn");
     let all = links(&fx.net);
     assert_eq!(
         links(&topo),
@@ -435,7 +445,7 @@ fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
     ];
     for (n, (command, want_links, name)) in steps.into_iter().enumerate() {
         sim.console(&format!("{command} \"g0r0\"[3]")).unwrap();
-        let secs = wait_for_log(&log, confirmed, n + 2, Duration::from_secs(300));
+        let secs = wait_for_log(&log, CONFIRMED, n + 2, Duration::from_secs(300));
         eprintln!("{command} -> new tables confirmed in the switches in {secs:.2} s");
         assert_eq!(
             links(&topo),
@@ -447,6 +457,22 @@ fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
             text.matches("the fabric changed; rerouting").count() > n,
             "{text}"
         );
+        // The failure is rerouted by DQR; the link back is recomputed with
+        // the update checked (or the tables in force kept).
+        let methods: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("method=").nth(1))
+            .filter_map(|m| m.split_whitespace().next())
+            .collect();
+        let want: &[&str] = if n == 0 {
+            &["dqr"]
+        } else {
+            &["recompute", "kept"]
+        };
+        assert!(
+            methods.get(n).is_some_and(|m| want.contains(m)),
+            "{methods:?}\n{text}"
+        );
         let (a, code) = audit_against(&fx, &sim, &live, &topo, name);
         assert_eq!(a["expected"]["differences"], 0, "{a:#}");
         assert_eq!(
@@ -455,4 +481,69 @@ fn an_agent_follows_unlink_and_relink_to_verified_tables_in_the_switches() {
             "{a:#}"
         );
     }
+}
+
+/// A failure whose one-step update is not deadlock free: the agent applies
+/// DQR's drain stage, the switches are read back holding it (entries into
+/// the fault dropped, deadlock free as read), then the new tables, read
+/// back equal to the files and verified.
+#[test]
+fn a_drain_stage_reaches_the_switches_before_the_rerouted_tables() {
+    let fx = fixture(&["mesh", "--dims", "4x4"]);
+    let (mut sim, _agent, log, topo, live) = agent_following(&fx, "updn");
+    // Which links need a drain stage under the agent's own tables: asked of
+    // `ibfabric reroute`, on the topology the agent discovered.
+    let f = fabric::formats::ibnetdiscover::read(&topo).expect("the agent's topology");
+    let probe = fx.root.join("probe");
+    let pick = f
+        .switch_links()
+        .into_iter()
+        .find(|&l| {
+            let (n, p) = (f.node_of(l), f.port_of(l));
+            let fail = format!("{:#x}:{p}", f.guid(n));
+            let out = ibfabric(&[
+                "reroute",
+                "-t",
+                topo.to_str().unwrap(),
+                "-d",
+                live.to_str().unwrap(),
+                "--fail",
+                &fail,
+                "-o",
+                probe.to_str().unwrap(),
+                "--json",
+            ])
+            .expect("reroute");
+            let v: Value = serde_json::from_str(&out).expect("reroute --json");
+            !v["drain"].is_null()
+        })
+        .expect("some link of the 4x4 mesh needs a drain stage under updn");
+    let (n, p) = (f.node_of(pick), f.port_of(pick));
+    sim.console(&format!("Unlink \"{}\"[{p}]", f.desc(n)))
+        .unwrap();
+    let secs = wait_for_log(&log, CONFIRMED, 2, Duration::from_secs(300));
+    eprintln!("Unlink -> drain stage, then new tables confirmed in the switches in {secs:.2} s");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let drained = text
+        .find("drain stage confirmed in the switches")
+        .expect("the drain stage was confirmed");
+    let updated = text
+        .find("tables updated after a topology change")
+        .expect("the update is logged");
+    assert!(
+        text[updated..].contains("method=dqr") && text[updated..].contains("drain_stages=1"),
+        "{text}"
+    );
+    let last = text.rfind(CONFIRMED).unwrap();
+    assert!(
+        drained < updated && updated < last,
+        "drain, then the new tables:\n{text}"
+    );
+    let (a, code) = audit_against(&fx, &sim, &live, &topo, "after-drain");
+    assert_eq!(a["expected"]["differences"], 0, "{a:#}");
+    assert_eq!(
+        (a["deadlock_free"].clone(), code),
+        (Value::Bool(true), 0),
+        "{a:#}"
+    );
 }

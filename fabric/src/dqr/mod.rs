@@ -27,9 +27,13 @@
 //! inserted into the same list.
 
 pub mod channel_list;
+pub mod diff;
+pub mod plan;
 mod search;
 
 pub use channel_list::{ChannelList, ChannelListError, Vertex};
+pub use diff::{apply_change, change_between, Change};
+pub use plan::{order_update, PlanError, Planned};
 
 use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
 use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
@@ -107,6 +111,12 @@ pub struct Stats {
     pub flows_rerouted: u64,
     pub destinations_affected: u64,
     pub entries_changed: u64,
+    /// Entries toward ports the fault cut off, removed.
+    pub entries_dropped: u64,
+    /// Entries toward switches (their port 0: management traffic, which
+    /// the subnet manager sends on VL 15, outside the dependency graph)
+    /// whose route crossed the fault, set to a shortest way around it.
+    pub switch_entries_changed: u64,
     pub sls_changed: u64,
     /// Dependencies added to the channel list, and those that went down
     /// the list and moved channels.
@@ -187,6 +197,25 @@ pub fn reroute(
         vls_before: list.vls_used(),
         ..Stats::default()
     };
+    // Ports the fault cut off (a host behind a failed link or switch, a
+    // switch with no link left) are no destination any more: no entry
+    // names them, so the set never routes to a port the fabric lacks.
+    for lid in 1..=f.max_lid() {
+        let Some(s) = f.lid_owner(lid) else { continue };
+        let n = f.node_of(s);
+        let gone = match f.kind(n) {
+            NodeKind::Switch => f.port_slots(n).all(|p| f.remote(p) == NONE),
+            _ => f.remote(s) == NONE,
+        };
+        if gone {
+            for si in 0..f.switches().len() as u32 {
+                if new.lfts.get(si, lid) != NO_PATH {
+                    new.lfts.set(si, lid, NO_PATH);
+                    stats.entries_dropped += 1;
+                }
+            }
+        }
+    }
     // A destination is affected only if some switch's entry toward it
     // leads into a link that is down (or nowhere): scanning the rows of
     // the switches with a dead port finds them without walking the rest.
@@ -311,6 +340,7 @@ pub fn reroute(
     if let Some((src, dst)) = first_unrouted {
         return Err(DqrError::NoPath { unrouted, src, dst });
     }
+    stats.switch_entries_changed = repair_switch_lids(f, &mut new);
     stats.entries_changed = (0..f.switches().len() as u32)
         .map(|si| {
             changed_dests
@@ -347,6 +377,7 @@ pub fn reroute(
                         }
                     }
                 }
+                switch_columns_from(f, &mut d, &new);
                 stats.transition_dependencies = admit_transition(f, old, &d, list, &changed_dests)?
                     + admit_transition(f, &d, &new, list, &changed_dests)?;
                 drain = Some(d);
@@ -358,6 +389,104 @@ pub fn reroute(
         drain,
         stats,
     })
+}
+
+/// Copies `src`'s entries toward switch LIDs into `dst`: a drain stage
+/// carries the repaired routes to the switches, so that the subnet
+/// manager reaches every switch (to apply and read back the next stage)
+/// while data toward the rerouted end ports is dropped. Management
+/// packets travel on VL 15, outside the dependency graph.
+pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) {
+    for &sw in f.switches() {
+        let lid = f.switch_lid(sw);
+        if lid == 0 {
+            continue;
+        }
+        for si in 0..f.switches().len() as u32 {
+            dst.lfts.set(si, lid, src.lfts.get(si, lid));
+        }
+    }
+}
+
+/// Gives every switch whose route toward another switch's LID crossed the
+/// fault an entry toward a neighbour one hop closer (on the fabric after
+/// the fault); routes that still arrive stay. A repaired chain only
+/// descends in distance until it meets the destination or a switch whose
+/// route arrives, and such a route passes no repaired switch (it would
+/// not have arrived), so no loop forms. Returns the entries changed.
+fn repair_switch_lids(f: &Fabric, r: &mut Routing) -> u64 {
+    let n = f.switches().len();
+    let mut changed = 0u64;
+    let mut dist = vec![u32::MAX; n];
+    let mut queue = std::collections::VecDeque::new();
+    let mut state = vec![Reach::Unknown; n];
+    let neighbours = |si: u32| {
+        let sw = f.switches()[si as usize];
+        (1..=f.num_ports(sw)).filter_map(move |p| {
+            let rem = f.remote(f.slot(sw, p));
+            (rem != NONE)
+                .then(|| f.switch_index(f.node_of(rem)))
+                .flatten()
+                .map(|ni| (p, ni))
+        })
+    };
+    for (di, &dsw) in f.switches().iter().enumerate() {
+        let dlid = f.switch_lid(dsw);
+        if dlid == 0 || neighbours(di as u32).next().is_none() {
+            continue;
+        }
+        dist.fill(u32::MAX);
+        dist[di] = 0;
+        queue.clear();
+        queue.push_back(di as u32);
+        while let Some(x) = queue.pop_front() {
+            for (_, y) in neighbours(x) {
+                if dist[y as usize] == u32::MAX {
+                    dist[y as usize] = dist[x as usize] + 1;
+                    queue.push_back(y);
+                }
+            }
+        }
+        state.fill(Reach::Unknown);
+        state[di] = Reach::Good;
+        for si in 0..n as u32 {
+            if dist[si as usize] == u32::MAX {
+                continue;
+            }
+            // Follow the entries until a known verdict.
+            let mut chain = Vec::new();
+            let mut cur = si;
+            let verdict = loop {
+                match state[cur as usize] {
+                    Reach::Good => break Reach::Good,
+                    Reach::Broken | Reach::Visiting => break Reach::Broken,
+                    _ => {}
+                }
+                state[cur as usize] = Reach::Visiting;
+                chain.push(cur);
+                let out = r.lfts.get(cur, dlid);
+                match neighbours(cur).find(|&(p, _)| p == out) {
+                    Some((_, next)) => cur = next,
+                    None => break Reach::Broken,
+                }
+            };
+            for c in chain {
+                state[c as usize] = verdict;
+            }
+        }
+        for si in 0..n {
+            if state[si] != Reach::Broken || dist[si] == u32::MAX {
+                continue;
+            }
+            if let Some((p, _)) =
+                neighbours(si as u32).find(|&(_, y)| dist[y as usize] + 1 == dist[si])
+            {
+                r.lfts.set(si as u32, dlid, p);
+                changed += 1;
+            }
+        }
+    }
+    changed
 }
 
 /// The new tables in full: connected, deadlock free, within the VLs the
