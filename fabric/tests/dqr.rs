@@ -126,16 +126,43 @@ fn reroute_and_check(
             }
         }
     }
-    // Management traffic: every switch still reaches every other switch's
-    // LID (the subnet manager's queries travel there).
+    // Management traffic: every switch that reached another switch's LID
+    // before the fault still does (the subnet manager's queries travel
+    // there).
     let live: Vec<u32> = (0..f1.switches().len() as u32)
         .filter(|&si| {
             let sw = f1.switches()[si as usize];
             f1.port_slots(sw).any(|p| f1.remote(p) != NONE)
         })
         .collect();
+    let reached = |f: &Fabric, r: &Routing, a: u32, b: u32| {
+        let dlid = f.switch_lid(f.switches()[b as usize]);
+        let mut cur = a;
+        for _ in 0..=f.switches().len() {
+            if cur == b {
+                return true;
+            }
+            let sw = f.switches()[cur as usize];
+            let p = r.lfts.get(cur, dlid);
+            if p == 0 || p > f.num_ports(sw) {
+                return false;
+            }
+            let rem = f.remote(f.slot(sw, p));
+            match (rem != NONE)
+                .then(|| f.switch_index(f.node_of(rem)))
+                .flatten()
+            {
+                Some(n) => cur = n,
+                None => return false,
+            }
+        }
+        false
+    };
     for &a in &live {
         for &b in &live {
+            if !reached(f0, r0, a, b) {
+                continue;
+            }
             let dlid = f1.switch_lid(f1.switches()[b as usize]);
             let mut cur = a;
             let mut hops = 0;

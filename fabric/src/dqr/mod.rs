@@ -220,13 +220,23 @@ pub fn reroute(
     // leads into a link that is down (or nowhere): scanning the rows of
     // the switches with a dead port finds them without walking the rest.
     let mut affected_lid = vec![false; f.max_lid() as usize + 1];
-    for (si, &sw) in f.switches().iter().enumerate() {
-        let dead: Vec<u8> = (1..=f.num_ports(sw))
-            .filter(|&p| f.remote(f.slot(sw, p)) == NONE)
-            .collect();
+    // Ports that lost their link, per switch (an unlinked port of the
+    // fabric before the fault carries no entry of a connected routing).
+    let dead_ports: Vec<(u32, Vec<bool>)> = f
+        .switches()
+        .iter()
+        .enumerate()
+        .filter_map(|(si, &sw)| {
+            let dead: Vec<bool> = (0..=f.num_ports(sw))
+                .map(|p| p > 0 && f.remote(f.slot(sw, p)) == NONE)
+                .collect();
+            dead.iter().any(|&d| d).then_some((si as u32, dead))
+        })
+        .collect();
+    for (si, dead) in &dead_ports {
         for (lid, hit) in affected_lid.iter_mut().enumerate() {
-            let e = old.lfts.get(si as u32, lid as u16);
-            if e == NO_PATH || e == 0 || e > f.num_ports(sw) || dead.contains(&e) {
+            let e = old.lfts.get(*si, lid as u16);
+            if dead.get(e as usize).copied().unwrap_or(false) {
                 *hit = true;
             }
         }
@@ -340,7 +350,7 @@ pub fn reroute(
     if let Some((src, dst)) = first_unrouted {
         return Err(DqrError::NoPath { unrouted, src, dst });
     }
-    stats.switch_entries_changed = repair_switch_lids(f, &mut new);
+    stats.switch_entries_changed = repair_switch_lids(f, &mut new, &affected_lid);
     stats.entries_changed = (0..f.switches().len() as u32)
         .map(|si| {
             changed_dests
@@ -414,7 +424,7 @@ pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) 
 /// descends in distance until it meets the destination or a switch whose
 /// route arrives, and such a route passes no repaired switch (it would
 /// not have arrived), so no loop forms. Returns the entries changed.
-fn repair_switch_lids(f: &Fabric, r: &mut Routing) -> u64 {
+fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> u64 {
     let n = f.switches().len();
     let mut changed = 0u64;
     let mut dist = vec![u32::MAX; n];
@@ -432,7 +442,10 @@ fn repair_switch_lids(f: &Fabric, r: &mut Routing) -> u64 {
     };
     for (di, &dsw) in f.switches().iter().enumerate() {
         let dlid = f.switch_lid(dsw);
-        if dlid == 0 || neighbours(di as u32).next().is_none() {
+        if dlid == 0
+            || !affected_lid.get(dlid as usize).copied().unwrap_or(false)
+            || neighbours(di as u32).next().is_none()
+        {
             continue;
         }
         dist.fill(u32::MAX);
@@ -539,7 +552,9 @@ pub fn admit_transition(
     let mut added = 0u64;
     let mut bad = None;
     for &d in dests {
-        mix.walks_to(&mut st, d, &mut |c, vc, o, vo| {
+        // The list holds the old side's dependencies: only walks that
+        // differ from it can add any.
+        mix.walks_through_changes(&mut st, d, &mut |c, vc, o, vo| {
             if bad.is_some() {
                 return;
             }

@@ -78,6 +78,13 @@ pub(crate) struct Mix<'a> {
     is_s2s: Vec<bool>,
     vls: usize,
     hosts: Vec<Slot>,
+    /// The two sides map SLs to VLs the same everywhere: a walk that meets
+    /// no changed entry and keeps its SL is a walk of the old side.
+    sl2vl_same: bool,
+    /// Sources by the switch they hang off (switch index).
+    hosts_at: Vec<Vec<Slot>>,
+    /// Per destination LID, the sources whose path SL toward it changes.
+    sl_changed_to: Vec<Vec<Slot>>,
 }
 
 /// Per-thread scratch of [`Mix::walks_to`] and what it counted.
@@ -86,6 +93,14 @@ pub(crate) struct MixScratch {
     stamp: Vec<u32>,
     tag: u32,
     stack: Vec<(Slot, u8, u8)>,
+    /// Per switch: its route toward the destination may meet a changed
+    /// entry (see [`Mix::walks_through_changes`]), and the reverse
+    /// next-hop graph that finds them.
+    relevant: Vec<bool>,
+    pred_start: Vec<u32>,
+    pred: Vec<u32>,
+    queue: Vec<u32>,
+    sources: Vec<Slot>,
     pub states: u64,
     pub dests_changed: u64,
     pub entries_changed: u64,
@@ -96,13 +111,42 @@ impl<'a> Mix<'a> {
     /// `vls`: the VLs a dependency may name (above: VL 15 or unused, no
     /// buffer held).
     pub(crate) fn new(f: &'a Fabric, old: &'a Routing, new: &'a Routing, vls: usize) -> Self {
+        let hosts = switch_hosts(f);
+        let mut hosts_at = vec![Vec::new(); f.switches().len()];
+        let mut sl_changed_to = vec![Vec::new(); f.max_lid() as usize + 1];
+        for &h in &hosts {
+            if let Some(si) = f.switch_index(f.node_of(f.remote(h))) {
+                hosts_at[si as usize].push(h);
+            }
+            if old.path_sl.is_none() && new.path_sl.is_none() {
+                continue;
+            }
+            let slid = f.lid_of_slot(h);
+            fn row(r: &Routing, slid: u16) -> Option<&[u8]> {
+                r.path_sl.as_ref().and_then(|p| p.row_of(slid))
+            }
+            // Rows compare whole first: a reroute changes few of them.
+            if let (Some(a), Some(b)) = (row(old, slid), row(new, slid)) {
+                if a == b {
+                    continue;
+                }
+            }
+            for (dlid, to) in sl_changed_to.iter_mut().enumerate() {
+                if path_sl(old, slid, dlid as u16) != path_sl(new, slid, dlid as u16) {
+                    to.push(h);
+                }
+            }
+        }
         Self {
             f,
             old,
             new,
             is_s2s: switch_link_flags(f),
             vls,
-            hosts: switch_hosts(f),
+            hosts,
+            sl2vl_same: old.sl2vl == new.sl2vl,
+            hosts_at,
+            sl_changed_to,
         }
     }
 
@@ -126,6 +170,94 @@ impl<'a> Mix<'a> {
         &self,
         st: &mut MixScratch,
         d: Slot,
+        on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
+    ) {
+        self.walks(st, d, false, on_edge);
+    }
+
+    /// The mixed walks toward `d` that differ from the old side's: those
+    /// from a source whose SL changes, or that may meet a switch whose
+    /// entry changes. The others are walks of the old tables, whose
+    /// dependencies a caller holding the old graph has already. All walks
+    /// when the SL-to-VL tables change.
+    pub(crate) fn walks_through_changes(
+        &self,
+        st: &mut MixScratch,
+        d: Slot,
+        on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
+    ) {
+        self.walks(st, d, self.sl2vl_same, on_edge);
+    }
+
+    /// Marks in `st.relevant` the switches whose old or new entry toward
+    /// `d` leads, in any number of hops, to a switch whose entry changes.
+    fn mark_relevant(&self, st: &mut MixScratch, cols: [&[u8]; 2]) {
+        let f = self.f;
+        let n = f.switches().len();
+        let next = |si: usize, col: &[u8]| -> Option<u32> {
+            let sw = f.switches()[si];
+            let out = col[si];
+            if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
+                return None;
+            }
+            let r = f.remote(f.slot(sw, out));
+            if r == NONE {
+                return None;
+            }
+            f.switch_index(f.node_of(r))
+        };
+        st.relevant.clear();
+        st.relevant.resize(n, false);
+        st.pred_start.clear();
+        st.pred_start.resize(n + 1, 0);
+        for si in 0..n {
+            for col in cols {
+                if let Some(t) = next(si, col) {
+                    st.pred_start[t as usize + 1] += 1;
+                }
+            }
+        }
+        for i in 0..n {
+            st.pred_start[i + 1] += st.pred_start[i];
+        }
+        st.pred.clear();
+        st.pred.resize(st.pred_start[n] as usize, 0);
+        let mut fill: Vec<u32> = st.pred_start[..n].to_vec();
+        for si in 0..n {
+            for col in cols {
+                if let Some(t) = next(si, col) {
+                    st.pred[fill[t as usize] as usize] = si as u32;
+                    fill[t as usize] += 1;
+                }
+            }
+        }
+        st.queue.clear();
+        for (si, (a, b)) in cols[0].iter().zip(cols[1]).enumerate() {
+            if a != b {
+                st.relevant[si] = true;
+                st.queue.push(si as u32);
+            }
+        }
+        while let Some(t) = st.queue.pop() {
+            let (a, b) = (
+                st.pred_start[t as usize] as usize,
+                st.pred_start[t as usize + 1] as usize,
+            );
+            for i in a..b {
+                let p = st.pred[i] as usize;
+                if !st.relevant[p] {
+                    st.relevant[p] = true;
+                    st.queue.push(p as u32);
+                }
+            }
+        }
+    }
+
+    fn walks(
+        &self,
+        st: &mut MixScratch,
+        d: Slot,
+        only_changes: bool,
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
         let f = self.f;
@@ -156,10 +288,27 @@ impl<'a> Mix<'a> {
         }
         st.tag += 1;
         let tag = st.tag;
+        if only_changes {
+            self.mark_relevant(st, [&sides[0].col, &sides[1].col]);
+        }
         let vls = self.vls;
         let key =
             |c: Slot, vl: u8, sl: u8| (c as usize * vls + vl as usize) * NUM_SLS + sl as usize;
-        for &h in &self.hosts {
+        // The sources to walk from: every one, or those whose walks may
+        // differ from the old side's (see `walks_through_changes`).
+        let mut sources = std::mem::take(&mut st.sources);
+        sources.clear();
+        if only_changes {
+            for (si, at) in self.hosts_at.iter().enumerate() {
+                if st.relevant[si] {
+                    sources.extend_from_slice(at);
+                }
+            }
+            sources.extend_from_slice(&self.sl_changed_to[dlid as usize]);
+        } else {
+            sources.extend_from_slice(&self.hosts);
+        }
+        for &h in &sources {
             if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
                 continue;
             }
@@ -225,6 +374,7 @@ impl<'a> Mix<'a> {
                 }
             }
         }
+        st.sources = sources;
         st.sls_changed += sls_changed;
         if entries > 0 || sls_changed > 0 {
             st.dests_changed += 1;
@@ -311,6 +461,59 @@ mod tests {
     use super::*;
     use crate::gen::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
+    use std::collections::HashSet;
+
+    type Edges = HashSet<(Slot, u8, Slot, u8)>;
+
+    fn edges(mix: &Mix, f: &Fabric, only_changes: bool) -> Edges {
+        let mut st = mix.scratch();
+        let mut e = Edges::new();
+        for &d in f.endports() {
+            let mut add = |c, vc, o, vo| {
+                e.insert((c, vc, o, vo));
+            };
+            if only_changes {
+                mix.walks_through_changes(&mut st, d, &mut add);
+            } else {
+                mix.walks_to(&mut st, d, &mut add);
+            }
+        }
+        e
+    }
+
+    #[test]
+    fn the_walks_through_changes_and_the_old_walks_cover_every_mix() {
+        // A full recompute after a fault changes many entries and SLs.
+        for (t, engine) in [
+            (
+                Topology::Mesh {
+                    dims: vec![4, 4],
+                    torus: true,
+                    hosts: 1,
+                },
+                EngineKind::Lash,
+            ),
+            (
+                Topology::Dragonfly { p: 2, hosts: None },
+                EngineKind::Dfsssp,
+            ),
+        ] {
+            let f = generate(&t).expect("topology");
+            let opts = EngineOptions::default();
+            let old = engine.engine().route(&f, &opts).expect("routes");
+            for &l in f.switch_links().iter().take(6) {
+                let f1 = f.without_links(&[l]);
+                let Ok(new) = engine.engine().route(&f1, &opts) else {
+                    continue;
+                };
+                let vls = 8;
+                let full = edges(&Mix::new(&f1, &old, &new, vls), &f1, false);
+                let mut covered = edges(&Mix::new(&f1, &old, &new, vls), &f1, true);
+                covered.extend(edges(&Mix::new(&f1, &old, &old, vls), &f1, false));
+                assert!(full.is_subset(&covered), "{engine} {t:?}");
+            }
+        }
+    }
 
     #[test]
     fn an_update_to_itself_is_the_routing_itself() {
