@@ -20,6 +20,10 @@
 //! then `IBF_BENCH_RUNS` single random link faults, each rerouted from the
 //! list and its transition checked; median and max.
 //!
+//! Each tolerance curve is also printed as a CSV line (`csv,NAME,VARIANT,
+//! RUNS,P1,...`); `IBF_BENCH_PLOT=IN.csv:OUT.svg` draws the curves of such
+//! lines (the paper's next to ours, for example) as one SVG and exits.
+//!
 //! `IBF_BENCH_SETUPS="mesh10-updn" cargo bench -p fabric --bench dqr`
 
 use fabric::dqr::{self, ChannelList, Fault, Options, Turns};
@@ -67,12 +71,56 @@ fn setup(name: &str) -> (Topology, EngineKind) {
     (t, engine)
 }
 
-fn switches_connected(f: &Fabric) -> bool {
-    let g = fabric::graph::SwitchGraph::new(f);
-    let mut dist = vec![u8::MAX; g.len()];
-    let mut q = Vec::new();
-    g.bfs_into(0, &mut dist, &mut q);
-    dist.iter().all(|&d| d != u8::MAX)
+/// The switch-to-switch links whose loss cuts the switches apart
+/// (bridges, by Tarjan's low-link numbers; a parallel link is no bridge).
+fn bridges(f: &Fabric) -> std::collections::HashSet<Slot> {
+    let n = f.switches().len();
+    let mut adj: Vec<Vec<(usize, Slot)>> = vec![Vec::new(); n];
+    for l in f.switch_links() {
+        let a = f.switch_index(f.node_of(l)).expect("switch") as usize;
+        let b = f.switch_index(f.node_of(f.remote(l))).expect("switch") as usize;
+        adj[a].push((b, l));
+        adj[b].push((a, l));
+    }
+    let (mut disc, mut low) = (vec![usize::MAX; n], vec![0usize; n]);
+    let mut out = std::collections::HashSet::new();
+    let mut time = 0;
+    for root in 0..n {
+        if disc[root] != usize::MAX {
+            continue;
+        }
+        // (node, the link it was entered by, next neighbour to look at)
+        let mut stack: Vec<(usize, Slot, usize)> = vec![(root, Slot::MAX, 0)];
+        disc[root] = time;
+        low[root] = time;
+        time += 1;
+        while let Some(&mut (v, via, ref mut i)) = stack.last_mut() {
+            if *i < adj[v].len() {
+                let (w, l) = adj[v][*i];
+                *i += 1;
+                if l == via {
+                    continue;
+                }
+                if disc[w] == usize::MAX {
+                    disc[w] = time;
+                    low[w] = time;
+                    time += 1;
+                    stack.push((w, l, 0));
+                } else {
+                    low[v] = low[v].min(disc[w]);
+                }
+            } else {
+                stack.pop();
+                if let Some(&(u, _, _)) = stack.last() {
+                    low[u] = low[u].min(low[v]);
+                    if low[v] > disc[u] {
+                        out.insert(via);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
@@ -98,11 +146,11 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
         let mut list = list0.clone();
         survived[0] += 1;
         for k in 1..=faults {
-            let links = f.switch_links();
-            let cand: Vec<Slot> = links
-                .iter()
-                .copied()
-                .filter(|&l| switches_connected(&f.without_links(&[l])))
+            let cut = bridges(&f);
+            let cand: Vec<Slot> = f
+                .switch_links()
+                .into_iter()
+                .filter(|l| !cut.contains(l))
                 .collect();
             if cand.is_empty() {
                 break;
@@ -144,6 +192,101 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
         "{name}   flows rerouted per fault k=1..{faults}: {}   ({secs:.1} s)",
         rer.join(" ")
     );
+    let ps: Vec<String> = (1..=faults)
+        .map(|k| format!("{:.1}", 100.0 * survived[k] as f64 / runs as f64))
+        .collect();
+    println!("csv,{name},{turns:?},{runs},{}", ps.join(","));
+}
+
+/// Draws the curves of `csv,NAME,VARIANT,RUNS,P1,...` lines: P(k faults
+/// tolerated) against k, one polyline per line.
+fn plot(csv: &str, svg: &str) {
+    use std::fmt::Write;
+    let text = std::fs::read_to_string(csv).expect("plot: CSV input");
+    let curves: Vec<(String, Vec<f64>)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("csv,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let label = format!("{} ({}, {} runs)", f[0], f[1], f[2]);
+            let ps = f[3..].iter().filter_map(|x| x.parse().ok()).collect();
+            (label, ps)
+        })
+        .collect();
+    let kmax = curves.iter().map(|c| c.1.len()).max().unwrap_or(1).max(2);
+    let (left, top, pw, ph) = (60.0, 40.0, 520.0, 320.0);
+    let legend_h = 16.0 * curves.len() as f64;
+    let (w, h) = (left + pw + 30.0, top + ph + 50.0 + legend_h);
+    let x = |k: usize| left + (k - 1) as f64 / (kmax - 1) as f64 * pw;
+    let y = |p: f64| top + ph - p / 100.0 * ph;
+    let colors = [
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+        "#bcbd22", "#17becf",
+    ];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">
+<rect width="{w}" height="{h}" fill="white"/>
+<text x="{left}" y="22" font-size="14" font-weight="bold">DQR: probability of tolerating k successive link faults</text>"##
+    );
+    for i in 0..=4 {
+        let p = 25.0 * i as f64;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{yy}" x2="{}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{p:.0}%</text>"##,
+            left + pw,
+            left - 4.0,
+            y(p) + 4.0,
+            yy = y(p)
+        );
+    }
+    for k in 1..=kmax {
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="middle">{k}</text>"##,
+            x(k),
+            top + ph + 14.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">link faults k</text>"##,
+        left + pw / 2.0,
+        top + ph + 30.0
+    );
+    for (i, (label, ps)) in curves.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        let dash = if label.contains("paper") { "6,3" } else { "" };
+        let pts: Vec<String> = ps
+            .iter()
+            .enumerate()
+            .map(|(k, &p)| format!("{:.1},{:.1}", x(k + 1), y(p)))
+            .collect();
+        // Markers: a curve of one point (a figure the paper states alone)
+        // shows too.
+        for (k, &p) in ps.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                r##"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"##,
+                x(k + 1),
+                y(p)
+            );
+        }
+        let ly = top + ph + 48.0 + 16.0 * i as f64;
+        let _ = writeln!(
+            s,
+            r##"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2" stroke-dasharray="{dash}"><title>{label}</title></polyline>
+<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="{c}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{}" y="{ly}">{label}</text>"##,
+            pts.join(" "),
+            ly - 4.0,
+            left + 24.0,
+            ly - 4.0,
+            left + 30.0
+        );
+    }
+    s.push_str("</svg>\n");
+    std::fs::write(svg, s).expect("plot: SVG output");
 }
 
 fn speed(name: &str, runs: usize) {
@@ -202,6 +345,11 @@ fn speed(name: &str, runs: usize) {
 }
 
 fn main() {
+    if let Ok(p) = std::env::var("IBF_BENCH_PLOT") {
+        let (csv, svg) = p.split_once(':').expect("IBF_BENCH_PLOT=IN.csv:OUT.svg");
+        plot(csv, svg);
+        return;
+    }
     let runs: usize = env("IBF_BENCH_RUNS", "500").parse().expect("runs");
     if let Ok(s) = std::env::var("IBF_BENCH_SPEED") {
         for name in s.split_whitespace() {
