@@ -64,6 +64,33 @@ fn gen_info_route_verify_on_a_fat_tree() {
     assert_eq!(r["pairs"], 64 * 63);
     assert!(out.join("opensm-lfts.dump").exists());
     assert!(!out.join("path-sl.txt").exists(), "MinHop sets no SLs");
+    // Link load: 64 HCAs, 216 switch hops per source (12 pod peers at 2,
+    // 48 others at 4) over 256 directed links: mean 54. A leaf's up links
+    // carry its 4 hosts' traffic to 60 others, so no routing does better
+    // than 60; ftree reaches it.
+    let l = &r["link_load"];
+    assert_eq!(
+        (l["links"].as_u64(), l["pairs"].as_u64()),
+        (Some(256), Some(64 * 63))
+    );
+    assert_eq!(l["mean"].as_f64(), Some(54.0));
+    assert!(l["max"].as_u64().unwrap() >= 60, "{l}");
+    let ft = json(&ibf(&[
+        "route",
+        "-t",
+        s(&net),
+        "-e",
+        "ftree",
+        "-o",
+        s(&d.path().join("ftree")),
+        "--json",
+    ]));
+    assert_eq!(
+        ft["link_load"]["max"].as_u64(),
+        Some(60),
+        "{}",
+        ft["link_load"]
+    );
 
     // Re-verify from the written files.
     let v = json(&ibf(&[

@@ -14,6 +14,7 @@ pub mod fsio;
 pub mod gen;
 pub mod graph;
 pub mod intersubnet;
+pub mod load;
 pub mod model;
 pub mod multi;
 pub mod network;

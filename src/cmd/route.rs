@@ -60,6 +60,8 @@ struct RouteJson {
     /// Table files of an earlier routing that this engine does not set.
     removed: Vec<String>,
     written: bool,
+    /// Paths per directed switch-to-switch link over all HCA pairs.
+    link_load: fabric::load::LinkLoad,
     #[serde(flatten)]
     tables: TablesJson,
 }
@@ -106,6 +108,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
         pb.finish_and_clear();
     }
     let vls_needed = routing.vls_needed;
+    let load = fabric::load::link_load(&f, &routing.lfts);
     // Cycles from engines that do not claim deadlock freedom are written
     // (with a warning) unless the operator asks for deadlock freedom.
     let policy = if a.require_deadlock_free {
@@ -142,6 +145,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
                 .map(|p| p.display().to_string())
                 .collect(),
             written: outcome.is_ok(),
+            link_load: load,
             tables: TablesJson::new(report, &f),
         })?;
     } else {
@@ -151,6 +155,18 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
         println!("routing time    {route_secs:.3} s");
         println!("verify time     {verify_secs:.3} s");
         print_report(report, &f);
+        println!(
+            "link load       max {} paths, mean {:.1}, stdev {:.1}, max/mean {:.2} over {} directed switch links{}",
+            load.max,
+            load.mean,
+            load.stdev,
+            load.imbalance(),
+            load.links,
+            load.busiest
+                .as_deref()
+                .map(|b| format!(" (busiest {b})"))
+                .unwrap_or_default()
+        );
         if let Some(n) = vls_needed {
             println!("VLs needed      {n} (routes then spread over the VLs allowed)");
         }

@@ -1,0 +1,381 @@
+//! How evenly a routing spreads traffic: the edge forwarding index, the
+//! number of HCA pairs whose route crosses each directed switch-to-switch
+//! link (the figure the DF-SSSP and Nue papers report). Operators compare
+//! engines on its maximum: under all-to-all traffic the busiest link sets
+//! the pace.
+//!
+//! Per destination the LFT column is an in-tree: each switch forwards the
+//! HCAs below it plus those that reach it from upstream, so one pass over
+//! the switches in upstream-first order counts every pair without walking
+//! each route.
+
+use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::tables::{Lfts, NO_PATH};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Paths per directed switch-to-switch link.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkLoad {
+    /// Directed switch-to-switch links (each cable counts twice).
+    pub links: u64,
+    /// HCA pairs counted (source != destination).
+    pub pairs: u64,
+    /// Pairs whose route did not reach the destination (not counted on
+    /// the links past the break).
+    pub unrouted: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    /// The busiest link: "switch[port] -> switch[port]".
+    pub busiest: Option<String>,
+    /// Links per load bucket: ten equal buckets from 0 to `max`.
+    pub histogram: Vec<Bucket>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    /// Loads from `low` to `high`, both included.
+    pub low: u64,
+    pub high: u64,
+    pub links: u64,
+}
+
+impl LinkLoad {
+    /// Max over mean (1.0: perfectly even).
+    pub fn imbalance(&self) -> f64 {
+        if self.mean > 0.0 {
+            self.max as f64 / self.mean
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports.
+pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
+    let n = f.switches().len();
+    let mut hosts_at = vec![0u64; n];
+    let mut cas: Vec<Slot> = Vec::new();
+    for &e in f.endports() {
+        if f.kind(f.node_of(e)) != NodeKind::Ca {
+            continue;
+        }
+        let r = f.remote(e);
+        if let Some(si) = (r != NONE).then(|| f.switch_index(f.node_of(r))).flatten() {
+            hosts_at[si as usize] += 1;
+            cas.push(e);
+        }
+    }
+    let is_s2s = crate::verify::switch_link_flags(f);
+    let (load, unrouted) = cas
+        .par_iter()
+        .fold(
+            || (vec![0u64; f.num_slots()], 0u64, Scratch::new(n)),
+            |(mut load, mut unrouted, mut sc), &d| {
+                unrouted += to_destination(f, lfts, d, &hosts_at, &is_s2s, &mut load, &mut sc);
+                (load, unrouted, sc)
+            },
+        )
+        .map(|(l, u, _)| (l, u))
+        .reduce(
+            || (vec![0u64; f.num_slots()], 0),
+            |(mut a, ua), (b, ub)| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+                (a, ua + ub)
+            },
+        );
+    let links: Vec<(Slot, u64)> = (0..f.num_slots() as Slot)
+        .filter(|&s| is_s2s[s as usize] && f.kind(f.node_of(s)) == NodeKind::Switch)
+        .map(|s| (s, load[s as usize]))
+        .collect();
+    let count = links.len() as u64;
+    let total: u64 = links.iter().map(|l| l.1).sum();
+    let mean = if count > 0 {
+        total as f64 / count as f64
+    } else {
+        0.0
+    };
+    let var = if count > 0 {
+        links
+            .iter()
+            .map(|&(_, x)| (x as f64 - mean).powi(2))
+            .sum::<f64>()
+            / count as f64
+    } else {
+        0.0
+    };
+    let busiest = links.iter().max_by_key(|l| l.1).copied();
+    let max = busiest.map_or(0, |b| b.1);
+    let width = max.div_ceil(10).max(1);
+    let histogram = (0..10u64)
+        .map(|i| {
+            let (low, high) = (i * width, (i + 1) * width - 1);
+            Bucket {
+                low,
+                high,
+                links: links
+                    .iter()
+                    .filter(|&&(_, x)| x >= low && (x <= high || (i == 9 && x > high)))
+                    .count() as u64,
+            }
+        })
+        .filter(|b| b.low <= max)
+        .collect();
+    let ncas = cas.len() as u64;
+    LinkLoad {
+        links: count,
+        pairs: ncas * ncas.saturating_sub(1),
+        unrouted,
+        max,
+        mean,
+        stdev: var.sqrt(),
+        busiest: busiest.filter(|b| b.1 > 0).map(|(s, _)| {
+            let r = f.remote(s);
+            let name = |x: Slot| format!("{}[{}]", f.desc(f.node_of(x)), f.port_of(x));
+            format!("{} -> {}", name(s), name(r))
+        }),
+        histogram,
+    }
+}
+
+struct Scratch {
+    next: Vec<u32>,
+    out_slot: Vec<Slot>,
+    indeg: Vec<u32>,
+    flow: Vec<u64>,
+    queue: Vec<u32>,
+}
+
+impl Scratch {
+    fn new(n: usize) -> Self {
+        Self {
+            next: vec![0; n],
+            out_slot: vec![NONE; n],
+            indeg: vec![0; n],
+            flow: vec![0; n],
+            queue: Vec::with_capacity(n),
+        }
+    }
+}
+
+const TO_DEST: u32 = u32::MAX - 1;
+const DROPPED: u32 = u32::MAX;
+
+/// Adds the load of every route toward `d`; returns the pairs toward `d`
+/// whose route breaks (a missing entry, a dead port, a loop).
+fn to_destination(
+    f: &Fabric,
+    lfts: &Lfts,
+    d: Slot,
+    hosts_at: &[u64],
+    is_s2s: &[bool],
+    load: &mut [u64],
+    sc: &mut Scratch,
+) -> u64 {
+    let n = f.switches().len();
+    let dlid = f.lid_of_slot(d);
+    let dsw = f.switch_index(f.node_of(f.remote(d)));
+    sc.indeg.fill(0);
+    for si in 0..n {
+        let sw = f.switches()[si];
+        let e = lfts.get(si as u32, dlid);
+        sc.out_slot[si] = NONE;
+        sc.next[si] = DROPPED;
+        if e == NO_PATH || e == 0 || e > f.num_ports(sw) {
+            continue;
+        }
+        let o = f.slot(sw, e);
+        let r = f.remote(o);
+        if r == d {
+            sc.next[si] = TO_DEST;
+        } else if r != NONE && is_s2s[o as usize] {
+            if let Some(t) = f.switch_index(f.node_of(r)) {
+                sc.next[si] = t;
+                sc.out_slot[si] = o;
+                sc.indeg[t as usize] += 1;
+            }
+        }
+    }
+    // HCAs below each switch, the destination itself left out.
+    for (si, fl) in sc.flow.iter_mut().enumerate() {
+        *fl = hosts_at[si] - u64::from(dsw == Some(si as u32));
+    }
+    sc.queue.clear();
+    sc.queue
+        .extend((0..n as u32).filter(|&si| sc.indeg[si as usize] == 0));
+    let mut unrouted = 0;
+    let mut done = 0usize;
+    while let Some(si) = sc.queue.pop() {
+        done += 1;
+        let s = si as usize;
+        match sc.next[s] {
+            TO_DEST => {}
+            DROPPED => unrouted += sc.flow[s],
+            t => {
+                load[sc.out_slot[s] as usize] += sc.flow[s];
+                sc.flow[t as usize] += sc.flow[s];
+                sc.indeg[t as usize] -= 1;
+                if sc.indeg[t as usize] == 0 {
+                    sc.queue.push(t);
+                }
+            }
+        }
+    }
+    if done < n {
+        // Switches on a forwarding loop: their pairs never arrive (the
+        // links of the loop are counted up to where the loop closes).
+        unrouted += (0..n)
+            .filter(|&s| sc.indeg[s] > 0)
+            .map(|s| sc.flow[s])
+            .sum::<u64>();
+    }
+    unrouted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::routing::{EngineKind, EngineOptions};
+
+    /// The load of every link by walking every route, pair by pair.
+    fn walked(f: &Fabric, lfts: &Lfts) -> (Vec<u64>, u64) {
+        let mut load = vec![0u64; f.num_slots()];
+        let mut unrouted = 0;
+        let cas: Vec<Slot> = f
+            .endports()
+            .iter()
+            .copied()
+            .filter(|&e| f.kind(f.node_of(e)) == NodeKind::Ca)
+            .collect();
+        for &s in &cas {
+            for &d in &cas {
+                if s == d {
+                    continue;
+                }
+                let dlid = f.lid_of_slot(d);
+                let mut c = s;
+                let mut ok = false;
+                for _ in 0..=f.switches().len() {
+                    let r = f.remote(c);
+                    if r == d {
+                        ok = true;
+                        break;
+                    }
+                    let Some(si) = f.switch_index(f.node_of(r)) else {
+                        break;
+                    };
+                    let e = lfts.get(si, dlid);
+                    if e == NO_PATH || e == 0 || e > f.num_ports(f.node_of(r)) {
+                        break;
+                    }
+                    let o = f.slot(f.node_of(r), e);
+                    if f.remote(o) == d {
+                        ok = true;
+                        break;
+                    }
+                    load[o as usize] += 1;
+                    c = o;
+                }
+                if !ok {
+                    unrouted += 1;
+                }
+            }
+        }
+        (load, unrouted)
+    }
+
+    #[test]
+    fn the_tree_count_equals_walking_every_route() {
+        for (t, e) in [
+            (
+                Topology::Mesh {
+                    dims: vec![4, 4],
+                    torus: true,
+                    hosts: 2,
+                },
+                EngineKind::Minhop,
+            ),
+            (Topology::Dragonfly { p: 2, hosts: None }, EngineKind::Dfdn),
+            (
+                Topology::FatTree2 {
+                    leaves: 4,
+                    spines: 2,
+                    hosts: 3,
+                    links: 1,
+                },
+                EngineKind::Updn,
+            ),
+        ] {
+            let f = generate(&t).expect("topology");
+            let r = e
+                .engine()
+                .route(&f, &EngineOptions::default())
+                .expect("routes");
+            let got = link_load(&f, &r.lfts);
+            let (want, unrouted) = walked(&f, &r.lfts);
+            let s2s: Vec<u64> = (0..f.num_slots() as Slot)
+                .filter(|&s| {
+                    let rem = f.remote(s);
+                    f.kind(f.node_of(s)) == NodeKind::Switch
+                        && rem != NONE
+                        && f.kind(f.node_of(rem)) == NodeKind::Switch
+                })
+                .map(|s| want[s as usize])
+                .collect();
+            assert_eq!(got.unrouted, unrouted, "{t:?}");
+            assert_eq!(got.links, s2s.len() as u64);
+            assert_eq!(got.max, *s2s.iter().max().expect("links"), "{t:?}");
+            let mean = s2s.iter().sum::<u64>() as f64 / s2s.len() as f64;
+            assert!((got.mean - mean).abs() < 1e-9, "{t:?}");
+            assert_eq!(
+                got.histogram.iter().map(|b| b.links).sum::<u64>(),
+                got.links
+            );
+        }
+    }
+
+    #[test]
+    fn a_ring_of_three_loads_each_link_with_its_neighbour_pairs() {
+        // Three switches in a ring, one HCA each: every pair is one hop
+        // apart, so each directed link carries exactly one pair.
+        let f = generate(&Topology::Mesh {
+            dims: vec![3],
+            torus: true,
+            hosts: 1,
+        })
+        .expect("ring");
+        let r = EngineKind::Minhop
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        let l = link_load(&f, &r.lfts);
+        assert_eq!((l.links, l.pairs, l.unrouted), (6, 6, 0));
+        assert_eq!((l.max, l.mean, l.stdev), (1, 1.0, 0.0));
+    }
+
+    #[test]
+    fn a_broken_table_counts_its_unrouted_pairs() {
+        let f = generate(&Topology::Mesh {
+            dims: vec![3],
+            torus: true,
+            hosts: 1,
+        })
+        .expect("ring");
+        let mut r = EngineKind::Minhop
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        let d = f.endports()[0];
+        let dlid = f.lid_of_slot(d);
+        for si in 0..f.switches().len() as u32 {
+            r.lfts.set(si, dlid, NO_PATH);
+        }
+        let l = link_load(&f, &r.lfts);
+        assert_eq!(l.unrouted, 2);
+        assert_eq!(l.unrouted, walked(&f, &r.lfts).1);
+    }
+}
