@@ -118,7 +118,7 @@ pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
                 high,
                 links: links
                     .iter()
-                    .filter(|&&(_, x)| x >= low && (x <= high || (i == 9 && x > high)))
+                    .filter(|&&(_, x)| x >= low && (x <= high || i == 9))
                     .count() as u64,
             }
         })
