@@ -73,3 +73,19 @@ pub fn print_report(r: &Report, f: &Fabric) {
         }
     }
 }
+
+/// The link-load line of `route` and `verify`.
+pub fn print_link_load(l: &fabric::load::LinkLoad) {
+    println!(
+        "link load       max {} paths, mean {:.1}, stdev {:.1}, max/mean {:.2} over {} directed switch links{}",
+        l.max,
+        l.mean,
+        l.stdev,
+        l.imbalance(),
+        l.links,
+        l.busiest
+            .as_deref()
+            .map(|b| format!(" (busiest {b})"))
+            .unwrap_or_default()
+    );
+}

@@ -155,18 +155,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
         println!("routing time    {route_secs:.3} s");
         println!("verify time     {verify_secs:.3} s");
         print_report(report, &f);
-        println!(
-            "link load       max {} paths, mean {:.1}, stdev {:.1}, max/mean {:.2} over {} directed switch links{}",
-            load.max,
-            load.mean,
-            load.stdev,
-            load.imbalance(),
-            load.links,
-            load.busiest
-                .as_deref()
-                .map(|b| format!(" (busiest {b})"))
-                .unwrap_or_default()
-        );
+        super::report::print_link_load(&load);
         if let Some(n) = vls_needed {
             println!("VLs needed      {n} (routes then spread over the VLs allowed)");
         }

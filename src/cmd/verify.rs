@@ -48,6 +48,8 @@ struct VerifyJson {
     seconds: f64,
     switches: usize,
     hcas: usize,
+    /// Paths per directed switch-to-switch link over all HCA pairs.
+    link_load: fabric::load::LinkLoad,
 }
 
 #[derive(Serialize)]
@@ -136,10 +138,12 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             seconds: secs,
             switches: f.switches().len(),
             hcas: f.num_cas(),
+            link_load: fabric::load::link_load(&f, &routing.lfts),
         })?;
     } else {
         println!("verify time     {secs:.3} s");
         print_report(&r, &f);
+        super::report::print_link_load(&fabric::load::link_load(&f, &routing.lfts));
     }
     Ok(if r.ok() { 0 } else { 2 })
 }
