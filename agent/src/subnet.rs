@@ -121,7 +121,7 @@ fn compute(
     let opts = EngineOptions {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
-        base: cfg.base.unwrap_or_default(),
+        base: cfg.base,
         progress: None,
         ..EngineOptions::default()
     };

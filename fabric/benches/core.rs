@@ -103,7 +103,7 @@ fn main() {
             };
             let eng = routing::by_name(engine).expect("engine is registered");
             let opts = EngineOptions {
-                base,
+                base: Some(base),
                 ..EngineOptions::default()
             };
             if let Err(err) = eng.route(f, &opts) {

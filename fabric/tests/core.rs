@@ -650,7 +650,7 @@ fn sssp_routes_minimally_and_balances_links_better_than_minhop() {
 fn dfdn_on_sssp_is_deadlock_free_with_diameter_vls() {
     let f = load("df_p2.net");
     let opts = EngineOptions {
-        base: routing::Base::Sssp,
+        base: Some(routing::Base::Sssp),
         ..EngineOptions::default()
     };
     let r = routing::by_name("dfdn").unwrap().route(&f, &opts).unwrap();

@@ -193,7 +193,7 @@ fn lash_runs_on_either_base() {
     let f = torus(&[4, 4, 4]);
     for base in [Base::MinHop, Base::Sssp] {
         let opts = EngineOptions {
-            base,
+            base: Some(base),
             ..EngineOptions::default()
         };
         let (r, rep) = routed_ok(&f, "lash", &opts);

@@ -30,9 +30,10 @@ pub struct RouteArgs {
     /// Service levels the engine may hand out.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=16))]
     max_sls: u8,
-    /// Base routing for dfdn and dfd2.
-    #[arg(long, value_enum, default_value_t = Base::MinHop)]
-    base: Base,
+    /// Base routing for dfdn, dfd2 and lash (default: sssp for lash, which
+    /// balances link load; minhop for dfdn and dfd2).
+    #[arg(long, value_enum)]
+    base: Option<Base>,
     /// Root switches for updn: a file with one switch node GUID per line
     /// (0x...), `#` comments allowed. Default: the tree's top switches, or
     /// the graph centre.
@@ -197,7 +198,7 @@ mod tests {
             out,
             max_vls: 8,
             max_sls: 16,
-            base: Base::MinHop,
+            base: None,
             root_guids: None,
             require_deadlock_free: false,
             json: true,

@@ -46,7 +46,7 @@ impl RoutingEngine for DfD2 {
                 opts.max_vls
             )));
         }
-        let lfts = opts.base_lfts(f)?;
+        let lfts = opts.base_lfts(f, super::Base::MinHop)?;
         let mut t = Sl2Vl::new(f);
         for &sw in f.switches() {
             let Some(si) = f.switch_index(sw) else {

@@ -40,7 +40,7 @@ impl RoutingEngine for DfDn {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
-        let lfts = opts.base_lfts(f)?;
+        let lfts = opts.base_lfts(f, super::Base::MinHop)?;
         let (sl2vl, path_sl) = assign_vls(f, &lfts, opts)?;
         Ok(Routing {
             lfts,

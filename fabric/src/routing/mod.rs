@@ -143,8 +143,9 @@ pub struct EngineOptions<'a> {
     pub max_vls: u8,
     /// Service levels the engine may hand out (IB: 16).
     pub max_sls: u8,
-    /// Base routing for engines that build on one.
-    pub base: Base,
+    /// Base routing for engines that build on one; `None`: the engine's
+    /// own default (LASH: SSSP, for balance; DF-DN and DF-D2: MinHop).
+    pub base: Option<Base>,
     /// Called with (work done, total work) on long runs.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
     /// Root switches (node GUIDs) for engines that rank switches from roots
@@ -157,7 +158,7 @@ impl Default for EngineOptions<'_> {
         Self {
             max_vls: 8,
             max_sls: 16,
-            base: Base::MinHop,
+            base: None,
             progress: None,
             roots: None,
         }
@@ -165,9 +166,9 @@ impl Default for EngineOptions<'_> {
 }
 
 impl EngineOptions<'_> {
-    /// LFTs of the selected base routing.
-    pub(crate) fn base_lfts(&self, f: &Fabric) -> Result<crate::tables::Lfts> {
-        match self.base {
+    /// LFTs of the selected base routing (`default` when none is).
+    pub(crate) fn base_lfts(&self, f: &Fabric, default: Base) -> Result<crate::tables::Lfts> {
+        match self.base.unwrap_or(default) {
             Base::MinHop => {
                 let g = crate::graph::SwitchGraph::new(f);
                 let hops = g.hop_matrix();
