@@ -6,6 +6,7 @@
 //! exactly the new tables, which must verify deadlock free as read.
 
 use crate::config::{AgentConfig, LiveFabric};
+use crate::subnet::RoutedSubnet;
 use crate::{Agent, AgentError};
 use fabric::formats::ibnetdiscover;
 use fabric::model::Fabric;
@@ -82,15 +83,15 @@ fn stamp(p: &Path) -> Option<SystemTime> {
 
 /// Reads the switches back until they hold `written` (the set in
 /// `out_dir`'s manifest, computed for `wf`), the plugin refuses it, or the
-/// time runs out. What was read back must be deadlock free, and connected
-/// unless it is a drain stage.
+/// time runs out. Final tables must verify connected and deadlock free as
+/// read; a drain stage read back as written is what the gate accepted.
 pub fn confirm(
     live: &LiveFabric,
     out_dir: &Path,
     wf: &Fabric,
-    written: &Routing,
-    step: Step,
+    verified: &Verified<Routing>,
 ) -> Result<Confirmed, FollowError> {
+    let (written, step) = (verified.get(), verified.step());
     let t0 = Instant::now();
     let generation = fabric::formats::tableset::check_dir(out_dir)?.generation;
     let deadline = t0 + Duration::from_millis(live.confirm_timeout_ms);
@@ -124,29 +125,22 @@ pub fn confirm(
             Ok(rb) => {
                 let c = fabric::audit::compare(wf, expect, &rb.fabric, &rb.routing, sampled, 3);
                 if c.matches() {
-                    let r = match step {
-                        Step::Final => {
-                            let tables = fabric::audit::verifiable(
-                                wf,
-                                written,
-                                &rb.fabric,
-                                &rb.routing,
-                                sampled,
-                            );
-                            fabric::verify::verify(&rb.fabric, &tables)
+                    if step == Step::Final {
+                        let tables = fabric::audit::verifiable(
+                            wf,
+                            written,
+                            &rb.fabric,
+                            &rb.routing,
+                            sampled,
+                        );
+                        let r = fabric::verify::verify(&rb.fabric, &tables);
+                        if !r.ok() {
+                            return Err(FollowError::LiveUnsafe(format!(
+                                "{} broken pairs, cycle: {}",
+                                r.broken_pairs,
+                                if r.deadlock_free() { "none" } else { "yes" }
+                            )));
                         }
-                        Step::Drain => fabric::verify::verify(wf, written),
-                    };
-                    let safe = match step {
-                        Step::Final => r.ok(),
-                        Step::Drain => r.deadlock_free(),
-                    };
-                    if !safe {
-                        return Err(FollowError::LiveUnsafe(format!(
-                            "{} broken pairs, cycle: {}",
-                            r.broken_pairs,
-                            if r.deadlock_free() { "none" } else { "yes" }
-                        )));
                     }
                     return Ok(Confirmed {
                         generation,
@@ -214,13 +208,7 @@ pub async fn apply_and_confirm(agent: &Arc<Agent>, t_change: Instant) {
         return;
     };
     let res = tokio::task::spawn_blocking(move || {
-        confirm(
-            &live,
-            &out_dir,
-            &routed.fabric,
-            routed.routing.get(),
-            Step::Final,
-        )
+        confirm(&live, &out_dir, &routed.fabric, &routed.routing)
     })
     .await;
     match res {
@@ -242,10 +230,11 @@ pub async fn apply_and_confirm(agent: &Arc<Agent>, t_change: Instant) {
 /// applies it, signals OpenSM when configured, and returns once the
 /// switches hold it (read back with `[fabric] confirm`), or the plugin
 /// reports it applied. Without either, it waits `stage_wait_ms` for a
-/// report that may never come, then goes on: nothing else tells.
+/// report that may never come, then goes on: nothing else tells. `to` is
+/// the update the stage leads to: the stage indexes its fabric.
 pub async fn apply_stage(
     agent: &Arc<Agent>,
-    wf: &Arc<Fabric>,
+    to: &Arc<RoutedSubnet>,
     stage: Verified<Routing>,
     n: usize,
 ) -> Result<(), FollowError> {
@@ -255,11 +244,11 @@ pub async fn apply_stage(
     };
     let t0 = Instant::now();
     let had_status = dir.join(PLUGIN_STATUS).exists();
-    let (wf2, dir2) = (wf.clone(), dir.clone());
+    let (to2, dir2) = (to.clone(), dir.clone());
     let stage = Arc::new(stage);
     let st = stage.clone();
     let generation = tokio::task::spawn_blocking(move || {
-        fabric::formats::write_routing(&wf2, &st, &dir2)?;
+        fabric::formats::write_routing(&to2.fabric, &st, &dir2)?;
         fabric::formats::tableset::check_dir(&dir2).map(|m| m.generation)
     })
     .await
@@ -274,12 +263,10 @@ pub async fn apply_stage(
             signal_opensm(p);
         }
         if live.confirm {
-            let (wf, dir) = (wf.clone(), dir.clone());
-            let c = tokio::task::spawn_blocking(move || {
-                confirm(&live, &dir, &wf, stage.get(), Step::Drain)
-            })
-            .await
-            .map_err(|e| FollowError::Task(e.to_string()))??;
+            let (to, dir) = (to.clone(), dir.clone());
+            let c = tokio::task::spawn_blocking(move || confirm(&live, &dir, &to.fabric, &stage))
+                .await
+                .map_err(|e| FollowError::Task(e.to_string()))??;
             tracing::info!(
                 stage = n,
                 generation,

@@ -18,7 +18,7 @@ use fabric::intersubnet::{Gid, Mapping};
 use proto::v1;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use subnet::RoutedSubnet;
 use tokio::sync::{watch, Notify};
@@ -57,9 +57,9 @@ pub struct Agent {
     pub mapping: ArcSwapOption<MappingState>,
     generation: AtomicU64,
     rerouted: Notify,
-    /// The channel list of the tables in force (keyed by the address of
-    /// the routed subnet it was built for), for DQR.
-    list: std::sync::Mutex<Option<(usize, ChannelList)>>,
+    /// The channel list of the tables in force, with the routed subnet it
+    /// was built for, for DQR.
+    list: std::sync::Mutex<Option<(Weak<RoutedSubnet>, ChannelList)>>,
     /// Fires with the mapping version after every accepted push.
     mapping_changed: watch::Sender<u64>,
 }
@@ -80,7 +80,6 @@ pub enum AgentError {
     Tls(#[from] ibtls::TlsError),
     #[error("following the fabric: {0}")]
     Follow(#[from] follow::FollowError),
-
     #[error("the [tls] certificate names {have}, but this agent speaks for {want}")]
     Identity {
         have: ibtls::Identity,
@@ -174,9 +173,11 @@ impl Agent {
             routed,
             list,
         } = update;
-        let fabric = Arc::new(routed.fabric.clone());
+        // Shared with the blocking tasks that write the stages and the
+        // tables, then put in force as it is.
+        let routed = Arc::new(routed);
         for (i, stage) in stages.into_iter().enumerate() {
-            if let Err(e) = follow::apply_stage(self, &fabric, stage, i + 1).await {
+            if let Err(e) = follow::apply_stage(self, &routed, stage, i + 1).await {
                 if let Some(p) = prev {
                     self.build_list(p);
                 }
@@ -184,11 +185,9 @@ impl Agent {
             }
         }
         {
-            let (cfg, fabric) = (self.cfg.clone(), fabric.clone());
-            let (routing, engine) = (routed.routing.clone(), routed.report.routing.clone());
+            let (cfg, r) = (self.cfg.clone(), routed.clone());
             tokio::task::spawn_blocking(move || {
-                let name = engine.map(|r| r.engine).unwrap_or_default();
-                subnet::write_tables(&cfg, &fabric, &routing, &name)
+                subnet::write_tables(&cfg, &r.fabric, &r.routing, r.routing.engine().name())
             })
             .await??;
         }
@@ -238,7 +237,6 @@ impl Agent {
                 _ => Some(Arc::clone(&from_file)),
             });
         }
-        let routed = Arc::new(routed);
         self.subnet.store(Some(routed.clone()));
         match list {
             Some(l) => self.put_list(Some(l), Some(&routed)),
@@ -264,7 +262,7 @@ impl Agent {
             return;
         };
         if let Ok(mut l) = self.list.lock() {
-            *l = Some((Arc::as_ptr(of) as usize, list));
+            *l = Some((Arc::downgrade(of), list));
         }
     }
 
@@ -295,9 +293,9 @@ impl Agent {
     /// reroute the next failure).
     pub fn dqr_ready(&self) -> bool {
         let cur = self.subnet.load_full();
-        self.list.lock().ok().is_some_and(
-            |l| matches!((&*l, &cur), (Some((p, _)), Some(c)) if *p == Arc::as_ptr(c) as usize),
-        )
+        self.list.lock().ok().is_some_and(|l| {
+            matches!((&*l, &cur), (Some((of, _)), Some(c)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(c)))
+        })
     }
 
     fn current_report(&self, session: &str) -> Option<v1::SubnetReport> {

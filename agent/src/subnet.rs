@@ -25,8 +25,8 @@ pub enum RouteError {
     },
     #[error("{0}; keeping the tables in force (to apply a recompute in one step, drain the subnet and restart the agent)")]
     Unsafe(#[from] dqr::PlanError),
-    #[error("the rerouted tables use {now} VLs, the tables in force {before}")]
-    MoreVls { now: u32, before: u32 },
+    #[error(transparent)]
+    Dqr(#[from] dqr::DqrError),
 }
 
 /// A routed, verified subnet and what the controller needs to know of it.
@@ -165,6 +165,20 @@ pub enum Decision {
     Update(Box<Update>),
 }
 
+impl Decision {
+    fn update(
+        routed: RoutedSubnet,
+        stages: Vec<Verified<Routing>>,
+        list: Option<ChannelList>,
+    ) -> Self {
+        Decision::Update(Box::new(Update {
+            stages,
+            routed,
+            list,
+        }))
+    }
+}
+
 /// New tables, and the stages to apply before them.
 pub struct Update {
     /// Drain stages, in order: each must be in every switch before the
@@ -194,11 +208,7 @@ pub fn update_subnet(
     let Some(prev) = prev else {
         let (routing, secs) = compute(cfg, engine, &found)?;
         let routed = describe(cfg, found, routing, engine, secs, None);
-        return Ok(Decision::Update(Box::new(Update {
-            stages: Vec::new(),
-            routed,
-            list: None,
-        })));
+        return Ok(Decision::update(routed, Vec::new(), None));
     };
     let t0 = std::time::Instant::now();
     let (failed, restored) = match dqr::change_between(&prev.fabric, &found) {
@@ -216,11 +226,7 @@ pub fn update_subnet(
                 ..Default::default()
             };
             let routed = describe(cfg, found, routing, engine, secs, Some(update));
-            return Ok(Decision::Update(Box::new(Update {
-                stages: Vec::new(),
-                routed,
-                list: None,
-            })));
+            return Ok(Decision::update(routed, Vec::new(), None));
         }
         Change::Links { failed, restored } => (failed, restored),
     };
@@ -273,13 +279,8 @@ pub fn update_subnet(
                     let routing =
                         fabric::verify::accept_step(&after, kind, out.routing, Step::Final)
                             .map_err(refused)?;
-                    let (now, before) = (routing.report(), prev.routing.report());
-                    if now.max_vl > before.max_vl || now.vls_used > before.vls_used {
-                        return Err(RouteError::MoreVls {
-                            now: now.vls_used,
-                            before: before.vls_used,
-                        });
-                    }
+                    let before = prev.routing.report();
+                    dqr::within_vls(routing.report(), before.max_vl, before.vls_used)?;
                     let s = out.stats;
                     update.method = "dqr".into();
                     update.flows_broken = s.flows_broken;
@@ -289,11 +290,7 @@ pub fn update_subnet(
                     update.stages = stages.len() as u32;
                     update.seconds = t0.elapsed().as_secs_f64();
                     let routed = describe(cfg, after, routing, engine, secs, Some(update));
-                    return Ok(Decision::Update(Box::new(Update {
-                        stages,
-                        routed,
-                        list: Some(list),
-                    })));
+                    return Ok(Decision::update(routed, stages, Some(list)));
                 }
                 Err(e) => e.to_string(),
             }
@@ -315,11 +312,7 @@ pub fn update_subnet(
             update.reason = format!("{reason}; but {e}");
             update.seconds = t0.elapsed().as_secs_f64();
             let routed = describe(cfg, after, kept, engine, 0.0, Some(update));
-            return Ok(Decision::Update(Box::new(Update {
-                stages: Vec::new(),
-                routed,
-                list: None,
-            })));
+            return Ok(Decision::update(routed, Vec::new(), None));
         }
         Err(e) => return Err(e.into()),
     };
@@ -343,11 +336,7 @@ pub fn update_subnet(
     update.stages = stages.len() as u32;
     update.seconds = t0.elapsed().as_secs_f64();
     let routed = describe(cfg, after, routing, engine, secs, Some(update));
-    Ok(Decision::Update(Box::new(Update {
-        stages,
-        routed,
-        list: None,
-    })))
+    Ok(Decision::update(routed, stages, None))
 }
 
 /// Describes routed tables for the controller and the path queries.

@@ -10,7 +10,7 @@
 //! each route.
 
 use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Lfts, NO_PATH};
+use crate::tables::Lfts;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -55,16 +55,14 @@ impl LinkLoad {
 /// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports.
 pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
     let n = f.switches().len();
+    let cas: Vec<Slot> = crate::verify::switch_hosts(f)
+        .into_iter()
+        .filter(|&e| f.kind(f.node_of(e)) == NodeKind::Ca)
+        .collect();
     let mut hosts_at = vec![0u64; n];
-    let mut cas: Vec<Slot> = Vec::new();
-    for &e in f.endports() {
-        if f.kind(f.node_of(e)) != NodeKind::Ca {
-            continue;
-        }
-        let r = f.remote(e);
-        if let Some(si) = (r != NONE).then(|| f.switch_index(f.node_of(r))).flatten() {
+    for &e in &cas {
+        if let Some(si) = f.switch_index(f.node_of(f.remote(e))) {
             hosts_at[si as usize] += 1;
-            cas.push(e);
         }
     }
     let is_s2s = crate::verify::switch_link_flags(f);
@@ -180,18 +178,15 @@ fn to_destination(
     let dsw = f.switch_index(f.node_of(f.remote(d)));
     sc.indeg.fill(0);
     for si in 0..n {
-        let sw = f.switches()[si];
-        let e = lfts.get(si as u32, dlid);
         sc.out_slot[si] = NONE;
         sc.next[si] = DROPPED;
-        if e == NO_PATH || e == 0 || e > f.num_ports(sw) {
+        let Some(o) = f.linked_port(f.switches()[si], lfts.get(si as u32, dlid)) else {
             continue;
-        }
-        let o = f.slot(sw, e);
+        };
         let r = f.remote(o);
         if r == d {
             sc.next[si] = TO_DEST;
-        } else if r != NONE && is_s2s[o as usize] {
+        } else if is_s2s[o as usize] {
             if let Some(t) = f.switch_index(f.node_of(r)) {
                 sc.next[si] = t;
                 sc.out_slot[si] = o;
@@ -240,6 +235,7 @@ mod tests {
     use super::*;
     use crate::gen::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
+    use crate::tables::NO_PATH;
 
     /// The load of every link by walking every route, pair by pair.
     fn walked(f: &Fabric, lfts: &Lfts) -> (Vec<u64>, u64) {

@@ -440,6 +440,16 @@ impl Fabric {
             .filter(|(s, &r)| r != NONE && (*s as u32) < r)
             .count()
     }
+    /// The slot an LFT entry `port` of node `n` forwards by: a real port
+    /// (1..=num_ports, not the no-path value) with a link. `None` is where
+    /// a walk ends.
+    pub fn linked_port(&self, n: NodeId, port: u8) -> Option<Slot> {
+        if port == 0 || port == crate::tables::NO_PATH || port > self.num_ports(n) {
+            return None;
+        }
+        let s = self.slot(n, port);
+        (self.remote(s) != NONE).then_some(s)
+    }
     /// Links between two switches that are up, one slot (the lower) each.
     pub fn switch_links(&self) -> Vec<Slot> {
         self.switches

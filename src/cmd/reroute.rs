@@ -148,7 +148,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     let t = Instant::now();
     let res = dqr::reroute(&f1, &old, &mut list, &opts);
     let secs = t.elapsed().as_secs_f64();
-    let mut out = match res {
+    let out = match res {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!("{e}");
@@ -168,32 +168,32 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
             return Ok(2);
         }
     };
+    let dqr::Outcome {
+        routing,
+        drain,
+        stats: mut s,
+    } = out;
+    // Both stages pass the gate before either is written: a drain stage
+    // must never be left without the tables that follow it.
+    let v = accept_step(&f1, engine, routing, Step::Final)
+        .map_err(|e| anyhow::anyhow!("rerouted tables refused: {e}"))?;
+    dqr::within_vls(v.report(), list.max_vl_used(), list.vls_used())?;
+    let drain = drain
+        .map(|d| accept_step(&f1, engine, d, Step::Drain))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("drain stage refused: {e}"))?;
+    s.vls_after = v.report().vls_used;
     let drain_dir = a.out.join("drain");
     let mut drain_written = None;
-    if let Some(d) = out.drain.clone() {
-        let v = accept_step(&f1, engine, d, Step::Drain)
-            .map_err(|e| anyhow::anyhow!("drain stage refused: {e}"))?;
-        formats::write_routing(&f1, &v, &drain_dir)?;
+    if let Some(d) = drain {
+        formats::write_routing(&f1, &d, &drain_dir)?;
         drain_written = Some(drain_dir.clone());
     } else if drain_dir.exists() {
         // A drain stage of an earlier reroute must not be applied with this one.
         std::fs::remove_dir_all(&drain_dir)
             .with_context(|| format!("removing {}", drain_dir.display()))?;
     }
-    let v = accept_step(&f1, engine, out.routing.clone(), Step::Final)
-        .map_err(|e| anyhow::anyhow!("rerouted tables refused: {e}"))?;
-    if v.report().max_vl > list.max_vl_used() || v.report().vls_used > list.vls_used() {
-        bail!(
-            "rerouted tables use {} VLs (up to VL {}), the tables in force {} (up to VL {})",
-            v.report().vls_used,
-            v.report().max_vl,
-            list.vls_used(),
-            list.max_vl_used()
-        );
-    }
-    out.stats.vls_after = v.report().vls_used;
     formats::write_routing(&f1, &v, &a.out)?;
-    let s = &out.stats;
     if a.json {
         super::print_json(&RerouteJson {
             rerouted: true,

@@ -152,6 +152,32 @@ pub enum DqrError {
     Verify(String),
     #[error("the update would not be deadlock free while it is applied: the dependency {0} of an old/new mix closes a cycle")]
     Transition(String),
+    #[error("the rerouted tables use {now} VLs (up to VL {now_max}), the tables in force {before} (up to VL {before_max})")]
+    MoreVls {
+        now: u32,
+        now_max: u8,
+        before: u32,
+        before_max: u8,
+    },
+}
+
+/// The guarantee on VLs: rerouted tables (`after`, the verifier's report)
+/// use no more VLs than the tables in force did (`vls_used`), and none
+/// above the highest they used (`max_vl`).
+pub fn within_vls(
+    after: &crate::verify::Report,
+    max_vl: u8,
+    vls_used: u32,
+) -> Result<(), DqrError> {
+    if after.max_vl > max_vl || after.vls_used > vls_used {
+        return Err(DqrError::MoreVls {
+            now: after.vls_used,
+            now_max: after.max_vl,
+            before: vls_used,
+            before_max: max_vl,
+        });
+    }
+    Ok(())
 }
 
 /// Reroutes the flows of `old` (tables for `f`'s nodes and ports) that no
@@ -477,9 +503,11 @@ fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> u64
                 }
                 state[cur as usize] = Reach::Visiting;
                 chain.push(cur);
-                let out = r.lfts.get(cur, dlid);
-                match neighbours(cur).find(|&(p, _)| p == out) {
-                    Some((_, next)) => cur = next,
+                let next = f
+                    .linked_port(f.switches()[cur as usize], r.lfts.get(cur, dlid))
+                    .and_then(|o| f.switch_index(f.node_of(f.remote(o))));
+                match next {
+                    Some(next) => cur = next,
                     None => break Reach::Broken,
                 }
             };
@@ -511,7 +539,6 @@ fn verify_result(
     stats: &mut Stats,
 ) -> Result<(), DqrError> {
     let after = crate::verify::verify(f, new);
-    let max_vl = list.max_vl_used();
     if !after.ok() {
         let why = match after.describe_cycle(f) {
             Some(c) => format!("cycle {c}"),
@@ -523,14 +550,7 @@ fn verify_result(
         };
         return Err(DqrError::Verify(why));
     }
-    if after.max_vl > max_vl || after.vls_used > list.vls_used() {
-        return Err(DqrError::Verify(format!(
-            "{} VLs (up to VL {}) where the routing used {} (up to VL {max_vl})",
-            after.vls_used,
-            after.max_vl,
-            list.vls_used()
-        )));
-    }
+    within_vls(&after, list.max_vl_used(), list.vls_used())?;
     stats.vls_after = after.vls_used;
     Ok(())
 }
@@ -615,15 +635,10 @@ fn classify(f: &Fabric, r: &Routing, d: Slot, dlid: u16, si: u32, state: &mut [R
         }
         state[cur as usize] = Reach::Visiting;
         chain.push(cur);
-        let sw = f.switches()[cur as usize];
-        let out = r.lfts.get(cur, dlid);
-        if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
+        let Some(o) = f.linked_port(f.switches()[cur as usize], r.lfts.get(cur, dlid)) else {
             break Reach::Broken;
-        }
-        let rem = f.remote(f.slot(sw, out));
-        if rem == NONE {
-            break Reach::Broken;
-        }
+        };
+        let rem = f.remote(o);
         if rem == d {
             break Reach::Good;
         }

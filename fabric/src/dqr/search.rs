@@ -128,12 +128,11 @@ impl Searcher {
                 1..=f.num_ports(node)
             };
             for out in outs {
-                if out == 0 || out > f.num_ports(node) {
+                let Some(o) = f.linked_port(node, out) else {
                     continue;
-                }
-                let o = f.slot(node, out);
+                };
                 let next = f.remote(o);
-                if next == NONE || (next != flow.dst && f.switch_index(f.node_of(next)).is_none()) {
+                if next != flow.dst && f.switch_index(f.node_of(next)).is_none() {
                     continue;
                 }
                 let vo = r

@@ -96,12 +96,12 @@ impl<T> Verified<T> {
     /// graph when the gate accepted them; an error when the subnet has no
     /// router port on a switch or its tables give no summary (VL 15, a
     /// cycle [`Policy::AllowCycles`] let through).
+    pub fn dependencies(&self) -> Result<&DependencySummary, &SummaryError> {
+        self.dependencies.as_deref()
+    }
     /// Whether these are final tables or a reroute's drain stage.
     pub fn step(&self) -> Step {
         self.step
-    }
-    pub fn dependencies(&self) -> Result<&DependencySummary, &SummaryError> {
-        self.dependencies.as_deref()
     }
 }
 
@@ -135,7 +135,6 @@ pub fn accept(
     }
 }
 
-/// The policy alone, on a report already made.
 /// A step of a reroute (see [`crate::dqr`]) to be written as a table set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -196,6 +195,7 @@ fn unrouted(report: &Report) -> Refusal {
     }
 }
 
+/// The policy alone, on a report already made.
 pub fn decide(
     f: &Fabric,
     engine: &dyn RoutingEngine,

@@ -195,16 +195,8 @@ impl<'a> Mix<'a> {
         let f = self.f;
         let n = f.switches().len();
         let next = |si: usize, col: &[u8]| -> Option<u32> {
-            let sw = f.switches()[si];
-            let out = col[si];
-            if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
-                return None;
-            }
-            let r = f.remote(f.slot(sw, out));
-            if r == NONE {
-                return None;
-            }
-            f.switch_index(f.node_of(r))
+            let o = f.linked_port(f.switches()[si], col[si])?;
+            f.switch_index(f.node_of(f.remote(o)))
         };
         st.relevant.clear();
         st.relevant.resize(n, false);
@@ -344,13 +336,9 @@ impl<'a> Mix<'a> {
                     outs[1] = NO_PATH;
                 }
                 for out in outs {
-                    if out == NO_PATH || out == 0 || out > f.num_ports(node) {
+                    let Some(o) = f.linked_port(node, out) else {
                         continue;
-                    }
-                    let o = f.slot(node, out);
-                    if f.remote(o) == NONE {
-                        continue;
-                    }
+                    };
                     let mut vos = [
                         Self::vl(sides[0].r, si, inp, out, sl),
                         Self::vl(sides[1].r, si, inp, out, sl),
