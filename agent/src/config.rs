@@ -6,8 +6,9 @@
 //! subnet_prefix = "0xfec0000000000001"
 //! topology = "subnet0.net"              # ibnetdiscover grammar
 //! engine = "ftree"                      # see `ibfabric engines`
-//! base = "minhop"                       # optional, for dfdn/dfd2/lash (default: sssp for
-//!                                       # lash, minhop for dfdn/dfd2)
+//! base = "minhop"                       # optional, for dfdn/dfd2/lash: minhop, sssp, trees,
+//!                                       # auto (default: auto for lash, trees for dfdn (auto when lopsided),
+//!                                       # minhop for dfd2)
 //! max_vls = 8                           # optional
 //! max_sls = 16                          # optional
 //! out_dir = "out/subnet0"               # optional: OpenSM dumps for `opensm -R file`,

@@ -2,8 +2,9 @@
 //! and the verifier on Dragonfly p=6 and p=8 and Slim Fly q=11. Medians of `IBF_BENCH_RUNS`
 //! runs (default 3). Knobs: `IBF_BENCH_DF="4 6"` (Dragonfly sizes),
 //! `IBF_BENCH_SF="11"` (Slim Fly sizes, for DF-D2),
-//! `IBF_BENCH_ENGINES="minhop sssp dfdn dfdn-sssp dfd2 nue"` (`dfdn-sssp` is DF-DN on
-//! the SSSP base), `IBF_BENCH_VERIFY=0` to skip verification.
+//! `IBF_BENCH_ENGINES="minhop sssp dfdn dfdn-sssp dfd2 nue"` (`engine-base`, e.g.
+//! `dfdn-sssp` or `lash-minhop`, picks the base routing; a plain name takes
+//! the engine's default), `IBF_BENCH_VERIFY=0` to skip verification.
 //!
 //! `cargo bench -p fabric --bench core`
 
@@ -97,13 +98,17 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|");
     for (name, f) in &fabrics {
         for e in &engines {
-            let (engine, base) = match e.as_str() {
-                "dfdn-sssp" => ("dfdn", Base::Sssp),
-                other => (other, Base::MinHop),
+            // `engine-base` picks the base; the plain name takes the
+            // engine's default.
+            let (engine, base) = match e.split_once('-') {
+                Some((engine, base)) => {
+                    (engine, Some(base.parse::<Base>().expect("a base routing")))
+                }
+                None => (e.as_str(), None),
             };
             let eng = routing::by_name(engine).expect("engine is registered");
             let opts = EngineOptions {
-                base: Some(base),
+                base,
                 ..EngineOptions::default()
             };
             if let Err(err) = eng.route(f, &opts) {

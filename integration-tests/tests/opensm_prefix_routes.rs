@@ -161,10 +161,21 @@ fn live_lids(sim: &Sim, dir: &std::path::Path) -> HashMap<u64, u16> {
 }
 
 /// `saquery -p --sgid-to-dgid PAIR`: the answer's DLID and DGID.
+///
+/// OpenSM may answer with no record while a sweep that follows SUBNET UP
+/// (traps from ibsim's ports coming up) rebuilds its tables; an empty answer
+/// is asked again for a few seconds before it counts as a failure.
 fn path_record(sim: &Sim, pair: &str) -> (u16, std::net::Ipv6Addr) {
-    let text = sim
-        .diag("saquery", &["-p", "--sgid-to-dgid", pair])
-        .unwrap();
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = sim
+            .diag("saquery", &["-p", "--sgid-to-dgid", pair])
+            .unwrap();
+        if text.contains("dlid") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let field = |name: &str| {
         text.lines()
             .find_map(|l| Some(l.trim().strip_prefix(name)?.trim_start_matches('.').trim()))

@@ -30,8 +30,12 @@ pub struct RouteArgs {
     /// Service levels the engine may hand out.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=16))]
     max_sls: u8,
-    /// Base routing for dfdn, dfd2 and lash (default: sssp for lash, which
-    /// balances link load; minhop for dfdn and dfd2).
+    /// Base routing for dfdn, dfd2 and lash: minhop, sssp, trees (the BFS
+    /// trees OpenSM's LASH routes on) or auto (whichever of trees and sssp
+    /// loads its busiest link less). Default: auto for lash; for dfdn the
+    /// trees (balanced on Dragonflies and Slim Flies, and the fastest), or
+    /// auto when the trees load a link more than twice the mean (fat trees,
+    /// random graphs); minhop for dfd2.
     #[arg(long, value_enum)]
     base: Option<Base>,
     /// Root switches for updn: a file with one switch node GUID per line
@@ -63,6 +67,10 @@ struct RouteJson {
     written: bool,
     /// Paths per directed switch-to-switch link over all HCA pairs.
     link_load: fabric::load::LinkLoad,
+    /// Node GUIDs of the root switches, for engines that orient the fabric
+    /// from roots (the form a root GUID file takes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    roots: Option<Vec<String>>,
     #[serde(flatten)]
     tables: TablesJson,
 }
@@ -110,6 +118,16 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
     }
     let vls_needed = routing.vls_needed;
     let load = fabric::load::link_load(&f, &routing.lfts);
+    let root_guids = if engine.uses_roots() {
+        Some(
+            fabric::routing::updn::selected_roots(&f, roots.as_deref())?
+                .into_iter()
+                .map(|n| format!("{:#018x}", f.guid(n)))
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        None
+    };
     // Cycles from engines that do not claim deadlock freedom are written
     // (with a warning) unless the operator asks for deadlock freedom.
     let policy = if a.require_deadlock_free {
@@ -147,6 +165,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
                 .collect(),
             written: outcome.is_ok(),
             link_load: load,
+            roots: root_guids,
             tables: TablesJson::new(report, &f),
         })?;
     } else {
@@ -157,6 +176,9 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
         println!("verify time     {verify_secs:.3} s");
         print_report(report, &f);
         super::report::print_link_load(&load);
+        if let Some(r) = &root_guids {
+            println!("roots           {}", r.join(" "));
+        }
         if let Some(n) = vls_needed {
             println!("VLs needed      {n} (routes then spread over the VLs allowed)");
         }

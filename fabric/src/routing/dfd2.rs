@@ -25,7 +25,7 @@ impl RoutingEngine for DfD2 {
         super::EngineKind::Dfd2
     }
     fn description(&self) -> &'static str {
-        "DF-D2: deadlock free with 2 VLs on diameter-2 fabrics (Slim Fly), SL 0 for all pairs; --base minhop|sssp"
+        "DF-D2: deadlock free with 2 VLs on diameter-2 fabrics (Slim Fly), SL 0 for all pairs; --base minhop (default)|sssp|trees|auto"
     }
     fn claims_deadlock_free(&self) -> bool {
         true

@@ -34,13 +34,29 @@ impl RoutingEngine for DfDn {
         super::EngineKind::Dfdn
     }
     fn description(&self) -> &'static str {
-        "DF-DN: any minimal routing made deadlock free by raising the VL per hop (VLs = diameter); --base minhop|sssp"
+        "DF-DN: any minimal routing made deadlock free by raising the VL per hop (VLs = diameter); --base trees|auto|sssp|minhop (default: trees, or auto when they load a link over 2x the mean)"
     }
     fn claims_deadlock_free(&self) -> bool {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
-        let lfts = opts.base_lfts(f, super::Base::MinHop)?;
+        let lfts = match opts.base {
+            Some(b) => opts.base_lfts(f, b)?,
+            // The trees spread best on Dragonflies and Slim Flies (busiest
+            // link 1.1-1.5x the mean) and cost less than MinHop; on fat
+            // trees and random graphs they funnel traffic (2.5-95x), where
+            // SSSP does far better. SSSP costs more than the rest of DF-DN,
+            // so it is only weighed when the trees are lopsided.
+            None => {
+                let trees = super::trees::tree_lfts(f, opts);
+                let load = crate::load::link_load(f, &trees);
+                if load.max as f64 > 2.0 * load.mean {
+                    opts.trees_or_sssp(f, trees, load.max)
+                } else {
+                    trees
+                }
+            }
+        };
         let (sl2vl, path_sl) = assign_vls(f, &lfts, opts)?;
         Ok(Routing {
             lfts,

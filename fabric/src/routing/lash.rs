@@ -31,13 +31,13 @@ impl RoutingEngine for Lash {
         super::EngineKind::Lash
     }
     fn description(&self) -> &'static str {
-        "LASH: minimal routes (--base sssp, the default, or minhop), each in the lowest VL layer it keeps acyclic"
+        "LASH: minimal routes (--base auto, the default: the better balanced of trees and sssp; or minhop), each in the lowest VL layer it keeps acyclic"
     }
     fn claims_deadlock_free(&self) -> bool {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
-        let lfts = opts.base_lfts(f, super::Base::Sssp)?;
+        let lfts = opts.base_lfts(f, super::Base::Auto)?;
         let topo = Topo::new(f);
         let mut path_sl = PathSl::new(f.max_lid());
         let src = sources(f, "lash", &mut path_sl)?;

@@ -10,6 +10,7 @@ pub mod minhop;
 pub mod nue;
 pub(crate) mod paths;
 pub mod sssp;
+pub mod trees;
 pub mod updn;
 
 use crate::error::{Error, Result};
@@ -25,6 +26,13 @@ pub enum Base {
     #[cfg_attr(feature = "clap", value(name = "minhop"))]
     MinHop,
     Sssp,
+    /// OpenSM LASH's BFS-tree routes ([`trees`]).
+    Trees,
+    /// Whichever of the BFS trees and SSSP loads its busiest link less
+    /// (HCA pairs per directed switch link, [`crate::load`]); ties go to the
+    /// trees. Neither wins everywhere: the trees spread best on Dragonflies
+    /// and Slim Flies, SSSP on tori, fat trees and random graphs.
+    Auto,
 }
 
 impl Base {
@@ -32,6 +40,8 @@ impl Base {
         match self {
             Base::MinHop => "minhop",
             Base::Sssp => "sssp",
+            Base::Trees => "trees",
+            Base::Auto => "auto",
         }
     }
 }
@@ -48,8 +58,10 @@ impl std::str::FromStr for Base {
         match s {
             "minhop" => Ok(Base::MinHop),
             "sssp" => Ok(Base::Sssp),
+            "trees" => Ok(Base::Trees),
+            "auto" => Ok(Base::Auto),
             _ => Err(Error::Invalid(format!(
-                "unknown base routing '{s}' (known: minhop, sssp)"
+                "unknown base routing '{s}' (known: minhop, sssp, trees, auto)"
             ))),
         }
     }
@@ -144,7 +156,9 @@ pub struct EngineOptions<'a> {
     /// Service levels the engine may hand out (IB: 16).
     pub max_sls: u8,
     /// Base routing for engines that build on one; `None`: the engine's
-    /// own default (LASH: SSSP, for balance; DF-DN and DF-D2: MinHop).
+    /// own default (LASH: [`Base::Auto`], for balance; DF-DN: the BFS trees,
+    /// weighed against SSSP only when they load a link more than twice the
+    /// mean; DF-D2: MinHop).
     pub base: Option<Base>,
     /// Called with (work done, total work) on long runs.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
@@ -175,6 +189,30 @@ impl EngineOptions<'_> {
                 Ok(minhop::minhop_lfts(f, &g, &hops, self))
             }
             Base::Sssp => Ok(sssp::sssp_lfts(f, self)),
+            Base::Trees => Ok(trees::tree_lfts(f, self)),
+            Base::Auto => {
+                let trees = trees::tree_lfts(f, self);
+                let load = crate::load::link_load(f, &trees);
+                Ok(self.trees_or_sssp(f, trees, load.max))
+            }
+        }
+    }
+
+    /// The BFS trees, or SSSP when SSSP loads its busiest link less
+    /// (`trees_max`: the trees' busiest link).
+    pub(crate) fn trees_or_sssp(
+        &self,
+        f: &Fabric,
+        trees: crate::tables::Lfts,
+        trees_max: u64,
+    ) -> crate::tables::Lfts {
+        let sssp = sssp::sssp_lfts(f, self);
+        let sssp_max = crate::load::link_load(f, &sssp).max;
+        tracing::debug!(trees = trees_max, sssp = sssp_max, "busiest link per base");
+        if sssp_max < trees_max {
+            sssp
+        } else {
+            trees
         }
     }
 

@@ -1,6 +1,7 @@
-//! Up*/Down* (OpenSM `updn`): switches are ranked by BFS distance from one
-//! or more root switches; a channel goes *up* when it leads to a lower rank,
-//! or to the same rank and a lower node GUID. Legal routes climb zero or
+//! Up*/Down* (OpenSM `updn`): the switches are put in a total order from
+//! one or more root switches; a channel goes *up* when it leads to a switch
+//! earlier in the order. With roots given and on trees the order is OpenSM's:
+//! BFS distance from the roots, then node GUID. Legal routes climb zero or
 //! more up channels and then descend zero or more down channels. Up is a
 //! total order, so no cycle of channel dependencies can form: deadlock free
 //! with one VL on any connected fabric.
@@ -14,9 +15,11 @@
 //! 2. Otherwise, or when those roots leave two switches with end ports
 //!    without a legal route (tops that share no leaf), the root is the
 //!    single switch of minimum eccentricity (the graph centre), ties going to
-//!    the lowest node GUID. One root always connects every pair; OpenSM's
-//!    updn instead fails with "no root nodes were found" on tori, Dragonflies
-//!    and Slim Flies.
+//!    the lowest node GUID, and the order is depth-first from it
+//!    ([`dfs_order`]), which spreads load far better than BFS ranks on such
+//!    fabrics. One root always connects every pair; OpenSM's updn instead
+//!    fails with "no root nodes were found" on tori, Dragonflies and Slim
+//!    Flies (given our root, it ranks by BFS).
 //!
 //! Roots given explicitly (a root GUID file) are used as they are; if they
 //! leave switches with end ports without a legal route between them, the
@@ -267,7 +270,7 @@ pub(crate) fn plan(
     }
     let c = centre(f, g)?;
     let p = match mode {
-        Mode::UpDown => orient_from_roots(f, g, vec![c])?,
+        Mode::UpDown => with_states(g, dfs_order(g, c), vec![c])?,
         Mode::DownUp => {
             // Ranks counted down from the centre: down* runs toward it and
             // up* away from it, so every pair meets there at the latest.
@@ -315,6 +318,54 @@ fn order_by<K: Ord>(n: usize, key: impl Fn(u32) -> K) -> Vec<u32> {
     let mut pos = vec![0u32; n];
     for (p, &i) in idx.iter().enumerate() {
         pos[i as usize] = p as u32;
+    }
+    pos
+}
+
+/// Depth-first positions from `root`: the order Up*/Down* uses on fabrics
+/// that are not trees. A BFS ranking there sends every route that cannot
+/// turn down in time through the few links around the root (on a Dragonfly
+/// p=4, 16.5x the mean load on one global link into the root's group); a
+/// depth-first order, as Sancho, Robles and Duato proposed for irregular
+/// networks, orients most links along long chains, so far more minimal
+/// routes stay legal (4.2x the mean there). The next switch visited is
+/// the unvisited neighbour of the current one with the most visited
+/// neighbours (ties to the lower index), which keeps the chains close to
+/// what is already ordered and the routes short (random regular graph:
+/// 5 hops against 12 for plain port order). Every switch's DFS parent
+/// comes earlier, so every switch climbs to the root and every pair has a
+/// legal route.
+fn dfs_order(g: &SwitchGraph, root: u32) -> Vec<u32> {
+    let n = g.len();
+    let mut pos = vec![u32::MAX; n];
+    let mut next = 0u32;
+    let mut stack: Vec<u32> = vec![root];
+    pos[root as usize] = next;
+    next += 1;
+    while let Some(&u) = stack.last() {
+        let best = g
+            .neighbours(u)
+            .iter()
+            .map(|&(v, _)| v)
+            .filter(|&v| pos[v as usize] == u32::MAX)
+            .max_by_key(|&v| {
+                let visited = g
+                    .neighbours(v)
+                    .iter()
+                    .filter(|&&(y, _)| pos[y as usize] != u32::MAX)
+                    .count();
+                (visited, std::cmp::Reverse(v))
+            });
+        match best {
+            Some(v) => {
+                pos[v as usize] = next;
+                next += 1;
+                stack.push(v);
+            }
+            None => {
+                stack.pop();
+            }
+        }
     }
     pos
 }
