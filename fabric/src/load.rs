@@ -52,6 +52,92 @@ impl LinkLoad {
     }
 }
 
+impl LinkLoad {
+    /// The histogram as a standalone SVG bar chart: links per load bucket,
+    /// with max, mean and the busiest link in the caption. `title` names
+    /// the routing (engine and topology).
+    pub fn histogram_svg(&self, title: &str) -> String {
+        use std::fmt::Write;
+        let esc = |s: &str| {
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
+        };
+        let (left, top, w, h) = (70.0, 72.0, 560.0, 240.0);
+        let most = self
+            .histogram
+            .iter()
+            .map(|b| b.links)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let n = self.histogram.len().max(1) as f64;
+        let bw = w / n;
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" \
+             font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\" font-size=\"11\">\n\
+             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+             <text x=\"{left}\" y=\"18\" font-size=\"13\">{}</text>\n\
+             <text x=\"{left}\" y=\"36\">max {} paths, mean {:.1}, stdev {:.1}, max/mean {:.2}; {} directed switch links</text>\n\
+             <text x=\"{left}\" y=\"52\">{}</text>\n",
+            left + w + 30.0,
+            top + h + 50.0,
+            esc(title),
+            self.max,
+            self.mean,
+            self.stdev,
+            self.imbalance(),
+            self.links,
+            self.busiest
+                .as_deref()
+                .map(|b| format!("busiest: {}", esc(b)))
+                .unwrap_or_default()
+        );
+        for k in 0..=4u64 {
+            let v = most as f64 * k as f64 / 4.0;
+            let y = top + h - h * k as f64 / 4.0;
+            let _ = writeln!(
+                s,
+                "<line x1=\"{left}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+                 <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.0}</text>",
+                left + w,
+                left - 6.0,
+                y + 4.0
+            );
+        }
+        for (i, b) in self.histogram.iter().enumerate() {
+            let bh = h * b.links as f64 / most as f64;
+            let x = left + i as f64 * bw;
+            let _ = writeln!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4292c6\">\
+                 <title>{} links carry {}-{} paths</title></rect>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"9\">{}-{}</text>",
+                x + 2.0,
+                top + h - bh,
+                bw - 4.0,
+                b.links,
+                b.low,
+                b.high,
+                x + bw / 2.0,
+                top + h + 14.0,
+                b.low,
+                b.high
+            );
+        }
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">paths per link (HCA pairs); bars: links</text>\n</svg>\n",
+            left + w / 2.0,
+            top + h + 34.0
+        );
+        s
+    }
+}
+
 /// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports.
 pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
     let n = f.switches().len();

@@ -46,6 +46,10 @@ pub struct RouteArgs {
     /// Refuse to write tables that are not deadlock free, whatever the engine.
     #[arg(long)]
     require_deadlock_free: bool,
+    /// Also draw the link-load histogram (links per band of paths per
+    /// link) as an SVG file.
+    #[arg(long, value_name = "FILE")]
+    load_svg: Option<PathBuf>,
     /// Machine-readable summary on stdout.
     #[arg(long)]
     json: bool,
@@ -118,6 +122,11 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
     }
     let vls_needed = routing.vls_needed;
     let load = fabric::load::link_load(&f, &routing.lfts);
+    if let Some(p) = &a.load_svg {
+        let title = format!("{} on {}", engine.name(), a.topology.display());
+        std::fs::write(p, load.histogram_svg(&title))
+            .with_context(|| format!("writing the link-load histogram {}", p.display()))?;
+    }
     let root_guids = if engine.uses_roots() {
         Some(
             fabric::routing::updn::selected_roots(&f, roots.as_deref())?
@@ -223,8 +232,36 @@ mod tests {
             base: None,
             root_guids: None,
             require_deadlock_free: false,
+            load_svg: None,
             json: true,
         }
+    }
+
+    #[test]
+    fn load_svg_draws_the_histogram_of_the_tables_written() {
+        let d = tempfile::tempdir().expect("tmp");
+        let net = d.path().join("df.net");
+        let f = fabric::gen::generate(&fabric::gen::Topology::Dragonfly { p: 2, hosts: None })
+            .expect("dragonfly");
+        fabric::formats::write_file(&net, &fabric::formats::ibnetdiscover::write(&f))
+            .expect("write");
+        let svg = d.path().join("load.svg");
+        let mut a = args(net.clone(), d.path().join("out"));
+        a.load_svg = Some(svg.clone());
+        assert_eq!(
+            run_with(&a, EngineKind::Dfdn.engine().as_ref()).expect("routed"),
+            0
+        );
+        // The figures drawn are those of the LFTs written, read back.
+        let g = fabric::formats::ibnetdiscover::read(&net).expect("parse");
+        let lfts = fabric::formats::lft::read(&g, &d.path().join("out/opensm-lfts.dump"))
+            .expect("lfts written");
+        let load = fabric::load::link_load(&g, &lfts);
+        let text = std::fs::read_to_string(&svg).expect("svg written");
+        assert!(text.starts_with("<svg"), "{text}");
+        assert!(text.contains(&format!("max {} paths, mean {:.1}", load.max, load.mean)));
+        let bars = text.matches("<rect x=").count();
+        assert_eq!(bars, load.histogram.len(), "one bar per bucket");
     }
 
     #[test]
