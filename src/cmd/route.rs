@@ -124,8 +124,8 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
     let load = fabric::load::link_load(&f, &routing.lfts);
     if let Some(p) = &a.load_svg {
         let title = format!("{} on {}", engine.name(), a.topology.display());
-        std::fs::write(p, load.histogram_svg(&title))
-            .with_context(|| format!("writing the link-load histogram {}", p.display()))?;
+        fabric::formats::write_file(p, &load.histogram_svg(&title))
+            .context("writing the link-load histogram")?;
     }
     let root_guids = if engine.uses_roots() {
         Some(

@@ -47,15 +47,7 @@ impl RoutingEngine for DfDn {
             // trees and random graphs they funnel traffic (2.5-95x), where
             // SSSP does far better. SSSP costs more than the rest of DF-DN,
             // so it is only weighed when the trees are lopsided.
-            None => {
-                let trees = super::trees::tree_lfts(f, opts);
-                let load = crate::load::link_load(f, &trees);
-                if load.max as f64 > 2.0 * load.mean {
-                    opts.trees_or_sssp(f, trees, load.max)
-                } else {
-                    trees
-                }
-            }
+            None => opts.trees_or_sssp(f, |load| load.max as f64 <= 2.0 * load.mean),
         };
         let (sl2vl, path_sl) = assign_vls(f, &lfts, opts)?;
         Ok(Routing {
@@ -293,4 +285,40 @@ fn walk_routes(
         out[head_at] = (out.len() - head_at - 1) as u32;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gen::{generate, Topology};
+    use crate::load::link_load;
+    use crate::routing::{by_name, Base, EngineOptions};
+    use crate::verify;
+
+    fn dfdn_max(f: &crate::model::Fabric, base: Option<Base>) -> u64 {
+        let opts = EngineOptions {
+            base,
+            ..EngineOptions::default()
+        };
+        let r = by_name("dfdn").unwrap().route(f, &opts).unwrap();
+        let rep = verify::verify(f, &r);
+        assert!(rep.ok(), "dfdn on {base:?}: all pairs, no cycle");
+        link_load(f, &r.lfts).max
+    }
+
+    #[test]
+    fn dfdn_keeps_the_trees_on_a_dragonfly_and_leaves_them_on_a_fat_tree() {
+        let df = generate(&Topology::Dragonfly { p: 3, hosts: None }).unwrap();
+        assert_eq!(dfdn_max(&df, None), dfdn_max(&df, Some(Base::Trees)));
+        assert!(dfdn_max(&df, None) < dfdn_max(&df, Some(Base::MinHop)));
+
+        // The trees send all of a leaf's traffic up one link; SSSP spreads it.
+        let ft = generate(&Topology::KaryNTree { k: 4, n: 3 }).unwrap();
+        let (default, trees, sssp) = (
+            dfdn_max(&ft, None),
+            dfdn_max(&ft, Some(Base::Trees)),
+            dfdn_max(&ft, Some(Base::Sssp)),
+        );
+        assert_eq!(default, sssp);
+        assert!(sssp * 2 < trees, "sssp {sssp}, trees {trees}");
+    }
 }

@@ -10,12 +10,13 @@
 //! already in the layer costs a lookup per turn, and a new turn only
 //! searches the channels between its two ends in that order.
 //!
-//! The base routing is SSSP (or MinHop with `--base minhop`): SSSP spreads
-//! the routes over the links, and LASH keeps them as they are, so the
-//! balance of the base is the balance of the result (on a Dragonfly p=4,
-//! 1,616 paths on the busiest link with SSSP, 1,964 with MinHop; on a
-//! 4x4x4 torus 42 against 70, with fewer VLs); routes are taken destination
-//! by destination, source switch by source switch.
+//! The base routing is `auto` (or any other with `--base`): the BFS trees
+//! OpenSM's LASH routes on, or SSSP when it loads its busiest link less.
+//! LASH keeps the base's routes as they are, so the balance of the base is
+//! the balance of the result (busiest link on a Dragonfly p=4: 1,472 HCA
+//! pairs on the trees, 1,616 on SSSP, 1,964 on MinHop; on a 4x4x4 torus
+//! SSSP's 42 against the trees' 48, with fewer VLs); routes are taken
+//! destination by destination, source switch by source switch.
 
 use super::paths::{identity_sl2vl, sources, write_layers, RouteSet, Topo};
 use super::{EngineOptions, RoutingEngine};

@@ -190,26 +190,27 @@ impl EngineOptions<'_> {
             }
             Base::Sssp => Ok(sssp::sssp_lfts(f, self)),
             Base::Trees => Ok(trees::tree_lfts(f, self)),
-            Base::Auto => {
-                let trees = trees::tree_lfts(f, self);
-                let load = crate::load::link_load(f, &trees);
-                Ok(self.trees_or_sssp(f, trees, load.max))
-            }
+            Base::Auto => Ok(self.trees_or_sssp(f, |_| false)),
         }
     }
 
-    /// The BFS trees, or SSSP when SSSP loads its busiest link less
-    /// (`trees_max`: the trees' busiest link).
+    /// The BFS trees, kept as they are when `enough` accepts their link
+    /// load; otherwise weighed against SSSP, and SSSP taken when it loads
+    /// its busiest link less.
     pub(crate) fn trees_or_sssp(
         &self,
         f: &Fabric,
-        trees: crate::tables::Lfts,
-        trees_max: u64,
+        enough: impl Fn(&crate::load::LinkLoad) -> bool,
     ) -> crate::tables::Lfts {
+        let trees = trees::tree_lfts(f, self);
+        let load = crate::load::link_load(f, &trees);
+        if enough(&load) {
+            return trees;
+        }
         let sssp = sssp::sssp_lfts(f, self);
         let sssp_max = crate::load::link_load(f, &sssp).max;
-        tracing::debug!(trees = trees_max, sssp = sssp_max, "busiest link per base");
-        if sssp_max < trees_max {
+        tracing::debug!(trees = load.max, sssp = sssp_max, "busiest link per base");
+        if sssp_max < load.max {
             sssp
         } else {
             trees

@@ -127,9 +127,7 @@ mod tests {
         let routing = crate::tables::Routing::lfts_only(lfts);
         let report = verify::verify(f, &routing);
         assert_eq!(report.broken_pairs, 0, "every HCA pair connected");
-        let g = SwitchGraph::new(f);
-        let hops = g.hop_matrix();
-        let diameter = hops.iter().copied().max().unwrap_or(0) as u32;
+        let diameter = SwitchGraph::new(f).diameter().expect("connected");
         assert!(
             report.max_hops <= diameter,
             "routes are minimal: {} hops > diameter {diameter}",
@@ -160,41 +158,5 @@ mod tests {
         let lfts = tree_lfts(&f, &EngineOptions::default());
         let load = crate::load::link_load(&f, &lfts);
         assert_eq!(load.max, 1472);
-    }
-}
-
-#[cfg(test)]
-mod default_base {
-    use crate::gen::{generate, Topology};
-    use crate::load::link_load;
-    use crate::routing::{by_name, Base, EngineOptions};
-    use crate::verify;
-
-    fn dfdn_max(f: &crate::model::Fabric, base: Option<Base>) -> u64 {
-        let opts = EngineOptions {
-            base,
-            ..EngineOptions::default()
-        };
-        let r = by_name("dfdn").unwrap().route(f, &opts).unwrap();
-        let rep = verify::verify(f, &r);
-        assert!(rep.ok(), "dfdn on {base:?}: all pairs, no cycle");
-        link_load(f, &r.lfts).max
-    }
-
-    #[test]
-    fn dfdn_keeps_the_trees_on_a_dragonfly_and_leaves_them_on_a_fat_tree() {
-        let df = generate(&Topology::Dragonfly { p: 3, hosts: None }).unwrap();
-        assert_eq!(dfdn_max(&df, None), dfdn_max(&df, Some(Base::Trees)));
-        assert!(dfdn_max(&df, None) < dfdn_max(&df, Some(Base::MinHop)));
-
-        // The trees send all of a leaf's traffic up one link; SSSP spreads it.
-        let ft = generate(&Topology::KaryNTree { k: 4, n: 3 }).unwrap();
-        let (default, trees, sssp) = (
-            dfdn_max(&ft, None),
-            dfdn_max(&ft, Some(Base::Trees)),
-            dfdn_max(&ft, Some(Base::Sssp)),
-        );
-        assert_eq!(default, sssp);
-        assert!(sssp * 2 < trees, "sssp {sssp}, trees {trees}");
     }
 }
