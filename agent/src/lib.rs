@@ -345,7 +345,18 @@ impl Agent {
             // contradict the mapping.
             let pr = dir.join(fabric::formats::prefix_routes::PREFIX_ROUTES_FILE);
             let res = match fabric::formats::prefix_routes::from_mapping(&state.mapping) {
-                Ok(t) => fabric::formats::write_file(&pr, &t),
+                Ok(t) => {
+                    let sub = self.subnet.load_full();
+                    if let Some(w) = sub.and_then(|sub| {
+                        fabric::formats::prefix_routes::ambiguity_warning(
+                            &sub.fabric,
+                            &state.mapping,
+                        )
+                    }) {
+                        tracing::warn!("{w}");
+                    }
+                    fabric::formats::write_file(&pr, &t)
+                }
                 Err(e) => {
                     tracing::info!("no {}: {e}", pr.display());
                     fabric::fsio::remove(&pr)

@@ -208,7 +208,12 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
                     // OpenSM's own prefix routes, where they can say the
                     // mapping (one router port per remote prefix).
                     match prefix_routes::from_mapping(mp) {
-                        Ok(t) => others.push(fsio::stage(&pr, Options::default(), text(t))?),
+                        Ok(t) => {
+                            if let Some(w) = prefix_routes::ambiguity_warning(&s.fabric, mp) {
+                                tracing::warn!(subnet = %s.name, "{w}");
+                            }
+                            others.push(fsio::stage(&pr, Options::default(), text(t))?)
+                        }
                         Err(e) => {
                             tracing::info!(subnet = %s.name, "no prefix-routes.conf: {e}");
                             stale.push(pr);

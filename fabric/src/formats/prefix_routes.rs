@@ -12,8 +12,15 @@
 //! A mapping that sends two destinations of one prefix to different router
 //! ports (ISSR, ISFR) cannot be said either; OpenSM's SA matches the prefix
 //! only.
+//!
+//! OpenSM keeps a router in its table under the one port it discovered the
+//! router through first (`ni_rcv_process_new`); a router's other ports in
+//! the subnet are known as ports but not as routers. A line naming such a
+//! port fails the query ("router not found"), and which port was first is
+//! a race of the sweep. [`ambiguous_ports`] names the lines at risk.
 
 use crate::intersubnet::Mapping;
+use crate::model::{Fabric, NodeKind};
 use std::collections::BTreeMap;
 
 pub const PREFIX_ROUTES_FILE: &str = "prefix-routes.conf";
@@ -65,6 +72,48 @@ pub fn from_mapping(m: &Mapping) -> Result<String, PerGid> {
     Ok(s)
 }
 
+/// The router ports `m` names (as routes or defaults) whose router has more
+/// than one port in `f`: OpenSM may know that router by another of them.
+pub fn ambiguous_ports(f: &Fabric, m: &Mapping) -> Vec<u64> {
+    let index = f.port_guid_index();
+    let named: std::collections::BTreeSet<u64> = m
+        .entries
+        .iter()
+        .map(|e| e.router_port_guid)
+        .chain(m.defaults.iter().copied())
+        .collect();
+    named
+        .into_iter()
+        .filter(|g| {
+            let Some(&slot) = index.get(g) else {
+                return false;
+            };
+            let node = f.node_of(slot);
+            f.kind(node) == NodeKind::Router
+                && f.endports()
+                    .iter()
+                    .filter(|&&s| f.node_of(s) == node)
+                    .count()
+                    > 1
+        })
+        .collect()
+}
+
+/// A warning naming [`ambiguous_ports`], or `None` when every line is safe.
+pub fn ambiguity_warning(f: &Fabric, m: &Mapping) -> Option<String> {
+    let ports = ambiguous_ports(f, m);
+    if ports.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = ports.iter().map(|g| format!("{g:#018x}")).collect();
+    Some(format!(
+        "{PREFIX_ROUTES_FILE} names {} of routers with several ports in this subnet: \
+         stock OpenSM knows each router by the first port it discovers and answers \
+         \"router not found\" for the others (the ibfabric plugin answers from the mapping)",
+        list.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +159,48 @@ mod tests {
                 second: 0xb
             })
         );
+    }
+
+    /// Routers on every spine have two ports in each subnet: every port
+    /// named is at risk. Striped routers have one each: none is.
+    #[test]
+    fn ports_of_routers_with_siblings_in_the_subnet_are_named() {
+        use crate::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+        let shape = |wiring| TreeSubnets {
+            subnets: 2,
+            leaves: 2,
+            spines: 2,
+            hosts: 2,
+            routers: 2,
+            router_links: 1,
+            wiring,
+            join: Join::All,
+        };
+        for (wiring, at_risk) in [(Wiring::All, true), (Wiring::Stripe, false)] {
+            let mf = tree_subnets(&shape(wiring)).expect("generated");
+            let sub = &mf.subnets[0];
+            let ports: Vec<u64> = mf
+                .routers
+                .iter()
+                .flat_map(|r| r.ports.iter().filter(|p| p.subnet == 0))
+                .map(|p| p.port_guid)
+                .collect();
+            assert!(!ports.is_empty());
+            let m = Mapping {
+                prefix: sub.prefix,
+                entries: vec![entry(mf.subnets[1].prefix, 10, ports[0])],
+                defaults: vec![ports[ports.len() - 1]],
+            };
+            let got = ambiguous_ports(&sub.fabric, &m);
+            let want: Vec<u64> = if at_risk {
+                let mut w = vec![ports[0], ports[ports.len() - 1]];
+                w.sort();
+                w.dedup();
+                w
+            } else {
+                Vec::new()
+            };
+            assert_eq!(got, want, "{wiring:?}");
+        }
     }
 }
