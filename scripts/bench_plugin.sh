@@ -39,7 +39,7 @@ for n in $NETS; do
         tables=$OUT/$fam-$arg-$ours
         js=$("$B" route -t "$net" -e "$ours" --require-deadlock-free -o "$tables" --json 2>/dev/null) || {
             echo "| $fam $arg | $ours | refused | | | | | | |"; continue; }
-        rs=$(python3 -c 'import json,sys; j=json.load(sys.stdin); print(round(j["seconds"]+j["verify_seconds"],3), j.get("vls_needed") or j["vls"])' <<<"$js")
+        rs=$(python3 -c 'import json,sys; j=json.load(sys.stdin); print(round(j["route_seconds"]+j["verify_seconds"],3), j.get("vls_needed") or j["vls"])' <<<"$js")
         o1=$OUT/run-$fam-$arg-$ours-plugin
         LD_LIBRARY_PATH=$PLUGIN QOS=1 LOGFLAGS=0x03 TIMEOUT=900 \
             EXTRA_CONF="event_plugin_name ibfabric\nevent_plugin_options ibfabric_dir=$tables ibfabric_poll_ms=0" \

@@ -17,14 +17,25 @@ use clap::{Parser, Subcommand};
         path-sl.txt (the SL per source/destination LID).\n\n\
         Every table ibfabric writes has been checked by the verifier, which rebuilds the \
         channel dependency graph from the tables alone.\n\n\
-        Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) or pass -v for more."
+        Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) or pass -v for more.",
+    after_help = cmd::exit::HELP
 )]
-struct Cli {
+pub struct Cli {
     /// More log output (-v info, -vv debug, -vvv trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Log format on stderr: text (coloured only on a terminal) or json (one
+    /// object per line, for journald or a log shipper).
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -61,6 +72,10 @@ enum Cmd {
     Sim(cmd::sim::SimArgs),
     /// Make a CA and per-service certificates for mutual TLS between the services.
     Certs(cmd::certs::CertsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Write man pages (ibfabric.1 and one per command) into a directory.
+    Man(cmd::docs::ManArgs),
 }
 
 fn main() {
@@ -80,6 +95,8 @@ fn main() {
             | Cmd::Engines(_)
             | Cmd::Sim(_)
             | Cmd::Certs(_)
+            | Cmd::Completions(_)
+            | Cmd::Man(_)
     ) {
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe {
@@ -94,12 +111,16 @@ fn main() {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    // Colour only for a person at a terminal, not into journald or a file.
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        // Colour only for a person at a terminal, not into journald or a file.
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => fmt.json().with_ansi(false).init(),
+    }
     let res = match cli.cmd {
         Cmd::Gen(a) => cmd::gen::run(a),
         Cmd::Info(a) => cmd::info::run(a),
@@ -115,12 +136,14 @@ fn main() {
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Certs(a) => cmd::certs::run(a),
         Cmd::Engines(a) => cmd::engines::run(a),
+        Cmd::Completions(a) => cmd::docs::completions(a, <Cli as clap::CommandFactory>::command()),
+        Cmd::Man(a) => cmd::docs::man(a, <Cli as clap::CommandFactory>::command()),
     };
     match res {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::exit(1);
+            std::process::exit(cmd::exit::code_of(&e));
         }
     }
 }

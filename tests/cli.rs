@@ -19,6 +19,16 @@ fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).expect("stdout is JSON")
 }
 
+/// Stdout as JSON whatever the exit code (verdicts exit 3 with a report).
+fn json_any(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -41,7 +51,7 @@ fn gen_info_route_verify_on_a_fat_tree() {
     ]));
     let info = json(&ibf(&["info", s(&net), "--json"]));
     assert_eq!(info["switches"], 48);
-    assert_eq!(info["cas"], 64);
+    assert_eq!(info["hcas"], 64);
     assert_eq!(info["diameter"], 4);
     assert_eq!(info["guids"].as_array().unwrap().len(), 48 + 64);
 
@@ -120,26 +130,6 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
         "--json",
     ]));
     let out = d.path().join("out");
-    let r = json(&ibf(&[
-        "route",
-        "-t",
-        s(&net),
-        "-e",
-        "minhop",
-        "-o",
-        s(&out),
-        "--json",
-    ]));
-    assert_eq!(r["deadlock_free"], false);
-    let cycle = r["cycle"].as_array().expect("cycle witness");
-    assert!(cycle.len() >= 2);
-    assert!(out.join("opensm-lfts.dump").exists());
-    // The verifier says the same from disk, with exit code 2.
-    let v = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
-    assert_eq!(v.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&v.stdout).contains("deadlock free   NO"));
-    // Asked for deadlock freedom, route refuses and writes nothing.
-    let out2 = d.path().join("out2");
     let r = ibf(&[
         "route",
         "-t",
@@ -147,11 +137,62 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
         "-e",
         "minhop",
         "-o",
-        s(&out2),
-        "--require-deadlock-free",
+        s(&out),
+        "--allow-cycles",
+        "--json",
     ]);
-    assert_eq!(r.status.code(), Some(1));
+    // Written because asked, and the exit code still says unsafe.
+    assert_eq!(r.status.code(), Some(3));
+    let r = json_any(&r);
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["command"], "route");
+    assert_eq!(r["deadlock_free"], false);
+    assert_eq!(r["written"], true);
+    // The cycle as channel objects: each channel leaves the port the one
+    // before it reached, and the last closes on the first.
+    let cycle = r["cycle"].as_array().expect("cycle witness");
+    assert!(cycle.len() >= 2);
+    for (i, c) in cycle.iter().enumerate() {
+        let next = &cycle[(i + 1) % cycle.len()];
+        assert_eq!(c["to"]["guid"], next["from"]["guid"], "{c} then {next}");
+        assert!(c["from"]["guid"]
+            .as_str()
+            .is_some_and(|g| g.starts_with("0x")));
+        assert!(c["vl"].is_u64());
+    }
+    assert!(r["cycle_text"].as_str().is_some_and(|t| t.contains("=>")));
+    assert!(out.join("opensm-lfts.dump").exists());
+    // The verifier says the same from disk, with exit code 3.
+    let v = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
+    assert_eq!(v.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&v.stdout).contains("deadlock free   NO"));
+    // Without --allow-cycles route refuses, says how to get safe tables,
+    // writes nothing and exits 3.
+    let out2 = d.path().join("out2");
+    let r = ibf(&["route", "-t", s(&net), "-e", "minhop", "-o", s(&out2)]);
+    assert_eq!(r.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("nothing written") && err.contains("--allow-cycles"),
+        "{err}"
+    );
     assert!(!out2.exists());
+    // With no engine named, route picks a deadlock-free one and says why.
+    let r = json(&ibf(&["route", "-t", s(&net), "-o", s(&out2), "--json"]));
+    assert_eq!(r["engine"], "dfdn", "{r}");
+    assert!(r["engine_reason"]
+        .as_str()
+        .is_some_and(|t| t.contains("diameter 6")));
+    assert_eq!(r["deadlock_free"], true);
+    assert!(out2.join("opensm-lfts.dump").exists());
+    // A dry run routes and verifies, prints, and writes nothing.
+    let out3 = d.path().join("out3");
+    let r = json(&ibf(&["route", "-t", s(&net), "--dry-run", "--json"]));
+    assert_eq!(r["dry_run"], true);
+    assert_eq!(r["written"], false);
+    assert_eq!(r["files"].as_array().map(Vec::len), Some(0));
+    assert!(r["route_seconds"].is_f64() && r["verify_seconds"].is_f64());
+    assert!(!out3.exists());
 }
 
 #[test]
@@ -364,7 +405,7 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     ]);
     let v = json(&o);
     assert_eq!(v["subnets"], 3);
-    assert_eq!(v["cas"], 48);
+    assert_eq!(v["hcas"], 48);
     let manifest = out.join("manifest.toml");
     assert!(out.join("subnet2.net").is_file());
     let svg = dir.path().join("sim.svg");
@@ -902,7 +943,7 @@ fn assert_verify_agrees(net: &Path, out: &Path, routed: &serde_json::Value) {
     let o = ibf(&["verify", "-t", s(net), "-d", s(out), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let ok = routed["deadlock_free"] == true && routed["all_pairs_routed"] == true;
-    assert_eq!(o.status.code(), Some(if ok { 0 } else { 2 }), "{v}");
+    assert_eq!(o.status.code(), Some(if ok { 0 } else { 3 }), "{v}");
     for key in [
         "deadlock_free",
         "all_pairs_routed",
@@ -935,7 +976,7 @@ fn a_routing_removes_the_files_of_the_engine_before_it() {
     ]));
     let out = d.path().join("out");
     let route = |engine: &str| {
-        json(&ibf(&[
+        json_any(&ibf(&[
             "route",
             "-t",
             s(&net),
@@ -943,6 +984,7 @@ fn a_routing_removes_the_files_of_the_engine_before_it() {
             engine,
             "-o",
             s(&out),
+            "--allow-cycles",
             "--json",
         ]))
     };
@@ -1124,7 +1166,8 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
 #[test]
 fn engines_json_lists_every_engine_with_its_claim() {
     let v = json(&ibf(&["engines", "--json"]));
-    let list = v.as_array().expect("a list");
+    assert_eq!(v["schema_version"], 1);
+    let list = v["engines"].as_array().expect("a list");
     assert_eq!(list.len(), 10);
     let claim = |n: &str| {
         list.iter()
@@ -1236,4 +1279,109 @@ fn reroute_after_a_link_fault_and_check_each_update_step() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("has ports"));
+}
+
+/// One schema across commands: every `--json` object names its command
+/// and schema version, HCAs are `hcas`, and times name their phase.
+#[test]
+fn every_json_report_shares_the_schema() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("df.net");
+    let out = d.path().join("out");
+    let reports = [
+        (
+            "gen",
+            json(&ibf(&[
+                "gen",
+                "dragonfly",
+                "--p",
+                "2",
+                "-o",
+                s(&net),
+                "--json",
+            ])),
+        ),
+        ("info", json(&ibf(&["info", s(&net), "--json"]))),
+        (
+            "route",
+            json(&ibf(&["route", "-t", s(&net), "-o", s(&out), "--json"])),
+        ),
+        (
+            "verify",
+            json(&ibf(&["verify", "-t", s(&net), "-d", s(&out), "--json"])),
+        ),
+        ("engines", json(&ibf(&["engines", "--json"]))),
+    ];
+    for (cmd, v) in &reports {
+        assert_eq!(v["schema_version"], 1, "{cmd}: {v}");
+        assert_eq!(v["command"], *cmd, "{v}");
+        let keys: Vec<&String> = v.as_object().expect("an object").keys().collect();
+        assert!(
+            !keys.iter().any(|k| *k == "cas" || *k == "seconds"),
+            "{cmd}: {keys:?}"
+        );
+    }
+    let hcas: Vec<_> = reports[..4]
+        .iter()
+        .map(|(_, v)| v["hcas"].clone())
+        .collect();
+    assert!(hcas.iter().all(|h| *h == hcas[0] && h.is_u64()), "{hcas:?}");
+    assert!(reports[0].1["gen_seconds"].is_f64());
+    assert!(reports[3].1["verify_seconds"].is_f64());
+}
+
+/// `--log-format json`: one JSON object per log line on stderr, no colour.
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("df.net");
+    json(&ibf(&[
+        "gen",
+        "dragonfly",
+        "--p",
+        "2",
+        "-o",
+        s(&net),
+        "--json",
+    ]));
+    let o = ibf(&["--log-format", "json", "-v", "info", s(&net)]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(!lines.is_empty(), "info logs at -v");
+    for l in lines {
+        let v: serde_json::Value = serde_json::from_str(l).expect("a JSON object per line");
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{l}");
+    }
+}
+
+/// Exit codes are documented where a user looks; completions and man
+/// pages come from the same definitions as `--help`.
+#[test]
+fn help_documents_exit_codes_and_completions_and_man_pages_are_generated() {
+    let o = ibf(&["--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for line in [
+        "Exit codes:",
+        "  3  the tables are unsafe",
+        "  2  usage error",
+    ] {
+        assert!(help.contains(line), "{line}: {help}");
+    }
+    let o = ibf(&["completions", "bash"]);
+    assert!(o.status.success());
+    let bash = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        bash.contains("_ibfabric()") && bash.contains("route-multi"),
+        "{bash}"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let o = ibf(&["man", "-o", s(d.path())]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let route = std::fs::read_to_string(d.path().join("ibfabric-route.1")).expect("page");
+    assert!(
+        route.contains(".TH") && route.contains("allow\\-cycles"),
+        "{route}"
+    );
+    assert!(d.path().join("ibfabric.1").is_file());
 }

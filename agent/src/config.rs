@@ -5,7 +5,10 @@
 //! agent_id = "subnet0"                  # stable name, one agent per subnet
 //! subnet_prefix = "0xfec0000000000001"
 //! topology = "subnet0.net"              # ibnetdiscover grammar
-//! engine = "ftree"                      # see `ibfabric engines`
+//! engine = "ftree"                      # optional, see `ibfabric engines`; default: chosen
+//!                                       # from the topology (ftree on a fat tree, dfdn when
+//!                                       # the diameter fits in max_vls, else nue)
+//! root_guids = "roots.txt"              # optional, updn: root switch node GUIDs, one per line
 //! base = "minhop"                       # optional, for dfdn/dfd2/lash: minhop, sssp, trees,
 //!                                       # auto (default: auto for lash, trees for dfdn (auto when lopsided),
 //!                                       # minhop for dfd2)
@@ -61,8 +64,13 @@ pub struct AgentConfig {
     #[serde(deserialize_with = "settings::hex_u64")]
     pub subnet_prefix: u64,
     pub topology: PathBuf,
-    #[serde(default = "default_engine")]
-    pub engine: EngineKind,
+    /// None: chosen from the topology each time it is routed from scratch
+    /// ([`fabric::routing::auto`]); always a deadlock-free engine.
+    #[serde(default)]
+    pub engine: Option<EngineKind>,
+    /// For engines that take root switches (updn): a file of node GUIDs.
+    #[serde(default)]
+    pub root_guids: Option<PathBuf>,
     /// None: the engine's default base.
     #[serde(default)]
     pub base: Option<Base>,
@@ -143,9 +151,6 @@ fn yes() -> bool {
     true
 }
 
-fn default_engine() -> EngineKind {
-    EngineKind::Minhop
-}
 fn default_vls() -> u8 {
     8
 }
@@ -191,6 +196,7 @@ impl ConfigFile for AgentConfig {
     fn paths_mut(&mut self) -> Vec<&mut PathBuf> {
         std::iter::once(&mut self.topology)
             .chain(self.out_dir.as_mut())
+            .chain(self.root_guids.as_mut())
             .chain(self.mapping_file.as_mut())
             .chain(self.fabric.iter_mut().flat_map(|l| {
                 l.pathrecord_tool
@@ -224,7 +230,7 @@ mod tests {
         let ok = "insecure = true\nagent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
         let c = AgentConfig::parse(ok, "a.toml").expect("valid");
         assert_eq!(c.subnet_prefix, 0xfec0_0000_0000_0001);
-        assert_eq!(c.engine, EngineKind::Minhop);
+        assert_eq!(c.engine, None, "chosen from the topology");
         let e =
             AgentConfig::parse(&format!("{ok}engine = \"nope\"\n"), "a.toml").expect_err("engine");
         assert!(
@@ -247,7 +253,10 @@ mod tests {
             "a.toml",
         )
         .expect("valid");
-        assert_eq!((c.engine, c.base), (EngineKind::Dfdn, Some(Base::Sssp)));
+        assert_eq!(
+            (c.engine, c.base),
+            (Some(EngineKind::Dfdn), Some(Base::Sssp))
+        );
         let e = AgentConfig::parse(&format!("{ok}base = \"fast\"\n"), "a.toml").expect_err("base");
         assert!(
             e.to_string().contains("line 5") && e.to_string().contains("fast"),

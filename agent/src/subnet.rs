@@ -91,8 +91,19 @@ fn summary(routing: &Verified<Routing>) -> Option<v1::DependencySummary> {
 /// accepts no dependency cycle, whatever the engine: its tables feed a live
 /// fabric and the controller's inter-subnet routes.
 pub fn route_subnet(cfg: &AgentConfig) -> Result<RoutedSubnet, RouteError> {
-    let engine = cfg.engine.engine();
-    route_subnet_with(cfg, engine.as_ref())
+    let fabric = read_topology(cfg)?;
+    let engine = engine_for(cfg, &fabric).engine();
+    route_read(cfg, fabric, engine.as_ref())
+}
+
+/// The configured engine, or the one [`fabric::routing::auto`] picks for
+/// `fabric` (logged with the reason).
+pub fn engine_for(cfg: &AgentConfig, fabric: &Fabric) -> fabric::routing::EngineKind {
+    cfg.engine.unwrap_or_else(|| {
+        let c = fabric::routing::auto::choose(fabric, cfg.max_vls);
+        tracing::info!(engine = c.engine.name(), reason = %c.reason, "engine chosen");
+        c.engine
+    })
 }
 
 /// [`route_subnet`] with the engine given rather than named by the config.
@@ -100,7 +111,14 @@ pub fn route_subnet_with(
     cfg: &AgentConfig,
     engine: &dyn RoutingEngine,
 ) -> Result<RoutedSubnet, RouteError> {
-    let fabric = read_topology(cfg)?;
+    route_read(cfg, read_topology(cfg)?, engine)
+}
+
+fn route_read(
+    cfg: &AgentConfig,
+    fabric: Fabric,
+    engine: &dyn RoutingEngine,
+) -> Result<RoutedSubnet, RouteError> {
     let (routing, route_seconds) = compute(cfg, engine, &fabric)?;
     write_tables(cfg, &fabric, &routing, engine.name())?;
     Ok(describe(cfg, fabric, routing, engine, route_seconds, None))
@@ -118,12 +136,18 @@ fn compute(
     engine: &dyn RoutingEngine,
     fabric: &Fabric,
 ) -> Result<(Verified<Routing>, f64), RouteError> {
+    let roots = match &cfg.root_guids {
+        Some(p) if engine.uses_roots() => {
+            Some(fabric::formats::guids::read_switch_guids(fabric, p)?)
+        }
+        _ => None,
+    };
     let opts = EngineOptions {
         max_vls: cfg.max_vls,
         max_sls: cfg.max_sls,
         base: cfg.base,
         progress: None,
-        ..EngineOptions::default()
+        roots: roots.as_deref(),
     };
     let t = std::time::Instant::now();
     let routing = engine.route(fabric, &opts)?;
@@ -202,9 +226,9 @@ pub fn update_subnet(
     prev: Option<&RoutedSubnet>,
     list: Option<ChannelList>,
 ) -> Result<Decision, RouteError> {
-    let engine = cfg.engine.engine();
-    let engine = engine.as_ref();
     let found = read_topology(cfg)?;
+    let engine = engine_for(cfg, &found).engine();
+    let engine = engine.as_ref();
     let Some(prev) = prev else {
         let (routing, secs) = compute(cfg, engine, &found)?;
         let routed = describe(cfg, found, routing, engine, secs, None);

@@ -60,7 +60,7 @@ fn opensm_loads_our_lfts_into_ibsim_switches() {
 
     let theirs = parse_lft_listing(&sim.diag("dump_lfts", &[]).unwrap()).unwrap();
     let f = info(&net);
-    let (switches, hcas) = (f["switches"].as_u64().unwrap(), f["cas"].as_u64().unwrap());
+    let (switches, hcas) = (f["switches"].as_u64().unwrap(), f["hcas"].as_u64().unwrap());
     // Every switch routes to every HCA and every switch: all 12 x 20 entries
     // less each switch's route to itself, which OpenSM's dump lists as port 0.
     let expected = switches * (switches + hcas);

@@ -159,7 +159,7 @@ fn round_trip(gen: &[&str], engine: &str, extra: &[&str], sl2vl_reader: bool) {
             .unwrap();
     let (sw, hcas) = (
         info["switches"].as_u64().unwrap(),
-        info["cas"].as_u64().unwrap(),
+        info["hcas"].as_u64().unwrap(),
     );
     let mut sim = start(&fx, &tables);
     let (a, code) = audit(&fx, &sim, &tables, "readback");

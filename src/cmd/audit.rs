@@ -16,8 +16,8 @@ use std::time::Instant;
 #[derive(Args)]
 #[command(
     after_help = "Exit status: 0 when the live tables route every pair deadlock free (and \
-    match --expect), 2 when they do not, 1 on errors (a tool missing or failing, unreadable \
-    output).\n\nThe tools run through the local port (-C/-P as for infiniband-diags); with ibsim, \
+    match --expect); 3 when they are not deadlock free or leave pairs unreachable; 4 when they \
+    differ from --expect; 1 on errors (a tool missing or failing, unreadable output).\n\nThe tools run through the local port (-C/-P as for infiniband-diags); with ibsim, \
     export LD_PRELOAD=libumad2sim.so and SIM_HOST as for any diag tool."
 )]
 pub struct AuditArgs {
@@ -107,15 +107,18 @@ pub fn run(a: AuditArgs) -> Result<i32> {
         .map(|(wf, w)| compare(&wf, &w, &rb.fabric, &rb.routing, sampled, a.max_differences));
     let matches = expected.as_ref().is_none_or(Comparison::matches);
     if a.json {
-        super::print_json(&AuditJson {
-            tables: TablesJson::new(&r, &rb.fabric),
-            read_seconds,
-            verify_seconds,
-            queries: rb.queries,
-            switches: rb.fabric.switches().len(),
-            hcas: rb.fabric.num_cas(),
-            expected,
-        })?;
+        super::print_json(
+            "audit",
+            &AuditJson {
+                tables: TablesJson::new(&r, &rb.fabric),
+                read_seconds,
+                verify_seconds,
+                queries: rb.queries,
+                switches: rb.fabric.switches().len(),
+                hcas: rb.fabric.num_cas(),
+                expected,
+            },
+        )?;
     } else {
         println!(
             "read back       {} switches, {} HCAs, {} queries in {read_seconds:.2} s -> {}",
@@ -136,5 +139,11 @@ pub fn run(a: AuditArgs) -> Result<i32> {
             }
         }
     }
-    Ok(if r.ok() && matches { 0 } else { 2 })
+    Ok(if !r.ok() {
+        super::exit::UNSAFE
+    } else if !matches {
+        super::exit::DIFFERS
+    } else {
+        super::exit::OK
+    })
 }

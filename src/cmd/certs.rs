@@ -149,11 +149,14 @@ pub fn run(a: CertsArgs) -> Result<i32> {
     write_atomic(&cert, &pair.0, CERT_MODE, a.force)?;
 
     if a.json {
-        super::print_json(&Written {
-            identity: identity.as_ref().map(Identity::to_uri),
-            cert,
-            key,
-        })?;
+        super::print_json(
+            "certs",
+            &Written {
+                identity: identity.as_ref().map(Identity::to_uri),
+                cert,
+                key,
+            },
+        )?;
     } else {
         if let Some(id) = &identity {
             println!("identity  {id}");

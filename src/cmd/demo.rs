@@ -202,7 +202,7 @@ struct SubnetSummary {
     agent: String,
     prefix: String,
     switches: u32,
-    cas: u32,
+    hcas: u32,
     engine: Option<String>,
     vls: Option<u32>,
     deadlock_free: Option<bool>,
@@ -277,7 +277,7 @@ impl SubnetSummary {
             agent: s.agent_id.clone(),
             prefix: format!("{:#018x}", s.subnet_prefix),
             switches: s.topology.map_or(0, |t| t.switches),
-            cas: s.topology.map_or(0, |t| t.cas),
+            hcas: s.topology.map_or(0, |t| t.cas),
             engine: r.map(|r| r.engine.clone()),
             vls: r.map(|r| r.vls),
             deadlock_free: r.map(|r| r.deadlock_free),
@@ -300,7 +300,7 @@ async fn wait_and_report(
     let paths = sample_paths(m, run).await?;
     let summary = DemoSummary::new(&state, converged, paths);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        super::print_json("demo", &summary)?;
     } else {
         print_summary(a, m, run, &summary);
     }
@@ -541,7 +541,7 @@ fn print_summary(a: &DemoArgs, m: &fabric::multi::MultiFabric, run: &DemoRun, s:
             sub.agent,
             sub.prefix,
             sub.switches,
-            sub.cas,
+            sub.hcas,
             sub.engine.as_deref().unwrap_or(""),
             sub.vls.unwrap_or(0),
             if sub.verified == Some(true) && sub.deadlock_free == Some(true) {

@@ -19,6 +19,11 @@ struct EngineJson {
     deadlock_free: bool,
 }
 
+#[derive(Serialize)]
+struct EnginesJson {
+    engines: Vec<EngineJson>,
+}
+
 pub fn run(a: EnginesArgs) -> Result<i32> {
     let engines = routing::registry();
     if a.json {
@@ -30,7 +35,7 @@ pub fn run(a: EnginesArgs) -> Result<i32> {
                 deadlock_free: e.claims_deadlock_free(),
             })
             .collect();
-        super::print_json(&list)?;
+        super::print_json("engines", &EnginesJson { engines: list })?;
         return Ok(0);
     }
     for e in engines {

@@ -356,7 +356,7 @@ struct MultiJson {
     manifest: String,
     subnets: usize,
     routers: usize,
-    cas: usize,
+    hcas: usize,
 }
 
 #[derive(Serialize)]
@@ -365,7 +365,7 @@ struct GenJson {
     info: Info,
     topology: String,
     file: String,
-    seconds: f64,
+    gen_seconds: f64,
 }
 
 pub fn run(a: GenArgs) -> Result<i32> {
@@ -387,18 +387,21 @@ pub fn run(a: GenArgs) -> Result<i32> {
     write_file(&a.out, &text)?;
     let info = Info::of(&f, false);
     if a.json {
-        super::print_json(&GenJson {
-            info,
-            topology: topo.name(),
-            file: a.out.display().to_string(),
-            seconds,
-        })?;
+        super::print_json(
+            "gen",
+            &GenJson {
+                info,
+                topology: topo.name(),
+                file: a.out.display().to_string(),
+                gen_seconds: seconds,
+            },
+        )?;
     } else {
         eprintln!(
             "{}: {} switches, {} CAs, {} links, diameter {} -> {}",
             topo.name(),
             info.switches,
-            info.cas,
+            info.hcas,
             info.links,
             info.diameter
                 .map(|d| d.to_string())
@@ -417,12 +420,15 @@ fn gen_multi(t: &fabric::multi::TreeSubnets, a: &GenArgs) -> Result<i32> {
     let p = fabric::formats::manifest::write(&m, &a.out)?;
     let cas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
     if a.json {
-        super::print_json(&MultiJson {
-            manifest: p.display().to_string(),
-            subnets: m.subnets.len(),
-            routers: m.routers.len(),
-            cas,
-        })?;
+        super::print_json(
+            "gen",
+            &MultiJson {
+                manifest: p.display().to_string(),
+                subnets: m.subnets.len(),
+                routers: m.routers.len(),
+                hcas: cas,
+            },
+        )?;
     } else {
         eprintln!(
             "{} subnets, {} routers, {cas} CAs -> {}",

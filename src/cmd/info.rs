@@ -19,7 +19,7 @@ pub struct InfoArgs {
 #[derive(Serialize)]
 pub struct Info {
     pub switches: usize,
-    pub cas: usize,
+    pub hcas: usize,
     pub routers: usize,
     pub links: usize,
     /// Connected CA and router ports.
@@ -55,7 +55,7 @@ impl Info {
         guids.sort();
         Info {
             switches: f.switches().len(),
-            cas: f.num_cas(),
+            hcas: f.num_cas(),
             routers: f.num_routers(),
             links: f.num_links(),
             ports: f.endports().len(),
@@ -75,7 +75,7 @@ impl Info {
 
     fn print(&self) {
         println!("switches        {}", self.switches);
-        println!("CAs             {}", self.cas);
+        println!("CAs             {}", self.hcas);
         println!("routers         {}", self.routers);
         println!("links           {}", self.links);
         println!("end ports       {}", self.ports);
@@ -96,7 +96,7 @@ pub fn run(a: InfoArgs) -> Result<i32> {
     let f = super::load(&a.file)?;
     let i = Info::of(&f, a.json);
     if a.json {
-        super::print_json(&i)?;
+        super::print_json("info", &i)?;
     } else {
         i.print();
     }

@@ -5,7 +5,9 @@ pub mod audit;
 pub mod certs;
 pub mod controller;
 pub mod demo;
+pub mod docs;
 pub mod engines;
+pub mod exit;
 pub mod gen;
 pub mod info;
 pub mod report;
@@ -52,8 +54,21 @@ pub fn progress_bar(label: &str) -> Option<indicatif::ProgressBar> {
     Some(pb)
 }
 
-/// Prints a serializable report as pretty JSON on stdout.
-pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+/// The version of the `--json` objects: every command's object carries it
+/// with the command's name, and it changes when a field changes meaning or
+/// goes away (new fields keep it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Prints a command's report as pretty JSON on stdout, with
+/// `schema_version` and `command` added. Names are shared across commands:
+/// `hcas`, `switches`, `vls`, `<phase>_seconds`, cycles as channel objects.
+pub fn print_json(command: &str, v: &impl serde::Serialize) -> Result<()> {
+    let mut j = serde_json::to_value(v)?;
+    let serde_json::Value::Object(m) = &mut j else {
+        anyhow::bail!("internal error: the --json report of {command} is not an object");
+    };
+    m.insert("schema_version".into(), SCHEMA_VERSION.into());
+    m.insert("command".into(), command.into());
+    println!("{}", serde_json::to_string_pretty(&j)?);
     Ok(())
 }

@@ -18,7 +18,10 @@ pub struct TablesJson {
     pub max_hops: u32,
     pub cdg_vertices: u64,
     pub cdg_edges: u64,
-    pub cycle: Option<Vec<String>>,
+    /// A channel dependency cycle, one channel per entry, when there is one.
+    pub cycle: Option<Vec<verify::ChannelRef>>,
+    /// The same cycle as one line, as the text output prints it.
+    pub cycle_text: Option<String>,
 }
 
 impl TablesJson {
@@ -35,11 +38,11 @@ impl TablesJson {
             max_hops: r.max_hops,
             cdg_vertices: r.cdg_vertices,
             cdg_edges: r.cdg_edges,
-            cycle: r.cycle.as_ref().map(|c| {
-                c.iter()
-                    .map(|vc| verify::describe_channel(f, *vc))
-                    .collect()
-            }),
+            cycle: r
+                .cycle
+                .as_ref()
+                .map(|c| c.iter().map(|vc| verify::channel_ref(f, *vc)).collect()),
+            cycle_text: r.describe_cycle(f),
         }
     }
 }

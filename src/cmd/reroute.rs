@@ -153,19 +153,22 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         Err(e) => {
             tracing::warn!("{e}");
             if a.json {
-                super::print_json(&RerouteJson {
-                    rerouted: false,
-                    out: a.out.clone(),
-                    drain: None,
-                    stats: None,
-                    error: Some(e.to_string()),
-                    channel_list_seconds: list_secs,
-                    reroute_seconds: secs,
-                })?;
+                super::print_json(
+                    "reroute",
+                    &RerouteJson {
+                        rerouted: false,
+                        out: a.out.clone(),
+                        drain: None,
+                        stats: None,
+                        error: Some(e.to_string()),
+                        channel_list_seconds: list_secs,
+                        reroute_seconds: secs,
+                    },
+                )?;
             } else {
                 eprintln!("ibfabric: {e}");
             }
-            return Ok(2);
+            return Ok(super::exit::NO_REROUTE);
         }
     };
     let dqr::Outcome {
@@ -195,15 +198,18 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     }
     formats::write_routing(&f1, &v, &a.out)?;
     if a.json {
-        super::print_json(&RerouteJson {
-            rerouted: true,
-            out: a.out.clone(),
-            drain: drain_written,
-            stats: Some(s.clone()),
-            error: None,
-            channel_list_seconds: list_secs,
-            reroute_seconds: secs,
-        })?;
+        super::print_json(
+            "reroute",
+            &RerouteJson {
+                rerouted: true,
+                out: a.out.clone(),
+                drain: drain_written,
+                stats: Some(s.clone()),
+                error: None,
+                channel_list_seconds: list_secs,
+                reroute_seconds: secs,
+            },
+        )?;
     } else {
         println!(
             "channel list    {list_secs:.3} s ({} dependencies)",

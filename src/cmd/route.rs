@@ -16,14 +16,22 @@ pub struct RouteArgs {
     /// Topology file (ibnetdiscover grammar).
     #[arg(long, short)]
     topology: PathBuf,
-    /// Routing engine (`ibfabric engines` describes them).
-    #[arg(long, short, value_enum, default_value_t = EngineKind::Minhop)]
-    engine: EngineKind,
+    /// Routing engine (`ibfabric engines` describes them). Default: a
+    /// deadlock-free one chosen from the topology, printed with the reason:
+    /// ftree on a fat tree; dfdn when the switch diameter fits in --max-vls
+    /// (one VL per hop; balanced and fast on Dragonflies, Slim Flies, tori);
+    /// nue otherwise (deadlock free with any VL count).
+    #[arg(long, short, value_enum)]
+    engine: Option<EngineKind>,
     /// Output directory; receives opensm-lfts.dump, and opensm-sl2vl.dump and
     /// path-sl.txt when the engine sets VLs or SLs (else those of an earlier
     /// engine are removed). Files are replaced whole, crash-safely.
-    #[arg(long, short)]
-    out: PathBuf,
+    #[arg(long, short, required_unless_present = "dry_run")]
+    out: Option<PathBuf>,
+    /// Route and verify, print the report, write no tables (--load-svg is
+    /// still drawn).
+    #[arg(long, conflicts_with = "out")]
+    dry_run: bool,
     /// Data VLs the hardware offers.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=15))]
     max_vls: u8,
@@ -43,8 +51,14 @@ pub struct RouteArgs {
     /// the graph centre.
     #[arg(long, value_name = "FILE")]
     root_guids: Option<PathBuf>,
-    /// Refuse to write tables that are not deadlock free, whatever the engine.
+    /// Write the tables even when they are not deadlock free (minhop and
+    /// sssp on rings, tori, Dragonflies); the exit code is then 3. Without
+    /// it such tables are refused and nothing is written.
     #[arg(long)]
+    allow_cycles: bool,
+    /// Refuse tables that are not deadlock free: the default; kept so that
+    /// scripts written for earlier releases still run.
+    #[arg(long, hide = true, conflicts_with = "allow_cycles")]
     require_deadlock_free: bool,
     /// Also draw the link-load histogram (links per band of paths per
     /// link) as an SVG file.
@@ -58,12 +72,15 @@ pub struct RouteArgs {
 #[derive(Serialize)]
 struct RouteJson {
     engine: EngineKind,
+    /// Why this engine, when none was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine_reason: Option<String>,
+    dry_run: bool,
     switches: usize,
     hcas: usize,
     routers: usize,
     vls_needed: u32,
-    /// Routing time.
-    seconds: f64,
+    route_seconds: f64,
     verify_seconds: f64,
     files: Vec<String>,
     /// Table files of an earlier routing that this engine does not set.
@@ -80,14 +97,26 @@ struct RouteJson {
 }
 
 pub fn run(a: RouteArgs) -> Result<i32> {
-    let engine = a.engine.engine();
-    run_with(&a, engine.as_ref())
+    let f = super::load(&a.topology)?;
+    let (kind, reason) = match a.engine {
+        Some(k) => (k, None),
+        None => {
+            let c = fabric::routing::auto::choose(&f, a.max_vls);
+            tracing::info!(engine = c.engine.name(), reason = %c.reason, "engine chosen");
+            (c.engine, Some(c.reason))
+        }
+    };
+    run_with(&a, &f, kind.engine().as_ref(), reason)
 }
 
 /// `route` with the engine given (tests hand it engines the registry does
 /// not have).
-fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
-    let f = super::load(&a.topology)?;
+fn run_with(
+    a: &RouteArgs,
+    f: &fabric::Fabric,
+    engine: &dyn RoutingEngine,
+    reason: Option<String>,
+) -> Result<i32> {
     let roots = match &a.root_guids {
         Some(p) if !engine.uses_roots() => bail!(
             "--root-guids {} given, but engine '{}' takes no root switches (updn does)",
@@ -95,7 +124,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
             engine.name()
         ),
         Some(p) => Some(
-            guids::read_switch_guids(&f, p)
+            guids::read_switch_guids(f, p)
                 .with_context(|| format!("root switches for {}", engine.name()))?,
         ),
         None => None,
@@ -115,13 +144,13 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
         roots: roots.as_deref(),
     };
     let t = Instant::now();
-    let routing = engine.route(&f, &opts)?;
+    let routing = engine.route(f, &opts)?;
     let route_secs = t.elapsed().as_secs_f64();
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
     let vls_needed = routing.vls_needed;
-    let load = fabric::load::link_load(&f, &routing.lfts);
+    let load = fabric::load::link_load(f, &routing.lfts);
     if let Some(p) = &a.load_svg {
         let title = format!("{} on {}", engine.name(), a.topology.display());
         fabric::formats::write_file(p, &load.histogram_svg(&title))
@@ -129,7 +158,7 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
     }
     let root_guids = if engine.uses_roots() {
         Some(
-            fabric::routing::updn::selected_roots(&f, roots.as_deref())?
+            fabric::routing::updn::selected_roots(f, roots.as_deref())?
                 .into_iter()
                 .map(|n| format!("{:#018x}", f.guid(n)))
                 .collect::<Vec<_>>(),
@@ -137,53 +166,63 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
     } else {
         None
     };
-    // Cycles from engines that do not claim deadlock freedom are written
-    // (with a warning) unless the operator asks for deadlock freedom.
-    let policy = if a.require_deadlock_free {
-        Policy::DeadlockFree
-    } else {
+    // Cyclic tables reach a fabric only when the operator says so.
+    let policy = if a.allow_cycles {
         Policy::AllowCycles
+    } else {
+        Policy::DeadlockFree
     };
     let t = Instant::now();
-    let outcome = verify::accept(&f, engine, routing, policy);
+    let outcome = verify::accept(f, engine, routing, policy);
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
-    let (report, files) = match &outcome {
-        Ok(v) => (v.report(), fabric::formats::write_routing(&f, v, &a.out)?),
-        Err(refused) => (&*refused.report, RoutingFiles::default()),
+    let (report, files) = match (&outcome, &a.out) {
+        (Ok(v), Some(out)) if !a.dry_run => {
+            (v.report(), fabric::formats::write_routing(f, v, out)?)
+        }
+        (Ok(v), _) => (v.report(), RoutingFiles::default()),
+        (Err(refused), _) => (&*refused.report, RoutingFiles::default()),
     };
     if a.json {
-        super::print_json(&RouteJson {
-            engine: engine.kind(),
-            switches: f.switches().len(),
-            hcas: f.num_cas(),
-            routers: f.num_routers(),
-            vls_needed: vls_needed.map_or(report.vls_used, u32::from),
-            seconds: route_secs,
-            verify_seconds: verify_secs,
-            files: files
-                .written
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            removed: files
-                .removed
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            written: outcome.is_ok(),
-            link_load: load,
-            roots: root_guids,
-            tables: TablesJson::new(report, &f),
-        })?;
+        super::print_json(
+            "route",
+            &RouteJson {
+                engine: engine.kind(),
+                engine_reason: reason.clone(),
+                dry_run: a.dry_run,
+                switches: f.switches().len(),
+                hcas: f.num_cas(),
+                routers: f.num_routers(),
+                vls_needed: vls_needed.map_or(report.vls_used, u32::from),
+                route_seconds: route_secs,
+                verify_seconds: verify_secs,
+                files: files
+                    .written
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect(),
+                removed: files
+                    .removed
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect(),
+                written: outcome.is_ok() && !a.dry_run,
+                link_load: load,
+                roots: root_guids,
+                tables: TablesJson::new(report, f),
+            },
+        )?;
     } else {
-        println!("engine          {}", engine.name());
+        match &reason {
+            Some(r) => println!("engine          {} (chosen: {r})", engine.name()),
+            None => println!("engine          {}", engine.name()),
+        }
         println!("switches        {}", f.switches().len());
         println!("HCAs            {}", f.num_cas());
         println!("routing time    {route_secs:.3} s");
         println!("verify time     {verify_secs:.3} s");
-        print_report(report, &f);
+        print_report(report, f);
         super::report::print_link_load(&load);
         if let Some(r) = &root_guids {
             println!("roots           {}", r.join(" "));
@@ -202,19 +241,42 @@ fn run_with(a: &RouteArgs, engine: &dyn RoutingEngine) -> Result<i32> {
             );
         }
     }
+    let out = a
+        .out
+        .as_ref()
+        .map_or_else(|| "(dry run)".to_string(), |p| p.display().to_string());
     match outcome {
-        Err(refused) => bail!(
-            "{}; nothing written to {}",
-            refused.refusal,
-            a.out.display()
-        ),
-        Ok(v) if !v.report().deadlock_free() => tracing::warn!(
-            engine = engine.name(),
-            "tables written although they are NOT deadlock free"
-        ),
-        Ok(_) => {}
+        Err(refused) => {
+            let hint = if refused.report.ok() || engine.claims_deadlock_free() {
+                String::new()
+            } else {
+                format!(
+                    " ({} is not deadlock free here: omit --engine to have a deadlock-free \
+                     one chosen, or pass --allow-cycles)",
+                    engine.name()
+                )
+            };
+            Err(super::exit::Unsafe(format!(
+                "{}; nothing written to {out}{hint}",
+                refused.refusal
+            ))
+            .into())
+        }
+        Ok(v) if !v.report().ok() => {
+            tracing::warn!(
+                engine = engine.name(),
+                "tables written although they are NOT deadlock free or leave pairs unreachable"
+            );
+            Ok(super::exit::UNSAFE)
+        }
+        Ok(_) if a.dry_run => {
+            if !a.json {
+                println!("dry run         nothing written");
+            }
+            Ok(super::exit::OK)
+        }
+        Ok(_) => Ok(super::exit::OK),
     }
-    Ok(0)
 }
 
 #[cfg(test)]
@@ -225,12 +287,14 @@ mod tests {
     fn args(topology: PathBuf, out: PathBuf) -> RouteArgs {
         RouteArgs {
             topology,
-            engine: EngineKind::Dfdn,
-            out,
+            engine: Some(EngineKind::Dfdn),
+            out: Some(out),
+            dry_run: false,
             max_vls: 8,
             max_sls: 16,
             base: None,
             root_guids: None,
+            allow_cycles: false,
             require_deadlock_free: false,
             load_svg: None,
             json: true,
@@ -249,7 +313,7 @@ mod tests {
         let mut a = args(net.clone(), d.path().join("out"));
         a.load_svg = Some(svg.clone());
         assert_eq!(
-            run_with(&a, EngineKind::Dfdn.engine().as_ref()).expect("routed"),
+            run_with(&a, &f, EngineKind::Dfdn.engine().as_ref(), None).expect("routed"),
             0
         );
         // The figures drawn are those of the LFTs written, read back.
@@ -272,16 +336,18 @@ mod tests {
         fabric::formats::write_file(&net, &fabric::formats::ibnetdiscover::write(&f))
             .expect("write");
         let out = d.path().join("out");
-        // Even without --require-deadlock-free: the engine's claim is wrong.
-        let err =
-            run_with(&args(net.clone(), out.clone()), &MislabelledEngine).expect_err("refused");
+        // Even with --allow-cycles: the engine's claim is wrong.
+        let mut allow = args(net.clone(), out.clone());
+        allow.allow_cycles = true;
+        let err = run_with(&allow, &f, &MislabelledEngine, None).expect_err("refused");
+        assert_eq!(crate::cmd::exit::code_of(&err), crate::cmd::exit::UNSAFE);
         assert!(err.to_string().contains("claims deadlock freedom"), "{err}");
         assert!(err.to_string().contains("nothing written"), "{err}");
         assert!(!out.exists(), "nothing written");
         // The real DF-DN on the same file passes and writes its three files.
         let dfdn = EngineKind::Dfdn.engine();
         assert_eq!(
-            run_with(&args(net, out.clone()), dfdn.as_ref()).expect("routes"),
+            run_with(&args(net, out.clone()), &f, dfdn.as_ref(), None).expect("routes"),
             0
         );
         assert!(out.join("opensm-lfts.dump").is_file());

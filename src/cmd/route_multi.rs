@@ -293,7 +293,7 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
         exhaustive_seconds,
     };
     if a.json {
-        super::print_json(&summary)?;
+        super::print_json("route-multi", &summary)?;
     } else {
         print_text(&summary);
     }

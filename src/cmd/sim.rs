@@ -104,7 +104,7 @@ struct SimReport {
     hot_spot: f64,
     samples: usize,
     setups: Vec<SetupResult>,
-    seconds: f64,
+    sim_seconds: f64,
 }
 
 pub fn run(a: SimArgs) -> Result<i32> {
@@ -187,13 +187,13 @@ pub fn run(a: SimArgs) -> Result<i32> {
         hot_spot: a.hot_spot,
         samples: a.samples,
         setups: out,
-        seconds: t0.elapsed().as_secs_f64(),
+        sim_seconds: t0.elapsed().as_secs_f64(),
     };
     if let Some(p) = &a.svg {
         fabric::formats::write_file(p, &plot(&report))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::print_json("sim", &report)?;
     } else {
         print_text(&report);
     }
@@ -324,7 +324,7 @@ fn print_text(r: &SimReport) {
             }
         }
     }
-    println!("\n{:.1} s", r.seconds);
+    println!("\nsimulated in {:.1} s", r.sim_seconds);
 }
 
 const COLORS: [&str; 6] = [

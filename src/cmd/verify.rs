@@ -45,7 +45,7 @@ pub struct VerifyArgs {
 struct VerifyJson {
     #[serde(flatten)]
     tables: TablesJson,
-    seconds: f64,
+    verify_seconds: f64,
     switches: usize,
     hcas: usize,
     /// Paths per directed switch-to-switch link over all HCA pairs.
@@ -57,8 +57,9 @@ struct TransitionJson<'a> {
     #[serde(flatten)]
     report: &'a verify::TransitionReport,
     deadlock_free: bool,
+    cycle: Option<Vec<verify::ChannelRef>>,
     cycle_text: Option<String>,
-    seconds: f64,
+    verify_seconds: f64,
 }
 
 fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i32> {
@@ -71,12 +72,19 @@ fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i3
     let r = verify::check_transition(f, &old, &new);
     let secs = t.elapsed().as_secs_f64();
     if json {
-        super::print_json(&TransitionJson {
-            report: &r,
-            deadlock_free: r.deadlock_free(),
-            cycle_text: r.describe_cycle(f),
-            seconds: secs,
-        })?;
+        super::print_json(
+            "verify",
+            &TransitionJson {
+                report: &r,
+                deadlock_free: r.deadlock_free(),
+                cycle: r
+                    .cycle
+                    .as_ref()
+                    .map(|c| c.iter().map(|vc| verify::channel_ref(f, *vc)).collect()),
+                cycle_text: r.describe_cycle(f),
+                verify_seconds: secs,
+            },
+        )?;
     } else {
         println!("transition time {secs:.3} s");
         println!(
@@ -94,7 +102,11 @@ fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i3
             ),
         }
     }
-    Ok(if r.deadlock_free() { 0 } else { 2 })
+    Ok(if r.deadlock_free() {
+        super::exit::OK
+    } else {
+        super::exit::UNSAFE
+    })
 }
 
 pub fn run(a: VerifyArgs) -> Result<i32> {
@@ -133,17 +145,24 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     let r = verify::verify(&f, &routing);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
-        super::print_json(&VerifyJson {
-            tables: TablesJson::new(&r, &f),
-            seconds: secs,
-            switches: f.switches().len(),
-            hcas: f.num_cas(),
-            link_load: fabric::load::link_load(&f, &routing.lfts),
-        })?;
+        super::print_json(
+            "verify",
+            &VerifyJson {
+                tables: TablesJson::new(&r, &f),
+                verify_seconds: secs,
+                switches: f.switches().len(),
+                hcas: f.num_cas(),
+                link_load: fabric::load::link_load(&f, &routing.lfts),
+            },
+        )?;
     } else {
         println!("verify time     {secs:.3} s");
         print_report(&r, &f);
         super::report::print_link_load(&fabric::load::link_load(&f, &routing.lfts));
     }
-    Ok(if r.ok() { 0 } else { 2 })
+    Ok(if r.ok() {
+        super::exit::OK
+    } else {
+        super::exit::UNSAFE
+    })
 }

@@ -1,5 +1,6 @@
 //! Routing engines: one trait, one file per engine, one registry.
 
+pub mod auto;
 pub mod dfd2;
 pub mod dfdn;
 pub mod dfsssp;

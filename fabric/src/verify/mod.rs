@@ -113,6 +113,42 @@ impl Report {
     }
 }
 
+/// One end of a channel, as scripts want it: the node's GUID and name and
+/// the port number.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PortRef {
+    /// Node GUID, `0x` and 16 hex digits.
+    pub guid: String,
+    pub name: String,
+    pub port: u8,
+}
+
+/// A virtual channel as a structured object: the sending port, the port
+/// it reaches (`None` when the link is gone) and the VL.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChannelRef {
+    pub from: PortRef,
+    pub to: Option<PortRef>,
+    pub vl: u8,
+}
+
+pub fn channel_ref(f: &Fabric, vc: VirtualChannel) -> ChannelRef {
+    let port = |s: Slot| {
+        let n = f.node_of(s);
+        PortRef {
+            guid: format!("{:#018x}", f.guid(n)),
+            name: f.desc(n).to_string(),
+            port: f.port_of(s),
+        }
+    };
+    let r = f.remote(vc.slot);
+    ChannelRef {
+        from: port(vc.slot),
+        to: (r != NONE).then(|| port(r)),
+        vl: vc.vl,
+    }
+}
+
 pub fn describe_channel(f: &Fabric, vc: VirtualChannel) -> String {
     let n = f.node_of(vc.slot);
     let r = f.remote(vc.slot);

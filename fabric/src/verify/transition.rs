@@ -42,7 +42,10 @@ pub struct TransitionReport {
     pub states: u64,
     pub cdg_vertices: u64,
     pub cdg_edges: u64,
-    /// A dependency cycle some mix of old and new tables allows.
+    /// A dependency cycle some mix of old and new tables allows. Slots
+    /// mean nothing outside the process: reports name the channels with
+    /// [`super::channel_ref`].
+    #[serde(skip)]
     pub cycle: Option<Vec<VirtualChannel>>,
 }
 
