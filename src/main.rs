@@ -72,6 +72,9 @@ enum Cmd {
     Sim(cmd::sim::SimArgs),
     /// Make a CA and per-service certificates for mutual TLS between the services.
     Certs(cmd::certs::CertsArgs),
+    /// Ask the controllers (and routers) what they hold: leader, term,
+    /// subnets, versions published and held, and what lags.
+    Status(cmd::status::StatusArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::docs::CompletionsArgs),
     /// Write man pages (ibfabric.1 and one per command) into a directory.
@@ -95,6 +98,7 @@ fn main() {
             | Cmd::Engines(_)
             | Cmd::Sim(_)
             | Cmd::Certs(_)
+            | Cmd::Status(_)
             | Cmd::Completions(_)
             | Cmd::Man(_)
     ) {
@@ -136,6 +140,7 @@ fn main() {
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Certs(a) => cmd::certs::run(a),
         Cmd::Engines(a) => cmd::engines::run(a),
+        Cmd::Status(a) => cmd::status::run(a),
         Cmd::Completions(a) => cmd::docs::completions(a, <Cli as clap::CommandFactory>::command()),
         Cmd::Man(a) => cmd::docs::man(a, <Cli as clap::CommandFactory>::command()),
     };

@@ -20,6 +20,7 @@
 //!                                       # controller sends a mapping (the paper's Code 1)
 //! controllers = ["http://127.0.0.1:7100"]
 //! listen = "127.0.0.1:7200"             # optional: Agent.PathQuery service
+//! metrics_listen = "127.0.0.1:9465"     # optional: Prometheus /metrics (plain HTTP)
 //! watch_topology = true                 # optional: re-route when the file changes
 //! dqr = true                            # optional: after links or switches fail, reroute
 //!                                       # only the broken flows (dynamic quick reconfiguration)
@@ -86,6 +87,10 @@ pub struct AgentConfig {
     pub controllers: Vec<String>,
     #[serde(default)]
     pub listen: Option<SocketAddr>,
+    /// Prometheus metrics over plain HTTP (`GET /metrics`) on this address;
+    /// off unless given.
+    #[serde(default)]
+    pub metrics_listen: Option<SocketAddr>,
     #[serde(default)]
     pub watch_topology: bool,
     /// Reroute only the broken flows after a failure (else recompute).

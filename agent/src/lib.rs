@@ -131,6 +131,24 @@ impl Agent {
         })
     }
 
+    /// Sets the agent's gauges: the generation, engine, VLs and verdict of
+    /// the tables in force, and the mapping version held.
+    pub fn record_metrics(&self) {
+        use metrics::gauge;
+        gauge!("ibfabric_agent_generation").set(self.generation.load(Ordering::SeqCst) as f64);
+        gauge!("ibfabric_agent_mapping_version").set(self.mapping_version() as f64);
+        if let Some(s) = self.subnet.load_full() {
+            if let Some(r) = &s.report.routing {
+                gauge!("ibfabric_agent_vls", "engine" => r.engine.clone()).set(f64::from(r.vls));
+                gauge!("ibfabric_agent_deadlock_free").set(if r.deadlock_free && r.verified {
+                    1.0
+                } else {
+                    0.0
+                });
+            }
+        }
+    }
+
     pub fn mapping_version(&self) -> u64 {
         self.mapping.load().as_ref().map_or(0, |m| m.version)
     }
@@ -211,6 +229,10 @@ impl Agent {
                 seconds = u.seconds,
                 "tables updated after a topology change"
             );
+            metrics::counter!("ibfabric_agent_updates_total", "method" => u.method.clone())
+                .increment(1);
+            metrics::histogram!("ibfabric_agent_update_seconds", "method" => u.method.clone())
+                .record(u.seconds);
         }
         // Generations order this agent's reports within one session (the
         // controller starts a new session's count afresh), so a counter
@@ -507,7 +529,11 @@ pub async fn run(
     let r = match (listener, server) {
         (Some(l), Some(mut server)) => {
             let mut sd = shutdown.clone();
+            let (_health_reporter, health) = proto::ops::health("ibfabric.v1.Agent").await;
+            let reflection = proto::ops::reflection().map_err(proto::client::ServeError::from)?;
             server
+                .add_service(health)
+                .add_service(reflection)
                 .add_service(
                     v1::agent_server::AgentServer::new(QueryService(agent.clone()))
                         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)

@@ -152,13 +152,18 @@ fn compute(
     let t = std::time::Instant::now();
     let routing = engine.route(fabric, &opts)?;
     let route_seconds = t.elapsed().as_secs_f64();
-    let routing =
-        fabric::verify::accept(fabric, engine, routing, Policy::DeadlockFree).map_err(|r| {
-            RouteError::Refused {
-                engine: engine.name().to_string(),
-                refusal: r.refusal,
-            }
-        })?;
+    metrics::histogram!("ibfabric_agent_route_seconds", "engine" => engine.name())
+        .record(route_seconds);
+    let t = std::time::Instant::now();
+    let accepted = fabric::verify::accept(fabric, engine, routing, Policy::DeadlockFree);
+    metrics::histogram!("ibfabric_agent_verify_seconds").record(t.elapsed().as_secs_f64());
+    let routing = accepted.map_err(|r| {
+        metrics::counter!("ibfabric_agent_tables_refused_total").increment(1);
+        RouteError::Refused {
+            engine: engine.name().to_string(),
+            refusal: r.refusal,
+        }
+    })?;
     Ok((routing, route_seconds))
 }
 

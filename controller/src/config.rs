@@ -5,6 +5,7 @@
 //! listen = "127.0.0.1:7100"
 //! algorithm = "prefix"              # inter-subnet algorithm: prefix, issr or isfr
 //! lease_seconds = 10                # agents report at least every lease/3
+//! metrics_listen = "127.0.0.1:9464" # optional: Prometheus /metrics (plain HTTP)
 //!
 //! [store]                           # optional; default: in-memory
 //! kind = "etcd"                     # "memory" or "etcd"
@@ -51,6 +52,10 @@ pub struct ControllerConfig {
     pub insecure: bool,
     pub id: String,
     pub listen: SocketAddr,
+    /// Prometheus metrics over plain HTTP (`GET /metrics`) on this address;
+    /// off unless given.
+    #[serde(default)]
+    pub metrics_listen: Option<SocketAddr>,
     #[serde(default = "default_algorithm")]
     pub algorithm: AlgorithmKind,
     #[serde(default = "default_lease")]

@@ -381,11 +381,14 @@ impl Controller {
         let (algo, prev, term) = (self.algo.clone(), self.published(), self.term());
         // Seconds of CPU on large fabrics: off the async workers, which
         // keep the election lease, the heartbeats and the pushes going.
+        let t = Instant::now();
         let next = tokio::task::spawn_blocking(move || {
             state::recompute(&view, &reports, algo.as_ref(), &prev, term)
         })
         .await
         .map_err(|e| ControlError::Task(e.to_string()))??;
+        metrics::histogram!("ibfabric_controller_compute_seconds")
+            .record(t.elapsed().as_secs_f64());
         let Some(next) = next else {
             return Ok(());
         };

@@ -143,12 +143,15 @@ impl From<ControlError> for Status {
 /// A pushed result: its version, its repair marker, and how it is cut
 /// into parts.
 trait Pushed: Clone + Send + Sync + prost::Message + 'static {
+    /// The label of the pushes counter.
+    const KIND: &'static str;
     fn version(&self) -> u64;
     fn set_replaces(&mut self, v: u64);
     fn split(&self, max_bytes: usize) -> Result<Vec<Self>, proto::chunk::ChunkError>;
 }
 
 impl Pushed for v1::MappingUpdate {
+    const KIND: &'static str = "mapping";
     fn version(&self) -> u64 {
         self.version
     }
@@ -161,6 +164,7 @@ impl Pushed for v1::MappingUpdate {
 }
 
 impl Pushed for v1::EgressTables {
+    const KIND: &'static str = "egress";
     fn version(&self) -> u64 {
         self.version
     }
@@ -328,6 +332,8 @@ where
                             return;
                         }
                     }
+                    metrics::counter!("ibfabric_controller_pushes_total", "kind" => T::KIND)
+                        .increment(1);
                     have = v;
                 }
             }
@@ -601,7 +607,10 @@ pub async fn serve(
     let svc = v1::controller_server::ControllerServer::new(Service::new(ctl, bounds, transport))
         .max_decoding_message_size(bounds.max_message_bytes)
         .max_encoding_message_size(bounds.max_message_bytes);
+    let (_health_reporter, health) = proto::ops::health("ibfabric.v1.Controller").await;
     Ok(server
+        .add_service(health)
+        .add_service(proto::ops::reflection()?)
         .add_service(svc)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),

@@ -1230,8 +1230,9 @@ async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
     out
 }
 
-/// A plaintext HTTP GET on a loopback port (etcd's metrics listener).
-async fn http_get(port: u16, path: &str) -> Option<String> {
+/// A plaintext HTTP GET on a loopback port (etcd's and the services'
+/// metrics listeners): the whole response, headers included.
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let work = async {
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))

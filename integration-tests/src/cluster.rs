@@ -154,6 +154,8 @@ pub struct Cluster {
     pub controllers: Vec<(String, Proc)>,
     pub agents: Vec<AgentProc>,
     pub routers: Vec<RouterProc>,
+    /// Every process's Prometheus listener: (process name, port).
+    pub metrics: Vec<(String, u16)>,
 }
 
 impl Cluster {
@@ -229,6 +231,7 @@ impl Cluster {
             controllers: Vec::new(),
             agents: Vec::new(),
             routers: Vec::new(),
+            metrics: Vec::new(),
         };
         for k in 0..controllers.max(1) {
             let port = free_port()?;
@@ -238,6 +241,7 @@ impl Cluster {
                 format!("ctl{k}")
             };
             let cfg = c.path(&format!("{name}.toml"));
+            let metrics = c.metrics_port(&name)?;
             let store = match store_spec {
                 StoreSpec::Etcd(ep, ns) => format!(
                     "\n[store]\nkind = \"etcd\"\nendpoints = [\"{ep}\"]\nprefix = \"{ns}\"\nelection_ttl_seconds = {ttl}\ninsecure = true\n"
@@ -250,7 +254,7 @@ impl Cluster {
             std::fs::write(
                 &cfg,
                 format!(
-                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"{algorithm}\"\nlease_seconds = 3\n{store}{}\n{extra}\n",
+                    "id = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"{algorithm}\"\nlease_seconds = 3\nmetrics_listen = \"127.0.0.1:{metrics}\"\n{store}{}\n{extra}\n",
                     c.tls_section(&Identity::Controller)?
                 ),
             )?;
@@ -286,6 +290,22 @@ impl Cluster {
             self.dir.path(),
         )?;
         Ok(())
+    }
+
+    /// The metrics port of process `name`, chosen on first use.
+    pub fn metrics_port(&mut self, name: &str) -> Result<u16> {
+        if let Some((_, p)) = self.metrics.iter().find(|(n, _)| n == name) {
+            return Ok(*p);
+        }
+        let p = free_port()?;
+        self.metrics.push((name.to_string(), p));
+        Ok(p)
+    }
+
+    /// What process `name` serves on /metrics, or `None` if nothing answers.
+    pub async fn scrape(&self, name: &str) -> Option<String> {
+        let (_, port) = self.metrics.iter().find(|(n, _)| n == name)?;
+        crate::chaos::http_get(*port, "/metrics").await
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -328,14 +348,15 @@ impl Cluster {
     }
 
     pub fn start_router(&mut self, i: usize, controllers: &[String]) -> Result<()> {
-        let r = &self.fabric.routers[i];
+        let r = self.fabric.routers[i].clone();
         let port = free_port()?;
         let ports = r.ports.iter().map(|p| p.port).max().unwrap_or(0);
         let cfg = self.path(&format!("router{i}.toml"));
+        let metrics = self.metrics_port(&format!("router{i}"))?;
         std::fs::write(
             &cfg,
             format!(
-                "router_guid = \"{:#018x}\"\nlisten = \"127.0.0.1:{port}\"\ncontrollers = {}\nports = {ports}\n{}",
+                "router_guid = \"{:#018x}\"\nlisten = \"127.0.0.1:{port}\"\ncontrollers = {}\nports = {ports}\nmetrics_listen = \"127.0.0.1:{metrics}\"\n{}",
                 r.guid,
                 toml_list(controllers),
                 self.tls_section(&Identity::Router { guid: r.guid })?
@@ -365,11 +386,13 @@ impl Cluster {
         let name = self.fabric.subnets[i].name.clone();
         let port = free_port()?;
         let cfg = self.path(&format!("{agent_id}.agent.toml"));
+        let metrics = self.metrics_port(agent_id)?;
         std::fs::write(
             &cfg,
             format!(
                 "agent_id = \"{agent_id}\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{name}.net\"\n\
-                 engine = \"{engine}\"\nout_dir = \"out/{agent_id}\"\ncontrollers = {}\nlisten = \"127.0.0.1:{port}\"\n{}",
+                 engine = \"{engine}\"\nout_dir = \"out/{agent_id}\"\ncontrollers = {}\nlisten = \"127.0.0.1:{port}\"\n\
+                 metrics_listen = \"127.0.0.1:{metrics}\"\n{}",
                 toml_list(controllers),
                 self.tls_section(&Identity::Agent { prefix })?
             ),

@@ -344,11 +344,13 @@ pub fn unary<T>(msg: T) -> tonic::Request<T> {
 /// deadlines, a bound on requests in flight per connection, and HTTP/2
 /// keepalive so dead clients free their streams.
 /// With TLS, every client must present a certificate from the CA.
+/// Requests refused (unauthenticated, permission denied) are counted
+/// ([`crate::ops::REFUSED_REQUESTS`]).
 pub fn server(
     transport: &Transport,
     timeout: Duration,
     concurrency_per_connection: usize,
-) -> Result<tonic::transport::Server, ServeError> {
+) -> Result<Server, ServeError> {
     let b = tonic::transport::Server::builder();
     let b = match transport {
         Transport::Insecure => b,
@@ -357,8 +359,14 @@ pub fn server(
     Ok(b.timeout(timeout)
         .concurrency_limit_per_connection(concurrency_per_connection)
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT)))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .layer(crate::ops::CountRefusals))
 }
+
+/// The server [`server`] builds: refused requests are counted.
+pub type Server = tonic::transport::Server<
+    tower::layer::util::Stack<crate::ops::CountRefusals, tower::layer::util::Identity>,
+>;
 
 /// Why a listener could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -367,4 +375,6 @@ pub enum ServeError {
     Tls(#[from] ibtls::TlsError),
     #[error(transparent)]
     Transport(#[from] tonic::transport::Error),
+    #[error("server reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
 }

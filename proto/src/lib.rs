@@ -6,6 +6,7 @@
 pub mod chunk;
 pub mod client;
 pub mod convert;
+pub mod ops;
 pub mod version;
 
 /// Version 1 of the contracts; a breaking change gets a new package.

@@ -5,6 +5,7 @@
 //! listen = "127.0.0.1:7300"            # RouterFw service
 //! controllers = ["http://127.0.0.1:7100", "http://127.0.0.1:7101"]
 //! ports = 6                            # optional: refuse tables naming other ports
+//! metrics_listen = "127.0.0.1:9466"    # optional: Prometheus /metrics (plain HTTP)
 //! ```
 
 use serde::Deserialize;
@@ -23,6 +24,10 @@ pub struct RouterConfig {
     #[serde(deserialize_with = "settings::hex_u64")]
     pub router_guid: u64,
     pub listen: SocketAddr,
+    /// Prometheus metrics over plain HTTP (`GET /metrics`) on this address;
+    /// off unless given.
+    #[serde(default)]
+    pub metrics_listen: Option<SocketAddr>,
     #[serde(default)]
     pub controllers: Vec<String>,
     #[serde(default)]

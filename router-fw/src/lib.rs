@@ -186,6 +186,30 @@ impl RouterFw {
         self.current.load_full()
     }
 
+    /// What the State RPC answers: version and rules in force, refusals,
+    /// the recent installs.
+    pub fn state(&self) -> v1::RouterState {
+        let snap = self.snapshot();
+        let (history, installs_total) = self.history();
+        v1::RouterState {
+            router_guid: self.guid,
+            version: self.version(),
+            rules: snap.as_ref().as_ref().map_or(0, |t| t.rules() as u32),
+            rejected: self.rejected(),
+            installs: history
+                .iter()
+                .map(|r| v1::InstallRecord {
+                    version: r.version,
+                    previous: r.previous,
+                    replaces: r.replaces,
+                    at_unix_ms: r.at_unix_ms,
+                })
+                .collect(),
+            installs_total,
+            started_unix_ms: self.started_unix_ms(),
+        }
+    }
+
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)
     }
@@ -317,7 +341,10 @@ pub async fn run(
     let svc = v1::router_fw_server::RouterFwServer::new(service::Service(fw, transport))
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
+    let (_health_reporter, health) = proto::ops::health("ibfabric.v1.RouterFw").await;
     let r = server
+        .add_service(health)
+        .add_service(proto::ops::reflection()?)
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = sd.wait_for(|s| *s).await;

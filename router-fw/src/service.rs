@@ -61,24 +61,6 @@ impl v1::router_fw_server::RouterFw for Service {
         req: Request<v1::RouterStateRequest>,
     ) -> Result<Response<v1::RouterState>, Status> {
         self.1.peer(&req)?;
-        let snap = self.0.snapshot();
-        let (history, installs_total) = self.0.history();
-        Ok(Response::new(v1::RouterState {
-            router_guid: self.0.guid,
-            version: self.0.version(),
-            rules: snap.as_ref().as_ref().map_or(0, |t| t.rules() as u32),
-            rejected: self.0.rejected(),
-            installs: history
-                .iter()
-                .map(|r| v1::InstallRecord {
-                    version: r.version,
-                    previous: r.previous,
-                    replaces: r.replaces,
-                    at_unix_ms: r.at_unix_ms,
-                })
-                .collect(),
-            installs_total,
-            started_unix_ms: self.0.started_unix_ms(),
-        }))
+        Ok(Response::new(self.0.state()))
     }
 }

@@ -17,7 +17,10 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
             ),
             None => None,
         };
+        let metrics_listen = cfg.metrics_listen;
         let ag = agent::Agent::new(cfg);
+        let a = ag.clone();
+        super::runtime::serve_metrics(metrics_listen, move || a.record_metrics())?;
         agent::run(ag, listener, shutdown_on_signal()).await?;
         Ok(0)
     })

@@ -19,6 +19,10 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
             .with_context(|| format!("binding the controller service to {}", cfg.listen))?;
         let shutdown = shutdown_on_signal();
         let ctl = controller::start(&cfg, shutdown.clone()).await?;
+        let c = ctl.clone();
+        super::runtime::serve_metrics(cfg.metrics_listen, move || {
+            proto::ops::record_controller(&c.state())
+        })?;
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
         controller::service::serve(ctl, cfg.limits.bounds(), cfg.transport(), listener, shutdown)
             .await?;

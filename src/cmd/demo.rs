@@ -120,6 +120,7 @@ async fn start_demo(
         limits: Default::default(),
         tls: None,
         insecure: true,
+        metrics_listen: None,
     };
     let ctl = start_controller(&cfg, stop.clone()).await?;
     tokio::spawn(controller::service::serve(

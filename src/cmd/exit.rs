@@ -15,6 +15,10 @@ pub const DIFFERS: i32 = 4;
 /// `reroute`: DQR found no path for some flow; a full recompute is needed.
 pub const NO_REROUTE: i32 = 5;
 
+/// `status`: the controllers answer, but without a leader, or something
+/// lags (a subnet not live, an old version held, the store failing).
+pub const DEGRADED: i32 = 6;
+
 /// The table printed at the end of `--help`.
 pub const HELP: &str = "\
 Exit codes:
@@ -24,7 +28,9 @@ Exit codes:
   3  the tables are unsafe: not deadlock free (also a mix of old and new
      tables during an update) or some pairs unreachable
   4  audit: the fabric holds tables other than the set compared
-  5  reroute: DQR found no path for some flow (run a full recompute)";
+  5  reroute: DQR found no path for some flow (run a full recompute)
+  6  status: no leader, or something lags (subnet not live, old version
+     held, store failing)";
 
 /// An error whose cause is unsafe tables: `main` exits with [`UNSAFE`].
 #[derive(Debug)]

@@ -17,6 +17,7 @@ pub mod route_multi;
 pub mod router;
 pub mod runtime;
 pub mod sim;
+pub mod status;
 pub mod verify;
 
 use anyhow::Result;

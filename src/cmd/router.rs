@@ -16,6 +16,10 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
             .await
             .with_context(|| format!("binding the router service to {}", cfg.listen))?;
         let fw = Arc::new(router_fw::RouterFw::new(guid, cfg.ports));
+        let f = fw.clone();
+        super::runtime::serve_metrics(cfg.metrics_listen, move || {
+            proto::ops::record_router(&f.state())
+        })?;
         tracing::info!(router = %format!("{guid:#018x}"), listen = %cfg.listen, "router firmware service up");
         router_fw::run(
             fw,

@@ -44,6 +44,32 @@ pub fn shutdown_on_signal() -> watch::Receiver<bool> {
     rx
 }
 
+/// Serves Prometheus metrics on `addr` (when given) and calls `sample`
+/// every second to refresh the gauges read from the service's state.
+/// Must run inside the runtime: the exporter's listener is a task of it.
+pub fn serve_metrics(
+    addr: Option<std::net::SocketAddr>,
+    sample: impl Fn() + Send + 'static,
+) -> Result<()> {
+    let Some(addr) = addr else {
+        return Ok(());
+    };
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .with_context(|| format!("serving metrics on {addr}"))?;
+    metrics::gauge!("ibfabric_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            sample();
+        }
+    });
+    tracing::info!("metrics on http://{addr}/metrics");
+    Ok(())
+}
+
 /// A service runs only with a certificate that names what it is; with
 /// `insecure = true` it says loudly that it authenticates nobody.
 pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()> {

@@ -1,0 +1,316 @@
+//! `ibfabric status`: asks the controllers (and routers, when named) what
+//! they hold, and says what lags.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use proto::v1;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Args)]
+#[command(
+    after_help = "Exit status: 0 when a leader answers and nothing lags; 6 when no \
+    controller leads or something lags (a subnet not live, an agent or router holding an older \
+    version than published, the store failing); 1 when no controller answers."
+)]
+pub struct StatusArgs {
+    /// Controller addresses (http://host:port), repeated or comma-separated.
+    #[arg(long = "controller", short, value_delimiter = ',', required = true)]
+    controllers: Vec<String>,
+    /// Router firmware services to ask as well (what they hold in force).
+    #[arg(long = "router", value_delimiter = ',')]
+    routers: Vec<String>,
+    /// CA certificate for mutual TLS (with --cert and --key: any identity
+    /// the CA issued may read the state).
+    #[arg(long, requires_all = ["cert", "key"])]
+    ca: Option<PathBuf>,
+    #[arg(long, requires = "ca")]
+    cert: Option<PathBuf>,
+    #[arg(long, requires = "ca")]
+    key: Option<PathBuf>,
+    /// Plaintext gRPC (services started with insecure = true).
+    #[arg(long, conflicts_with = "ca")]
+    insecure: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct ControllerJson {
+    address: String,
+    answered: bool,
+    error: Option<String>,
+    id: Option<String>,
+    leader: bool,
+    term: u64,
+}
+
+#[derive(Serialize)]
+struct SubnetJson {
+    agent_id: String,
+    prefix: String,
+    live: bool,
+    generation: u64,
+    engine: Option<String>,
+    vls: Option<u32>,
+    deadlock_free: Option<bool>,
+    mapping_version: u64,
+    held_mapping_version: u64,
+}
+
+#[derive(Serialize)]
+struct RouterJson {
+    router_guid: String,
+    desc: String,
+    egress_version: u64,
+    held_version: u64,
+}
+
+#[derive(Serialize)]
+struct RouterAskedJson {
+    address: String,
+    error: Option<String>,
+    version: u64,
+    rules: u32,
+    rejected: u64,
+}
+
+#[derive(Serialize)]
+struct LagJson {
+    what: String,
+    why: String,
+}
+
+#[derive(Serialize)]
+struct StatusJson {
+    controllers: Vec<ControllerJson>,
+    leader: Option<String>,
+    term: u64,
+    algorithm: Option<String>,
+    subnets: Vec<SubnetJson>,
+    routers: Vec<RouterJson>,
+    routers_asked: Vec<RouterAskedJson>,
+    lagging: Vec<LagJson>,
+}
+
+pub fn run(a: StatusArgs) -> Result<i32> {
+    let tls = match (&a.ca, &a.cert, &a.key) {
+        (Some(ca), Some(cert), Some(key)) => Some(ibtls::TlsSettings {
+            ca: ca.clone(),
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        _ => None,
+    };
+    if tls.is_none() && !a.insecure {
+        bail!("give --ca, --cert and --key (mutual TLS), or --insecure for plaintext services");
+    }
+    let transport = ibtls::Transport::from_config(tls, a.insecure)?;
+    super::runtime::runtime()?.block_on(status(a, transport))
+}
+
+async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
+    let mut controllers = Vec::new();
+    let mut states = Vec::new();
+    for addr in &a.controllers {
+        match controller_state(addr, &transport).await {
+            Ok(s) => {
+                controllers.push(ControllerJson {
+                    address: addr.clone(),
+                    answered: true,
+                    error: None,
+                    id: Some(s.controller_id.clone()),
+                    leader: s.leader,
+                    term: s.term,
+                });
+                states.push(s);
+            }
+            Err(e) => controllers.push(ControllerJson {
+                address: addr.clone(),
+                answered: false,
+                error: Some(format!("{e:#}")),
+                id: None,
+                leader: false,
+                term: 0,
+            }),
+        }
+    }
+    if states.is_empty() {
+        let why: Vec<String> = controllers
+            .iter()
+            .filter_map(|c| c.error.as_ref().map(|e| format!("{}: {e}", c.address)))
+            .collect();
+        bail!("no controller answered: {}", why.join("; "));
+    }
+    // The leader of the highest term speaks for the cluster; a deposed one
+    // that has not noticed yet holds a lower term.
+    let leader = states
+        .iter()
+        .filter(|s| s.leader)
+        .max_by_key(|s| s.term)
+        .cloned();
+    let mut lagging: Vec<LagJson> = Vec::new();
+    for c in controllers.iter().filter(|c| !c.answered) {
+        lagging.push(LagJson {
+            what: format!("controller {}", c.address),
+            why: c.error.clone().unwrap_or_default(),
+        });
+    }
+    if leader.is_none() {
+        lagging.push(LagJson {
+            what: "controllers".into(),
+            why: "none leads (an election may be under way)".into(),
+        });
+    }
+    let mut routers_asked = Vec::new();
+    for addr in &a.routers {
+        routers_asked.push(match router_state(addr, &transport).await {
+            Ok(r) => RouterAskedJson {
+                address: addr.clone(),
+                error: None,
+                version: r.version,
+                rules: r.rules,
+                rejected: r.rejected,
+            },
+            Err(e) => {
+                lagging.push(LagJson {
+                    what: format!("router {addr}"),
+                    why: format!("{e:#}"),
+                });
+                RouterAskedJson {
+                    address: addr.clone(),
+                    error: Some(format!("{e:#}")),
+                    version: 0,
+                    rules: 0,
+                    rejected: 0,
+                }
+            }
+        });
+    }
+    let l = leader.clone().unwrap_or_default();
+    lagging.extend(proto::ops::lagging(&l).into_iter().map(|x| LagJson {
+        what: x.what,
+        why: x.why,
+    }));
+    let out = StatusJson {
+        leader: leader.as_ref().map(|s| s.controller_id.clone()),
+        term: l.term,
+        algorithm: leader.as_ref().map(|s| s.algorithm.clone()),
+        subnets: l
+            .subnets
+            .iter()
+            .map(|s| SubnetJson {
+                agent_id: s.agent_id.clone(),
+                prefix: format!("{:#018x}", s.subnet_prefix),
+                live: s.live,
+                generation: s.generation,
+                engine: s.routing.as_ref().map(|r| r.engine.clone()),
+                vls: s.routing.as_ref().map(|r| r.vls),
+                deadlock_free: s.routing.as_ref().map(|r| r.deadlock_free && r.verified),
+                mapping_version: s.mapping_version,
+                held_mapping_version: s.held_mapping_version,
+            })
+            .collect(),
+        routers: l
+            .routers
+            .iter()
+            .map(|r| RouterJson {
+                router_guid: format!("{:#018x}", r.router_guid),
+                desc: r.desc.clone(),
+                egress_version: r.egress_version,
+                held_version: r.held_version,
+            })
+            .collect(),
+        routers_asked,
+        controllers,
+        lagging,
+    };
+    let code = if out.lagging.is_empty() {
+        super::exit::OK
+    } else {
+        super::exit::DEGRADED
+    };
+    if a.json {
+        super::print_json("status", &out)?;
+    } else {
+        print(&out);
+    }
+    Ok(code)
+}
+
+fn print(s: &StatusJson) {
+    for c in &s.controllers {
+        match (&c.id, &c.error) {
+            (Some(id), _) => println!(
+                "controller      {} at {}: {}, term {}",
+                id,
+                c.address,
+                if c.leader { "leader" } else { "follower" },
+                c.term
+            ),
+            (None, e) => println!(
+                "controller      {}: no answer ({})",
+                c.address,
+                e.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+    if let Some(a) = &s.algorithm {
+        println!("algorithm       {a}");
+    }
+    for x in &s.subnets {
+        println!(
+            "subnet          {} {} {} gen {} {} {} VLs, {}, mapping {} (held {})",
+            x.agent_id,
+            x.prefix,
+            if x.live { "live" } else { "NOT LIVE" },
+            x.generation,
+            x.engine.as_deref().unwrap_or("-"),
+            x.vls.map_or("-".into(), |v| v.to_string()),
+            match x.deadlock_free {
+                Some(true) => "deadlock free",
+                Some(false) => "NOT deadlock free",
+                None => "not routed",
+            },
+            x.mapping_version,
+            x.held_mapping_version
+        );
+    }
+    for r in &s.routers {
+        println!(
+            "router          {} {} egress {} (held {})",
+            r.router_guid, r.desc, r.egress_version, r.held_version
+        );
+    }
+    for r in &s.routers_asked {
+        match &r.error {
+            None => println!(
+                "router asked    {}: version {} in force, {} rules, {} refused",
+                r.address, r.version, r.rules, r.rejected
+            ),
+            Some(e) => println!("router asked    {}: no answer ({e})", r.address),
+        }
+    }
+    if s.lagging.is_empty() {
+        println!("lagging         nothing");
+    }
+    for l in &s.lagging {
+        println!("lagging         {}: {}", l.what, l.why);
+    }
+}
+
+async fn controller_state(addr: &str, t: &ibtls::Transport) -> Result<v1::ControllerState> {
+    let mut c = proto::client::controller(addr, t).await?;
+    Ok(c.state(proto::client::unary(v1::StateRequest {}))
+        .await?
+        .into_inner())
+}
+
+async fn router_state(addr: &str, t: &ibtls::Transport) -> Result<v1::RouterState> {
+    let ch = proto::client::connect(addr, t, ibtls::Role::Router).await?;
+    let mut c = v1::router_fw_client::RouterFwClient::new(ch);
+    Ok(c.state(proto::client::unary(v1::RouterStateRequest {}))
+        .await?
+        .into_inner())
+}
