@@ -200,6 +200,15 @@ fn bad_input_exits_non_zero_with_file_and_line() {
     let d = tempfile::tempdir().unwrap();
     let net = d.path().join("bad.net");
     std::fs::write(&net, "Switch 2 \"a\"\n[1] \"nowhere\"[1]\n").unwrap();
+    let missing = d.path().join("nope.net");
+    let o = ibf(&["info", s(&missing)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("No such file").count(),
+        1,
+        "the cause once: {err}"
+    );
     let o = ibf(&["info", s(&net)]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -449,6 +458,25 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     assert!(std::fs::read_to_string(&svg)
         .expect("svg")
         .starts_with("<svg"));
+    // --isp "" skips uniform traffic, as the help says.
+    let o = ibf(&[
+        "sim",
+        "--manifest",
+        manifest.to_str().expect("utf-8 path"),
+        "--rings",
+        "5",
+        "--isp",
+        "",
+        "--json",
+    ]);
+    let v = json(&o);
+    for r in v["setups"][0]["results"].as_array().expect("results") {
+        assert_eq!(
+            r["traffic"]["uniform"].as_array().map(Vec::len),
+            Some(0),
+            "{r}"
+        );
+    }
     // A broken manifest fails with its file and line.
     std::fs::write(
         &manifest,

@@ -52,7 +52,7 @@ pub use settings::{ConfigError, ConfigFile};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
     /// `[tls]`: this service's certificate, key and the CA (mutual TLS).
@@ -104,7 +104,7 @@ pub struct AgentConfig {
     pub fabric: Option<LiveFabric>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LiveFabric {
     #[serde(default)]
@@ -219,6 +219,21 @@ impl ConfigFile for AgentConfig {
 }
 
 impl AgentConfig {
+    /// `new` with this config's values for what only a restart changes:
+    /// where the agent finds its subnet, whom it talks to, how.
+    pub fn reloadable_part_of(&self, new: &AgentConfig) -> AgentConfig {
+        AgentConfig {
+            engine: new.engine,
+            base: new.base,
+            max_vls: new.max_vls,
+            max_sls: new.max_sls,
+            root_guids: new.root_guids.clone(),
+            dqr: new.dqr,
+            stage_wait_ms: new.stage_wait_ms,
+            ..self.clone()
+        }
+    }
+
     /// How this service talks gRPC (`check` already refused a config
     /// that names neither TLS nor `insecure = true`).
     pub fn transport(&self) -> ibtls::Transport {

@@ -287,7 +287,7 @@ pub async fn apply_stage(
                 Duration::from_millis(l.confirm_timeout_ms)
             })
     } else {
-        Duration::from_millis(agent.cfg.stage_wait_ms)
+        Duration::from_millis(agent.routing_config().stage_wait_ms)
     };
     loop {
         match plugin_verdict(&dir, generation) {
@@ -314,7 +314,7 @@ pub async fn apply_stage(
             tracing::warn!(
                 stage = n,
                 generation,
-                wait_ms = agent.cfg.stage_wait_ms,
+                wait_ms = agent.routing_config().stage_wait_ms,
                 "no report that the drain stage is applied (no ibfabric plugin?); going on"
             );
             return Ok(());

@@ -53,6 +53,14 @@ impl MappingState {
 
 pub struct Agent {
     pub cfg: AgentConfig,
+    /// The routing options of a config reloaded since the start (SIGHUP);
+    /// `cfg` keeps the rest.
+    reloaded: ArcSwapOption<AgentConfig>,
+    /// A reload is waiting for the next reroute to apply it.
+    reconfigured: std::sync::atomic::AtomicBool,
+    /// One reroute at a time (file watch, live discovery, reload): each
+    /// starts from the tables the one before put in force.
+    reroute_lock: tokio::sync::Mutex<()>,
     pub subnet: ArcSwapOption<RoutedSubnet>,
     pub mapping: ArcSwapOption<MappingState>,
     generation: AtomicU64,
@@ -122,6 +130,9 @@ impl Agent {
     pub fn new(cfg: AgentConfig) -> Arc<Self> {
         Arc::new(Self {
             cfg,
+            reloaded: ArcSwapOption::empty(),
+            reconfigured: std::sync::atomic::AtomicBool::new(false),
+            reroute_lock: tokio::sync::Mutex::new(()),
             subnet: ArcSwapOption::empty(),
             mapping: ArcSwapOption::empty(),
             generation: AtomicU64::new(0),
@@ -149,6 +160,47 @@ impl Agent {
         }
     }
 
+    /// The config routing uses: the one started with, with the routing
+    /// options of the last reload.
+    pub fn routing_config(&self) -> AgentConfig {
+        match self.reloaded.load_full() {
+            Some(c) => (*c).clone(),
+            None => self.cfg.clone(),
+        }
+    }
+
+    /// Takes the routing options of `new` (engine, base, VLs, SLs, root
+    /// switches, DQR); the next [`Agent::reroute`] recomputes with them,
+    /// ordering the update as after any change. Returns the keys that
+    /// differ but only change on a restart.
+    pub fn reload(&self, new: &AgentConfig) -> Vec<&'static str> {
+        let merged = self.cfg.reloadable_part_of(new);
+        let mut restart = Vec::new();
+        let c = &self.cfg;
+        for (key, same) in [
+            ("agent_id", c.agent_id == new.agent_id),
+            ("subnet_prefix", c.subnet_prefix == new.subnet_prefix),
+            ("topology", c.topology == new.topology),
+            ("out_dir", c.out_dir == new.out_dir),
+            ("mapping_file", c.mapping_file == new.mapping_file),
+            ("controllers", c.controllers == new.controllers),
+            ("listen", c.listen == new.listen),
+            ("metrics_listen", c.metrics_listen == new.metrics_listen),
+            ("watch_topology", c.watch_topology == new.watch_topology),
+            ("tls", c.tls == new.tls && c.insecure == new.insecure),
+            ("fabric", c.fabric == new.fabric),
+        ] {
+            if !same {
+                restart.push(key);
+            }
+        }
+        if merged != self.routing_config() {
+            self.reloaded.store(Some(Arc::new(merged)));
+            self.reconfigured.store(true, Ordering::SeqCst);
+        }
+        restart
+    }
+
     pub fn mapping_version(&self) -> u64 {
         self.mapping.load().as_ref().map_or(0, |m| m.version)
     }
@@ -163,12 +215,14 @@ impl Agent {
     /// before the next. A failed reroute keeps the tables in force.
     /// Returns whether the tables changed.
     pub async fn reroute(self: &Arc<Self>) -> Result<bool, AgentError> {
-        let cfg = self.cfg.clone();
+        let _one = self.reroute_lock.lock().await;
+        let cfg = self.routing_config();
         let prev = self.subnet.load_full();
         let list = self.take_list();
         let prev2 = prev.clone();
+        let reconfigured = self.reconfigured.swap(false, Ordering::SeqCst);
         let decided = tokio::task::spawn_blocking(move || {
-            subnet::update_subnet(&cfg, prev2.as_deref(), list)
+            subnet::update_subnet(&cfg, prev2.as_deref(), list, reconfigured)
         })
         .await?;
         let update = match decided {
@@ -262,7 +316,7 @@ impl Agent {
         self.subnet.store(Some(routed.clone()));
         match list {
             Some(l) => self.put_list(Some(l), Some(&routed)),
-            None if self.cfg.dqr => self.build_list(routed),
+            None if self.routing_config().dqr => self.build_list(routed),
             None => {}
         }
         self.rerouted.notify_one();

@@ -230,6 +230,7 @@ pub fn update_subnet(
     cfg: &AgentConfig,
     prev: Option<&RoutedSubnet>,
     list: Option<ChannelList>,
+    reconfigured: bool,
 ) -> Result<Decision, RouteError> {
     let found = read_topology(cfg)?;
     let engine = engine_for(cfg, &found).engine();
@@ -241,7 +242,10 @@ pub fn update_subnet(
     };
     let t0 = std::time::Instant::now();
     let (failed, restored) = match dqr::change_between(&prev.fabric, &found) {
-        Change::Same => return Ok(Decision::Unchanged(list.map(Box::new))),
+        Change::Same if !reconfigured => return Ok(Decision::Unchanged(list.map(Box::new))),
+        // The routing options changed (a reloaded config): a recompute on
+        // the fabric as it is, ordered and checked like any other.
+        Change::Same => (Vec::new(), Vec::new()),
         Change::Other(why) => {
             tracing::warn!(
                 change = %why,
@@ -283,6 +287,9 @@ pub fn update_subnet(
         refusal: r.refusal,
     };
     let reason = match list {
+        _ if failed.is_empty() && restored.is_empty() => {
+            "the routing options changed (config reloaded)".to_string()
+        }
         _ if !restored.is_empty() => {
             "links came back up: a recompute puts traffic on them".to_string()
         }
@@ -333,14 +340,28 @@ pub fn update_subnet(
             // Only links came back: the tables in force still connect
             // every pair without them, and deadlock free (a new link adds
             // no walk). They stay, bound to the fabric as it is now.
-            let kept =
-                fabric::verify::accept_step(&after, kind, prev.routing.get().clone(), Step::Final)
-                    .map_err(refused)?;
-            tracing::warn!("links came back, but the recompute cannot be applied safely ({e}); the tables in force stay, and the new links carry nothing");
+            // The tables in force are the previous engine's (a reloaded
+            // config may name another).
+            let prev_kind = prev.routing.engine();
+            let kept = fabric::verify::accept_step(
+                &after,
+                prev_kind,
+                prev.routing.get().clone(),
+                Step::Final,
+            )
+            .map_err(refused)?;
+            tracing::warn!(%reason, "the recompute cannot be applied safely ({e}); the tables in force stay (they connect every pair, deadlock free)");
             update.method = "kept".into();
             update.reason = format!("{reason}; but {e}");
             update.seconds = t0.elapsed().as_secs_f64();
-            let routed = describe(cfg, after, kept, engine, 0.0, Some(update));
+            let routed = describe(
+                cfg,
+                after,
+                kept,
+                prev_kind.engine().as_ref(),
+                0.0,
+                Some(update),
+            );
             return Ok(Decision::update(routed, Vec::new(), None));
         }
         Err(e) => return Err(e.into()),

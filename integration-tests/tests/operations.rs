@@ -185,6 +185,29 @@ async fn metrics_health_reflection_and_status_tell_what_the_services_hold() {
     assert_eq!(v["routers_asked"][0]["version"], router.version, "{v}");
     assert_eq!(v["lagging"].as_array().map(Vec::len), Some(0), "{v}");
 
+    // SIGHUP with a new engine in the agent's file: the agent routes with
+    // it through an ordered, checked update and reports it.
+    let cfg = c.agents[0].config.clone();
+    let text = std::fs::read_to_string(&cfg).expect("agent config");
+    std::fs::write(&cfg, text.replace("engine = \"updn\"", "engine = \"dfdn\"")).expect("rewrite");
+    c.agents[0].proc.signal("HUP").expect("SIGHUP");
+    let prefix = c.agents[0].prefix;
+    let routing = wait_for(
+        "the agent to report its reloaded engine",
+        CONVERGE,
+        || async {
+            let st = c.state(0).await?;
+            let s = st.subnets.into_iter().find(|s| s.subnet_prefix == prefix)?;
+            s.routing.filter(|r| r.engine == "dfdn")
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.agents[0].proc.log_tail()));
+    assert!(routing.deadlock_free && routing.verified, "{routing:?}");
+    let u = routing.update.expect("the update is described");
+    assert_eq!(u.method, "recompute", "{u:?}");
+    assert!(u.reason.contains("config reloaded"), "{u:?}");
+
     // An agent stops: once its lease runs out, status names it and exits 6.
     let gone = c.agents[1].name.clone();
     c.agents[1].proc.kill();
@@ -198,5 +221,83 @@ async fn metrics_health_reflection_and_status_tell_what_the_services_hold() {
     assert!(
         lag.contains(&format!("subnet {gone}")) && lag.contains("not live"),
         "{v}"
+    );
+}
+
+/// A controller started as systemd would start it: the config from
+/// `IBFABRIC_CONFIG`, a key overridden from the environment, `READY=1` on
+/// `NOTIFY_SOCKET` once it serves, and a SIGHUP that re-reads the file and
+/// says a restart is needed to apply a change.
+#[test]
+fn a_service_reads_env_overrides_notifies_readiness_and_rereads_on_sighup() {
+    let d = tempfile::tempdir().expect("tmp");
+    let cfg = d.path().join("controller.toml");
+    let port = integration_tests::cluster::free_port().expect("port");
+    // The file's listen address is taken; the environment moves it.
+    std::fs::write(
+        &cfg,
+        "id = \"ctl\"\nlisten = \"127.0.0.1:1\"\ninsecure = true\n",
+    )
+    .expect("config");
+    let notify = d.path().join("notify");
+    let sock = std::os::unix::net::UnixDatagram::bind(&notify).expect("notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let log = d.path().join("ctl.log");
+    let mut child = std::process::Command::new(ibfabric_bin().expect("binary"))
+        .arg("controller")
+        .env("IBFABRIC_CONFIG", &cfg)
+        .env("IBFABRIC_LISTEN", format!("127.0.0.1:{port}"))
+        .env("NOTIFY_SOCKET", &notify)
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("starts");
+    let mut buf = [0u8; 64];
+    let n = sock.recv(&mut buf).unwrap_or_else(|e| {
+        let _ = child.kill();
+        panic!(
+            "no READY=1: {e}; log: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    assert_eq!(&buf[..n], b"READY=1");
+    // It serves on the overridden address.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let st = rt
+        .block_on(async {
+            let mut c = proto::client::controller(
+                &format!("http://127.0.0.1:{port}"),
+                &Transport::Insecure,
+            )
+            .await?;
+            anyhow::Ok(c.state(v1::StateRequest {}).await?.into_inner())
+        })
+        .expect("state on the overridden port");
+    assert_eq!(st.controller_id, "ctl");
+    // SIGHUP after an edit: re-read, and the log says it applies on restart.
+    std::fs::write(
+        &cfg,
+        "id = \"ctl\"\nlisten = \"127.0.0.1:1\"\ninsecure = true\nlease_seconds = 20\n",
+    )
+    .expect("edit");
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let said = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("applies it on restart")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        said,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
 }

@@ -75,21 +75,97 @@ pub trait ConfigFile: DeserializeOwned {
         Ok(c)
     }
 
-    /// Reads, parses and checks a config file, then resolves its relative
+    /// Reads, parses and checks a config file with the process's
+    /// `IBFABRIC_*` overrides ([`overrides`]), then resolves its relative
     /// paths against the file's directory.
     fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(path, overrides(std::env::vars()))
+    }
+
+    /// [`ConfigFile::load`] with the overrides given: `(key path, value)`.
+    fn load_with(path: &Path, over: Vec<(Vec<String>, String)>) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: origin.clone(),
             source,
         })?;
-        let mut c = Self::parse(&text, &origin)?;
+        let mut c = if over.is_empty() {
+            Self::parse(&text, &origin)?
+        } else {
+            let invalid = |message: String| ConfigError::Invalid {
+                path: origin.clone(),
+                message,
+            };
+            // The file alone first: its syntax errors carry its lines.
+            let mut table: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| invalid(e.to_string()))?;
+            let names: Vec<String> = over.iter().map(|(k, _)| env_name(k)).collect();
+            for (keys, value) in over {
+                set(&mut table, &keys, value).map_err(invalid)?;
+            }
+            let c = Self::deserialize(toml::Value::Table(table))
+                .map_err(|e| invalid(format!("{e} (with {})", names.join(", "))))?;
+            c.check().map_err(|e| invalid(e.0))?;
+            c
+        };
         let dir = path.parent().unwrap_or(Path::new("."));
         for p in c.paths_mut() {
             *p = dir.join(&*p);
         }
         Ok(c)
     }
+}
+
+/// Environment variables that are not config overrides.
+pub const RESERVED_ENV: [&str; 4] = [
+    "IBFABRIC_CONFIG",
+    "IBFABRIC_BIN",
+    "IBFABRIC_CHAOS_LOGS",
+    // OpenSM's plugin reads it, from the same environment on an SM host.
+    "IBFABRIC_TABLES_DIR",
+];
+
+/// The config overrides among `vars`: `IBFABRIC_<KEY>` sets the top-level
+/// key `<key>` (lower case), `IBFABRIC_<TABLE>__<KEY>` a key of a table
+/// (`IBFABRIC_STORE__ENDPOINTS`). A value is read as a TOML value when it
+/// is one (`8`, `true`, `["a", "b"]`, `"quoted"`), else as a string.
+/// [`RESERVED_ENV`] names are not overrides.
+pub fn overrides(vars: impl Iterator<Item = (String, String)>) -> Vec<(Vec<String>, String)> {
+    let mut v: Vec<(Vec<String>, String)> = vars
+        .filter(|(k, _)| !RESERVED_ENV.contains(&k.as_str()))
+        .filter_map(|(k, val)| {
+            let rest = k.strip_prefix("IBFABRIC_")?;
+            let keys: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
+            keys.iter().all(|k| !k.is_empty()).then_some((keys, val))
+        })
+        .collect();
+    // One order whatever the environment's: nested keys after their table.
+    v.sort();
+    v
+}
+
+fn env_name(keys: &[String]) -> String {
+    format!("IBFABRIC_{}", keys.join("__").to_uppercase())
+}
+
+fn set(table: &mut toml::Table, keys: &[String], raw: String) -> Result<(), String> {
+    let value = match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw)),
+        Err(_) => toml::Value::String(raw),
+    };
+    let (last, path) = keys.split_last().ok_or("an empty key")?;
+    let mut t = table;
+    for k in path {
+        let entry = t
+            .entry(k.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("{}: {k} is not a table", env_name(keys)))?;
+    }
+    t.insert(last.clone(), value);
+    Ok(())
 }
 
 /// `deserialize_with` for GUIDs and subnet prefixes: a string of up to 16
@@ -186,6 +262,50 @@ mod tests {
         // `parse` has no file to resolve against.
         let s = Sample::parse(&format!("{OK}file = \"t.net\"\n"), "s.toml").expect("parses");
         assert_eq!(s.file, Some(PathBuf::from("t.net")));
+    }
+
+    #[test]
+    fn environment_overrides_set_keys_typed_and_name_themselves_in_errors() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("s.toml");
+        std::fs::write(&p, OK).expect("write");
+        let vars =
+            |v: &[(&str, &str)]| overrides(v.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let s = Sample::load_with(
+            &p,
+            vars(&[
+                ("IBFABRIC_NAME", "b"),
+                ("IBFABRIC_FILE", "x.net"),
+                ("IBFABRIC_BIN", "/usr/bin/ibfabric"),
+                ("OTHER", "1"),
+            ]),
+        )
+        .expect("loads");
+        assert_eq!(s.name, "b");
+        assert_eq!(
+            s.file,
+            Some(d.path().join("x.net")),
+            "resolved like the file's"
+        );
+        // A misspelt override is refused like a misspelt key, and named.
+        let e = Sample::load_with(&p, vars(&[("IBFABRIC_COLOUR", "1")])).expect_err("unknown");
+        assert!(
+            e.to_string().contains("IBFABRIC_COLOUR") && e.to_string().contains("colour"),
+            "{e}"
+        );
+        let e = Sample::load_with(&p, vars(&[("IBFABRIC_GUID", "zz")])).expect_err("bad hex");
+        assert!(e.to_string().contains("IBFABRIC_GUID"), "{e}");
+        // Nested keys and typed values.
+        let mut t = toml::Table::new();
+        set(
+            &mut t,
+            &["store".into(), "endpoints".into()],
+            "[\"a\", \"b\"]".into(),
+        )
+        .expect("set");
+        set(&mut t, &["max_vls".into()], "4".into()).expect("set");
+        assert_eq!(t["store"]["endpoints"].as_array().map(Vec::len), Some(2));
+        assert_eq!(t["max_vls"].as_integer(), Some(4));
     }
 
     #[test]

@@ -7,7 +7,8 @@ use settings::ConfigFile;
 use tokio::net::TcpListener;
 
 pub fn run(a: ConfigArgs) -> Result<i32> {
-    let cfg = agent::config::AgentConfig::load(&a.config)?;
+    let path = a.path("agent");
+    let cfg = agent::config::AgentConfig::load(&path)?;
     runtime()?.block_on(async move {
         let listener = match cfg.listen {
             Some(addr) => Some(
@@ -21,6 +22,37 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let ag = agent::Agent::new(cfg);
         let a = ag.clone();
         super::runtime::serve_metrics(metrics_listen, move || a.record_metrics())?;
+        // Ready once the first tables are in force (the agent routes before
+        // it serves); OpenSM's plugin finds them then.
+        let a = ag.clone();
+        tokio::spawn(async move {
+            while a.subnet.load().is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            super::runtime::notify_ready();
+        });
+        let a = ag.clone();
+        super::runtime::on_sighup(move || {
+            let new = match agent::config::AgentConfig::load(&path) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!("SIGHUP: {e}; the running config stays");
+                    return;
+                }
+            };
+            let restart = a.reload(&new);
+            if !restart.is_empty() {
+                tracing::warn!(keys = %restart.join(", "), "SIGHUP: these keys change only on restart");
+            }
+            let a = a.clone();
+            tokio::spawn(async move {
+                match a.reroute().await {
+                    Ok(true) => tracing::info!("SIGHUP: routed with the reloaded options"),
+                    Ok(false) => tracing::info!("SIGHUP: the tables in force stay"),
+                    Err(e) => tracing::error!("SIGHUP: reroute failed, keeping the tables in force: {e}"),
+                }
+            });
+        });
         agent::run(ag, listener, shutdown_on_signal()).await?;
         Ok(0)
     })

@@ -11,7 +11,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub fn run(a: ConfigArgs) -> Result<i32> {
-    let cfg = ControllerConfig::load(&a.config)?;
+    let path = a.path("controller");
+    let cfg = ControllerConfig::load(&path)?;
     super::runtime::check_identity(&cfg.transport(), &ibtls::Identity::Controller)?;
     runtime()?.block_on(async move {
         let listener = TcpListener::bind(cfg.listen)
@@ -24,6 +25,9 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
             proto::ops::record_controller(&c.state())
         })?;
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
+        super::runtime::reload_needs_restart(path, cfg.clone());
+        // The listener is bound: connections queue until serve takes them.
+        super::runtime::notify_ready();
         controller::service::serve(ctl, cfg.limits.bounds(), cfg.transport(), listener, shutdown)
             .await?;
         Ok(0)

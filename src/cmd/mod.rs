@@ -55,6 +55,22 @@ pub fn progress_bar(label: &str) -> Option<indicatif::ProgressBar> {
     Some(pb)
 }
 
+/// A labelled spinner with the elapsed time, for phases that report no
+/// progress of their own (verification, writing); on a terminal only.
+pub fn spinner(label: &str) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    pb.set_message(label.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(pb)
+}
+
 /// The version of the `--json` objects: every command's object carries it
 /// with the command's name, and it changes when a field changes meaning or
 /// goes away (new fields keep it).

@@ -129,9 +129,18 @@ fn run_with(
         ),
         None => None,
     };
-    let pb = super::progress_bar(&format!("routing ({})", engine.name()));
+    let label = format!("routing ({})", engine.name());
+    let pb = super::progress_bar(&label);
+    // Engines that work in stages (LASH: paths, then layers) restart the
+    // count with a new total: each stage gets its own number.
+    let stage = std::sync::atomic::AtomicU64::new(1);
     let cb = |done: u64, total: u64| {
         if let Some(pb) = &pb {
+            if pb.length().is_some_and(|l| l != 0 && l != total) {
+                let n = stage.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                pb.set_message(format!("{label}, stage {n}"));
+                pb.reset();
+            }
             pb.set_length(total);
             pb.set_position(done);
         }
@@ -173,12 +182,15 @@ fn run_with(
         Policy::DeadlockFree
     };
     let t = Instant::now();
+    let sp = super::spinner("verifying (channel dependency graph from the tables)");
     let outcome = verify::accept(f, engine, routing, policy);
+    drop(sp);
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
     let (report, files) = match (&outcome, &a.out) {
         (Ok(v), Some(out)) if !a.dry_run => {
+            let _sp = super::spinner(&format!("writing tables to {}", out.display()));
             (v.report(), fabric::formats::write_routing(f, v, out)?)
         }
         (Ok(v), _) => (v.report(), RoutingFiles::default()),

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 pub fn run(a: ConfigArgs) -> Result<i32> {
-    let cfg = router_fw::config::RouterConfig::load(&a.config)?;
+    let path = a.path("router");
+    let cfg = router_fw::config::RouterConfig::load(&path)?;
     let guid = cfg.router_guid;
     super::runtime::check_identity(&cfg.transport(), &ibtls::Identity::Router { guid })?;
     runtime()?.block_on(async move {
@@ -21,6 +22,8 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
             proto::ops::record_router(&f.state())
         })?;
         tracing::info!(router = %format!("{guid:#018x}"), listen = %cfg.listen, "router firmware service up");
+        super::runtime::reload_needs_restart(path, cfg.clone());
+        super::runtime::notify_ready();
         router_fw::run(
             fw,
             cfg.transport(),

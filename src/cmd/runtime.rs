@@ -7,10 +7,30 @@ use std::path::PathBuf;
 use tokio::sync::watch;
 
 #[derive(Args)]
+#[command(
+    after_help = "Every key of the file can be overridden from the environment: \
+    IBFABRIC_<KEY> for a top-level key (IBFABRIC_MAX_VLS=4), IBFABRIC_<TABLE>__<KEY> inside a \
+    table (IBFABRIC_STORE__ENDPOINTS='[\"http://etcd:2379\"]'); values are TOML values or \
+    plain strings. SIGHUP re-reads the file: the agent applies new routing options (engine, \
+    base, max_vls, max_sls, root_guids, dqr, stage_wait_ms) through an ordered, checked \
+    update; other keys, and the controller's and router's, take a restart (the log says \
+    which). Under systemd (Type=notify) the service says READY=1 once it serves. The keys \
+    are listed in deploy/README.md and in the example files under deploy/config/."
+)]
 pub struct ConfigArgs {
-    /// TOML configuration file (see the crate docs or README for the keys).
-    #[arg(long, short)]
-    pub config: PathBuf,
+    /// TOML configuration file. Default: $IBFABRIC_CONFIG, else
+    /// /etc/ibfabric/<role>.toml (agent.toml, controller.toml, router.toml).
+    #[arg(long, short, env = "IBFABRIC_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    /// The config file of `role` ("agent", "controller", "router").
+    pub fn path(&self, role: &str) -> PathBuf {
+        self.config
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("/etc/ibfabric/{role}.toml")))
+    }
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -68,6 +88,66 @@ pub fn serve_metrics(
     });
     tracing::info!("metrics on http://{addr}/metrics");
     Ok(())
+}
+
+/// Tells systemd (`Type=notify`) that the service is up: `READY=1` on
+/// `$NOTIFY_SOCKET`. Without systemd there is no socket and nothing to do.
+pub fn notify_ready() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sent = (|| -> std::io::Result<usize> {
+        use std::os::unix::ffi::OsStrExt;
+        let sock = std::os::unix::net::UnixDatagram::unbound()?;
+        match path.as_bytes().strip_prefix(b"@") {
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                sock.send_to_addr(b"READY=1", &addr)
+            }
+            None => sock.send_to(b"READY=1", &path),
+        }
+    })();
+    match sent {
+        Ok(_) => tracing::info!("told systemd the service is ready"),
+        Err(e) => tracing::warn!(socket = ?path, "could not notify systemd: {e}"),
+    }
+}
+
+/// Calls `on_hup` on every SIGHUP, for the life of the runtime.
+pub fn on_sighup(on_hup: impl Fn() + Send + 'static) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("SIGHUP not handled: {e}");
+                return;
+            }
+        };
+        while hup.recv().await.is_some() {
+            on_hup();
+        }
+    });
+}
+
+/// The SIGHUP of a service that applies its config only at start: the
+/// file is re-read and checked, and the log says whether a restart would
+/// change anything.
+pub fn reload_needs_restart<C>(path: PathBuf, running: C)
+where
+    C: settings::ConfigFile + std::fmt::Debug + Send + 'static,
+{
+    on_sighup(move || match C::load(&path) {
+        Err(e) => tracing::error!("SIGHUP: {e}; the running config stays"),
+        Ok(new) if format!("{new:?}") == format!("{running:?}") => {
+            tracing::info!(config = %path.display(), "SIGHUP: config unchanged")
+        }
+        Ok(_) => tracing::warn!(
+            config = %path.display(),
+            "SIGHUP: the config changed; this service applies it on restart"
+        ),
+    });
 }
 
 /// A service runs only with a certificate that names what it is; with

@@ -42,9 +42,10 @@ pub struct SimArgs {
     /// Random-order rings (the paper: 499, with the natural-order one).
     #[arg(long, default_value_t = 499)]
     rings: usize,
-    /// Uniform traffic: inter-subnet percentages to sweep; empty to skip.
-    #[arg(long, value_delimiter = ',', default_value = "0,20,40,60,80,100")]
-    isp: Vec<u32>,
+    /// Uniform traffic: inter-subnet percentages to sweep, comma-separated;
+    /// empty (--isp "") to skip.
+    #[arg(long, value_parser = parse_isp, default_value = "0,20,40,60,80,100")]
+    isp: IspList,
     /// Share of each subnet's incoming traffic aimed at its hot spot.
     #[arg(long, default_value_t = 0.05)]
     hot_spot: f64,
@@ -107,6 +108,19 @@ struct SimReport {
     sim_seconds: f64,
 }
 
+/// The ISP percentages of `--isp`; an empty list skips uniform traffic.
+#[derive(Clone, Debug)]
+pub struct IspList(Vec<u32>);
+
+fn parse_isp(s: &str) -> Result<IspList, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse().map_err(|e| format!("'{p}': {e}")))
+        .collect::<Result<Vec<u32>, String>>()
+        .map(IspList)
+}
+
 pub fn run(a: SimArgs) -> Result<i32> {
     let t0 = Instant::now();
     if !(a.link_mbs > 0.0 && a.link_mbs.is_finite()) {
@@ -115,7 +129,7 @@ pub fn run(a: SimArgs) -> Result<i32> {
     if !(0.0..=1.0).contains(&a.hot_spot) {
         bail!("--hot-spot is a probability in 0..=1, not {}", a.hot_spot);
     }
-    if let Some(bad) = a.isp.iter().find(|&&p| p > 100) {
+    if let Some(bad) = a.isp.0.iter().find(|&&p| p > 100) {
         bail!("--isp takes percentages 0..=100, not {bad}");
     }
     let algorithms: Vec<_> = a.algorithms.iter().map(|k| k.algorithm()).collect();
@@ -204,7 +218,7 @@ fn traffic(net: &Network<'_>, a: &SimArgs, name: &str, alg: &str) -> Result<Traf
     let r: RingStats =
         sim::rings(net, a.rings, a.seed).with_context(|| format!("{name}, {alg}: ring traffic"))?;
     let mut uniform = Vec::new();
-    for &isp in &a.isp {
+    for &isp in &a.isp.0 {
         let u = Uniform {
             isp: isp as f64 / 100.0,
             hot_spot: a.hot_spot,

@@ -142,7 +142,9 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         vls_needed: None,
     };
     let t = Instant::now();
+    let sp = super::spinner("verifying (channel dependency graph from the tables)");
     let r = verify::verify(&f, &routing);
+    drop(sp);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
         super::print_json(
