@@ -2,8 +2,9 @@
 # Installs what the build and the tests need when it is missing: protoc
 # (the gRPC contracts are compiled at build time), OpenSM, the ibsim
 # simulator with its umad2sim preload, infiniband-diags, GNU time, and etcd
-# (the controller's store tests start a real one), and what the OpenSM
-# plugin builds with (libopensm-dev, libibmad-dev, libibumad-dev).
+# (the controller's store tests start a real one), what the OpenSM plugin
+# builds with (libopensm-dev, libibmad-dev, libibumad-dev), and
+# docker-compose where Docker is installed.
 # `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
@@ -16,6 +17,11 @@ if [ "${1:-}" != "--build-only" ]; then
     [ -e /usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so ] || need+=(libumad2sim)
     [ -x /usr/bin/time ] || need+=(time)
     command -v etcd >/dev/null 2>&1 || { need+=(etcd); pkgs+=(etcd-server); }
+    # The Compose example's test, where a Docker engine is installed.
+    if command -v docker >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1 \
+        && ! docker compose version >/dev/null 2>&1; then
+        need+=(docker-compose); pkgs+=(docker-compose)
+    fi
     # The OpenSM plugin (opensm-plugin/) and its PathRecord reader.
     for h in opensm/osm_event_plugin.h infiniband/mad.h infiniband/umad.h; do
         [ -e "/usr/include/infiniband/$h" ] || [ -e "/usr/include/$h" ] || need+=("$h")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, after installing what the tests need
 # (OpenSM, ibsim and infiniband-diags for the interop tests, etcd) when
-# missing; then the chaos suite (integration-tests/tests/chaos.rs), which
-# runs the services as containers when a Docker daemon answers and prints
-# `chaos: SKIPPED (no Docker daemon): ...` when none does.
+# missing; then the chaos suite (integration-tests/tests/chaos.rs) and the
+# Compose example's test (integration-tests/tests/compose.rs), which run the
+# services as containers when a Docker daemon answers and print
+# `chaos: SKIPPED (...)` / `compose: SKIPPED (...)` when it does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -17,12 +18,14 @@ cargo build --bin ibfabric --quiet
 make -s -C opensm-plugin all check
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --no-fail-fast -E 'not binary(chaos)' || status=$?
-    # Alone and uncaptured: its containers share the machine with nothing
-    # else of ours, and its per-scenario lines are the measurements.
+    cargo nextest run --workspace --no-fail-fast -E 'not binary(chaos) and not binary(compose)' || status=$?
+    # Alone and uncaptured: their containers share the machine with nothing
+    # else of ours, and their lines are the measurements.
     cargo nextest run -p integration-tests --test chaos --no-capture || status=$?
+    cargo nextest run -p integration-tests --test compose --no-capture || status=$?
 else
-    cargo test --workspace --no-fail-fast -- --skip chaos_suite || status=$?
+    cargo test --workspace --no-fail-fast -- --skip chaos_suite --skip the_compose_stack || status=$?
     cargo test -p integration-tests --test chaos -- --nocapture || status=$?
+    cargo test -p integration-tests --test compose -- --nocapture || status=$?
 fi
 exit "$status"

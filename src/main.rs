@@ -147,17 +147,7 @@ fn main() {
     match res {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            // Library errors often print their cause in their own message
-            // too; each cause is said once.
-            let mut msg = e.to_string();
-            for cause in e.chain().skip(1) {
-                let c = cause.to_string();
-                if !msg.contains(&c) {
-                    msg.push_str(": ");
-                    msg.push_str(&c);
-                }
-            }
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", cmd::error_text(&e));
             std::process::exit(cmd::exit::code_of(&e));
         }
     }

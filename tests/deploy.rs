@@ -63,3 +63,50 @@ fn config_errors_name_the_file_and_line() {
     .expect_err("bad guid");
     assert!(e.to_string().contains("router_guid"), "{e}");
 }
+
+/// The systemd units: notify-type services that reload on SIGHUP, the
+/// agent ordered after OpenSM; `systemd-analyze verify` accepts them (run
+/// against the built binary) where systemd's tools are installed.
+#[test]
+fn systemd_units_notify_reload_and_verify() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/systemd");
+    let tmp = tempfile::tempdir().expect("tmp");
+    for role in ["agent", "controller", "router"] {
+        let name = format!("ibfabric-{role}.service");
+        let unit = std::fs::read_to_string(dir.join(&name)).expect("unit");
+        for line in [
+            "Type=notify",
+            "ExecReload=/bin/kill -HUP $MAINPID",
+            &format!("ExecStart=/usr/local/bin/ibfabric {role} "),
+        ] {
+            assert!(unit.contains(line), "{name}: {line}");
+        }
+        if role == "agent" {
+            assert!(
+                unit.contains("After=network-online.target opensm.service"),
+                "{unit}"
+            );
+        }
+        std::fs::write(
+            tmp.path().join(&name),
+            unit.replace("/usr/local/bin/ibfabric", env!("CARGO_BIN_EXE_ibfabric")),
+        )
+        .expect("copy");
+    }
+    let units: Vec<_> = ["agent", "controller", "router"]
+        .iter()
+        .map(|r| tmp.path().join(format!("ibfabric-{r}.service")))
+        .collect();
+    match std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(&units)
+        .output()
+    {
+        Err(e) => eprintln!("SKIP systemd-analyze verify: systemd-analyze not runnable ({e})"),
+        Ok(o) => assert!(
+            o.status.success() && o.stderr.is_empty(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    }
+}

@@ -55,6 +55,20 @@ pub fn progress_bar(label: &str) -> Option<indicatif::ProgressBar> {
     Some(pb)
 }
 
+/// An error and its causes on one line, each said once: library errors
+/// often print their cause in their own message too.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
+}
+
 /// A labelled spinner with the elapsed time, for phases that report no
 /// progress of their own (verification, writing); on a terminal only.
 pub fn spinner(label: &str) -> Option<indicatif::ProgressBar> {

@@ -71,13 +71,16 @@ struct Verdict {
     pairs: u64,
     unreachable: u64,
     first_unreachable: Option<String>,
-    /// A dependency cycle, one channel per entry, when there is one.
-    cycle: Option<Vec<String>>,
+    /// A dependency cycle, one channel per entry (subnet, channel, VL),
+    /// when the composition found one.
+    cycle: Option<Vec<fabric::verify::compose::CycleStep>>,
+    /// The cycle as one line, whichever check found it.
+    cycle_text: Option<String>,
 }
 
 impl Verdict {
     fn ok(&self) -> bool {
-        self.unreachable == 0 && self.cycle.is_none()
+        self.unreachable == 0 && self.cycle_text.is_none()
     }
 }
 
@@ -315,21 +318,21 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
         }
     }
     if g.unreachable > 0 {
-        bail!(
+        return Err(super::exit::Unsafe(format!(
             "{} of {} host pairs are unreachable through the routers (first: {}); nothing written to {}",
             g.unreachable,
             g.pairs,
             g.first_unreachable.as_deref().unwrap_or("?"),
             a.out.display()
-        );
+        ))
+        .into());
     }
-    if let Some(c) = &g.cycle {
-        bail!(
-            "the routes close a channel dependency cycle of {} channels across the subnets ({}); nothing written to {}",
-            c.len(),
-            c.join(" -> "),
+    if let Some(c) = &g.cycle_text {
+        return Err(super::exit::Unsafe(format!(
+            "the routes close a channel dependency cycle across the subnets ({c}); nothing written to {}",
             a.out.display()
-        );
+        ))
+        .into());
     }
     Ok(0)
 }
@@ -353,11 +356,17 @@ fn verdict(c: &ComposeReport, x: Option<&GlobalReport>) -> Verdict {
         pairs: c.pairs,
         unreachable,
         first_unreachable,
-        cycle: c
+        cycle: c.cycle.clone(),
+        cycle_text: c
             .cycle
             .as_ref()
-            .map(|cy| cy.iter().map(ToString::to_string).collect())
-            .or_else(|| x.and_then(|x| x.cycle.clone())),
+            .map(|cy| {
+                cy.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
+            })
+            .or_else(|| x.and_then(|x| x.cycle.as_ref().map(|c| c.join(" -> ")))),
     }
 }
 

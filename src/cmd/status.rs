@@ -129,7 +129,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             Err(e) => controllers.push(ControllerJson {
                 address: addr.clone(),
                 answered: false,
-                error: Some(format!("{e:#}")),
+                error: Some(super::error_text(&e)),
                 id: None,
                 leader: false,
                 term: 0,
@@ -176,11 +176,11 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             Err(e) => {
                 lagging.push(LagJson {
                     what: format!("router {addr}"),
-                    why: format!("{e:#}"),
+                    why: super::error_text(&e),
                 });
                 RouterAskedJson {
                     address: addr.clone(),
-                    error: Some(format!("{e:#}")),
+                    error: Some(super::error_text(&e)),
                     version: 0,
                     rules: 0,
                     rejected: 0,
@@ -239,6 +239,11 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
     Ok(code)
 }
 
+/// A version as `term.sequence`, how the services log them.
+fn version(v: u64) -> String {
+    format!("{}.{}", v >> 32, v & 0xffff_ffff)
+}
+
 fn print(s: &StatusJson) {
     for c in &s.controllers {
         match (&c.id, &c.error) {
@@ -273,21 +278,27 @@ fn print(s: &StatusJson) {
                 Some(false) => "NOT deadlock free",
                 None => "not routed",
             },
-            x.mapping_version,
-            x.held_mapping_version
+            version(x.mapping_version),
+            version(x.held_mapping_version)
         );
     }
     for r in &s.routers {
         println!(
             "router          {} {} egress {} (held {})",
-            r.router_guid, r.desc, r.egress_version, r.held_version
+            r.router_guid,
+            r.desc,
+            version(r.egress_version),
+            version(r.held_version)
         );
     }
     for r in &s.routers_asked {
         match &r.error {
             None => println!(
                 "router asked    {}: version {} in force, {} rules, {} refused",
-                r.address, r.version, r.rules, r.rejected
+                r.address,
+                version(r.version),
+                r.rules,
+                r.rejected
             ),
             Some(e) => println!("router asked    {}: no answer ({e})", r.address),
         }

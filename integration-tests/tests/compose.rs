@@ -1,0 +1,224 @@
+//! The Compose example (deploy/compose) up, routing, failing over and
+//! down on the machine's Docker engine: images built FROM scratch by
+//! deploy/container/build-image.sh (this workspace's ibfabric build and
+//! Debian's etcd), the state made by deploy/compose/prepare.sh, and
+//! `ibfabric status` run in a container on the stack's network.
+//! Skips, saying why, without a Docker daemon, docker-compose or etcd.
+
+use integration_tests::chaos::docker_unavailable;
+use integration_tests::ibfabric_bin;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The Compose command: `docker-compose`, else the `docker compose` plugin.
+fn compose_cmd() -> Option<Vec<String>> {
+    let works = |args: &[&str]| {
+        Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if works(&["docker-compose", "version"]) {
+        Some(vec!["docker-compose".into()])
+    } else if works(&["docker", "compose", "version"]) {
+        Some(vec!["docker".into(), "compose".into()])
+    } else {
+        None
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// Tears the stack and its images down however the test ends.
+struct Stack {
+    compose: Vec<String>,
+    project: String,
+    file: PathBuf,
+    env: Vec<(String, String)>,
+    images: Vec<String>,
+}
+
+impl Stack {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.compose[0]);
+        c.args(&self.compose[1..])
+            .args(["-p", &self.project, "-f"])
+            .arg(&self.file)
+            .args(args);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn logs(&self) -> String {
+        let o = self.cmd(&["logs", "--no-color", "--tail", "15"]).output();
+        o.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `ibfabric status --json` from a container on the stack's network,
+    /// with the tester's certificate.
+    fn status(&self, state: &Path) -> (i32, serde_json::Value) {
+        let o = Command::new("docker")
+            .args([
+                "run",
+                "--rm",
+                "--network",
+                &format!("{}_fabric", self.project),
+                "-v",
+            ])
+            .arg(format!(
+                "{}:/etc/ibfabric:ro",
+                state.join("tester").display()
+            ))
+            .arg(&self.images[0])
+            .args([
+                "status",
+                "--json",
+                "--controller",
+                "https://ctl-a:7100,https://ctl-b:7100",
+                "--ca",
+                "/etc/ibfabric/ca.pem",
+                "--cert",
+                "/etc/ibfabric/worker-tester.pem",
+                "--key",
+                "/etc/ibfabric/worker-tester-key.pem",
+            ])
+            .output()
+            .expect("docker run");
+        let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+        (o.status.code().unwrap_or(-1), v)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["down", "-v", "--remove-orphans"]).output();
+        for i in &self.images {
+            let _ = Command::new("docker").args(["rmi", "-f", i]).output();
+        }
+    }
+}
+
+fn wait_status(
+    s: &Stack,
+    state: &Path,
+    what: &str,
+    ok: impl Fn(i32, &serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let t0 = Instant::now();
+    let mut last = (0, serde_json::Value::Null);
+    while t0.elapsed() < Duration::from_secs(120) {
+        last = s.status(state);
+        if ok(last.0, &last.1) {
+            return last.1;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!(
+        "{what}: not within 120 s; last status (exit {}): {}\n{}",
+        last.0,
+        last.1,
+        s.logs()
+    );
+}
+
+#[test]
+fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
+    if let Some(why) = docker_unavailable() {
+        eprintln!("compose: SKIPPED (no Docker daemon): {why}");
+        return;
+    }
+    let Some(compose) = compose_cmd() else {
+        eprintln!("compose: SKIPPED: neither docker-compose nor `docker compose` runs");
+        return;
+    };
+    if !Path::new("/usr/bin/etcd").exists() {
+        eprintln!("compose: SKIPPED: no /usr/bin/etcd (Debian: etcd-server)");
+        return;
+    }
+    let id = format!("ibfc{}", std::process::id());
+    let (image, etcd_image) = (format!("ibfabric:{id}"), format!("ibfabric-etcd:{id}"));
+    let bin = ibfabric_bin().expect("ibfabric binary");
+    let t0 = Instant::now();
+    run(Command::new(root().join("deploy/container/build-image.sh"))
+        .arg("--binary")
+        .arg(&bin)
+        .args(["--tag", &image, "--etcd-tag", &etcd_image]));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    run(Command::new(root().join("deploy/compose/prepare.sh"))
+        .arg("--ibfabric")
+        .arg(&bin)
+        .arg(&state));
+    let s = Stack {
+        compose,
+        project: id.clone(),
+        file: root().join("deploy/compose/compose.yaml"),
+        env: vec![
+            ("STATE_DIR".into(), state.display().to_string()),
+            ("IBFABRIC_IMAGE".into(), image.clone()),
+            ("ETCD_IMAGE".into(), etcd_image.clone()),
+        ],
+        images: vec![image, etcd_image],
+    };
+    run(&mut s.cmd(&["config", "-q"]));
+    run(&mut s.cmd(&["up", "-d"]));
+
+    // Up and routed: one leader, both subnets live with deadlock-free
+    // tables, every router holding the egress tables published.
+    let v = wait_status(&s, &state, "the stack to converge", |code, _| code == 0);
+    let up = t0.elapsed();
+    let leader = v["leader"].as_str().expect("a leader").to_string();
+    assert_eq!(v["subnets"].as_array().map(Vec::len), Some(2), "{v}");
+    for sub in v["subnets"].as_array().into_iter().flatten() {
+        assert_eq!(sub["live"], true, "{sub}");
+        assert_eq!(sub["deadlock_free"], true, "{sub}");
+        assert_eq!(sub["mapping_version"], sub["held_mapping_version"], "{sub}");
+    }
+    assert_eq!(v["routers"].as_array().map(Vec::len), Some(2), "{v}");
+    for r in v["routers"].as_array().into_iter().flatten() {
+        assert!(r["egress_version"].as_u64().is_some_and(|x| x > 0), "{r}");
+        assert_eq!(r["egress_version"], r["held_version"], "{r}");
+    }
+
+    // The leader stops: the other controller takes over and the clients
+    // follow it; status names the stopped one and exits 6.
+    run(&mut s.cmd(&["stop", &leader]));
+    let t1 = Instant::now();
+    let other = if leader == "ctl-a" { "ctl-b" } else { "ctl-a" };
+    let v = wait_status(&s, &state, "the other controller to lead", |code, v| {
+        code == 6
+            && v["leader"] == other
+            && v["lagging"].as_array().is_some_and(|l| {
+                l.len() == 1 && l[0]["what"].as_str().is_some_and(|w| w.contains(&leader))
+            })
+    });
+    eprintln!(
+        "compose: images, state and stack up and converged in {:.1} s; {leader} stopped, {other} led with every client in step after {:.1} s",
+        up.as_secs_f64(),
+        t1.elapsed().as_secs_f64()
+    );
+    for r in v["routers"].as_array().into_iter().flatten() {
+        assert_eq!(r["egress_version"], r["held_version"], "{r}");
+    }
+    drop(s);
+}
