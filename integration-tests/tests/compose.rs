@@ -185,7 +185,16 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
 
     // Up and routed: one leader, both subnets live with deadlock-free
     // tables, every router holding the egress tables published.
-    let v = wait_status(&s, &state, "the stack to converge", |code, _| code == 0);
+    let v = wait_status(&s, &state, "the stack to converge", |code, v| {
+        let n = |k: &str| v[k].as_array().map_or(0, Vec::len);
+        let routers_hold = v["routers"].as_array().is_some_and(|rs| {
+            rs.iter().all(|r| {
+                r["egress_version"].as_u64().is_some_and(|x| x > 0)
+                    && r["egress_version"] == r["held_version"]
+            })
+        });
+        code == 0 && n("subnets") == 2 && n("routers") == 2 && routers_hold
+    });
     let up = t0.elapsed();
     let leader = v["leader"].as_str().expect("a leader").to_string();
     assert_eq!(v["subnets"].as_array().map(Vec::len), Some(2), "{v}");
