@@ -185,14 +185,19 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
         .is_some_and(|t| t.contains("diameter 6")));
     assert_eq!(r["deadlock_free"], true);
     assert!(out2.join("opensm-lfts.dump").exists());
-    // A dry run routes and verifies, prints, and writes nothing.
-    let out3 = d.path().join("out3");
+    // A dry run routes and verifies, prints, and writes nothing (and
+    // takes no output directory).
     let r = json(&ibf(&["route", "-t", s(&net), "--dry-run", "--json"]));
     assert_eq!(r["dry_run"], true);
     assert_eq!(r["written"], false);
     assert_eq!(r["files"].as_array().map(Vec::len), Some(0));
     assert!(r["route_seconds"].is_f64() && r["verify_seconds"].is_f64());
-    assert!(!out3.exists());
+    let o = ibf(&["route", "-t", s(&net), "--dry-run", "-o", s(&out2)]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--dry-run with -o is a usage error"
+    );
 }
 
 #[test]

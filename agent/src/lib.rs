@@ -126,6 +126,9 @@ impl SessionError {
 /// Where the agent writes the mapping in force, in the paper's format.
 pub const MAPPING_FILE: &str = "ibfabric-mapping.txt";
 
+/// The routing options in force before a reload ([`Agent::reload`]).
+pub struct Reverted(Option<Arc<AgentConfig>>);
+
 impl Agent {
     pub fn new(cfg: AgentConfig) -> Arc<Self> {
         Arc::new(Self {
@@ -150,7 +153,7 @@ impl Agent {
         gauge!("ibfabric_agent_mapping_version").set(self.mapping_version() as f64);
         if let Some(s) = self.subnet.load_full() {
             if let Some(r) = &s.report.routing {
-                gauge!("ibfabric_agent_vls", "engine" => r.engine.clone()).set(f64::from(r.vls));
+                gauge!("ibfabric_agent_vls").set(f64::from(r.vls));
                 gauge!("ibfabric_agent_deadlock_free").set(if r.deadlock_free && r.verified {
                     1.0
                 } else {
@@ -172,8 +175,10 @@ impl Agent {
     /// Takes the routing options of `new` (engine, base, VLs, SLs, root
     /// switches, DQR); the next [`Agent::reroute`] recomputes with them,
     /// ordering the update as after any change. Returns the keys that
-    /// differ but only change on a restart.
-    pub fn reload(&self, new: &AgentConfig) -> Vec<&'static str> {
+    /// differ but only change on a restart, and what to hand to
+    /// [`Agent::revert_reload`] if the recompute is refused.
+    pub fn reload(&self, new: &AgentConfig) -> (Vec<&'static str>, Reverted) {
+        let before = Reverted(self.reloaded.load_full());
         let merged = self.cfg.reloadable_part_of(new);
         let mut restart = Vec::new();
         let c = &self.cfg;
@@ -194,11 +199,22 @@ impl Agent {
                 restart.push(key);
             }
         }
+        // A key this list misses still is not applied: say so.
+        if restart.is_empty() && &merged != new {
+            restart.push("(other keys)");
+        }
         if merged != self.routing_config() {
             self.reloaded.store(Some(Arc::new(merged)));
             self.reconfigured.store(true, Ordering::SeqCst);
         }
-        restart
+        (restart, before)
+    }
+
+    /// Puts back the routing options in force before a [`Agent::reload`]
+    /// whose recompute was refused: later reroutes use what runs.
+    pub fn revert_reload(&self, before: Reverted) {
+        self.reloaded.store(before.0);
+        self.reconfigured.store(false, Ordering::SeqCst);
     }
 
     pub fn mapping_version(&self) -> u64 {
@@ -216,15 +232,21 @@ impl Agent {
     /// Returns whether the tables changed.
     pub async fn reroute(self: &Arc<Self>) -> Result<bool, AgentError> {
         let _one = self.reroute_lock.lock().await;
+        // The flag first, then the config it goes with.
+        let reconfigured = self.reconfigured.swap(false, Ordering::SeqCst);
         let cfg = self.routing_config();
         let prev = self.subnet.load_full();
         let list = self.take_list();
         let prev2 = prev.clone();
-        let reconfigured = self.reconfigured.swap(false, Ordering::SeqCst);
         let decided = tokio::task::spawn_blocking(move || {
             subnet::update_subnet(&cfg, prev2.as_deref(), list, reconfigured)
         })
-        .await?;
+        .await;
+        if reconfigured && !matches!(decided, Ok(Ok(_))) {
+            // Not applied: the next reroute tries again.
+            self.reconfigured.store(true, Ordering::SeqCst);
+        }
+        let decided = decided?;
         let update = match decided {
             Ok(subnet::Decision::Unchanged(list)) => {
                 self.put_list(list.map(|l| *l), prev.as_ref());

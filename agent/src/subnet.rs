@@ -233,9 +233,9 @@ pub fn update_subnet(
     reconfigured: bool,
 ) -> Result<Decision, RouteError> {
     let found = read_topology(cfg)?;
-    let engine = engine_for(cfg, &found).engine();
-    let engine = engine.as_ref();
     let Some(prev) = prev else {
+        let engine = engine_for(cfg, &found).engine();
+        let engine = engine.as_ref();
         let (routing, secs) = compute(cfg, engine, &found)?;
         let routed = describe(cfg, found, routing, engine, secs, None);
         return Ok(Decision::update(routed, Vec::new(), None));
@@ -247,6 +247,8 @@ pub fn update_subnet(
         // the fabric as it is, ordered and checked like any other.
         Change::Same => (Vec::new(), Vec::new()),
         Change::Other(why) => {
+            let engine = engine_for(cfg, &found).engine();
+            let engine = engine.as_ref();
             tracing::warn!(
                 change = %why,
                 "the fabric changed beyond links going down or up: routing it from scratch, applied in one step (the update is not checked)"
@@ -281,15 +283,17 @@ pub fn update_subnet(
             source,
         }
     })?;
-    let kind = engine.kind();
-    let refused = |r: fabric::verify::Refused| RouteError::Refused {
-        engine: engine.name().to_string(),
-        refusal: r.refusal,
+    // DQR patches the tables in force: their engine. A recompute routes
+    // with the engine the (reloaded) config names or the topology gets.
+    let prev_kind = prev.routing.engine();
+    let refused = |kind: fabric::routing::EngineKind| {
+        move |r: fabric::verify::Refused| RouteError::Refused {
+            engine: kind.name().to_string(),
+            refusal: r.refusal,
+        }
     };
     let reason = match list {
-        _ if failed.is_empty() && restored.is_empty() => {
-            "the routing options changed (config reloaded)".to_string()
-        }
+        _ if reconfigured => "the routing options changed (config reloaded)".to_string(),
         _ if !restored.is_empty() => {
             "links came back up: a recompute puts traffic on them".to_string()
         }
@@ -307,14 +311,14 @@ pub fn update_subnet(
                     let secs = t.elapsed().as_secs_f64();
                     let stages = out
                         .drain
-                        .map(|d| fabric::verify::accept_step(&after, kind, d, Step::Drain))
+                        .map(|d| fabric::verify::accept_step(&after, prev_kind, d, Step::Drain))
                         .transpose()
-                        .map_err(refused)?
+                        .map_err(refused(prev_kind))?
                         .into_iter()
                         .collect::<Vec<_>>();
                     let routing =
-                        fabric::verify::accept_step(&after, kind, out.routing, Step::Final)
-                            .map_err(refused)?;
+                        fabric::verify::accept_step(&after, prev_kind, out.routing, Step::Final)
+                            .map_err(refused(prev_kind))?;
                     let before = prev.routing.report();
                     dqr::within_vls(routing.report(), before.max_vl, before.vls_used)?;
                     let s = out.stats;
@@ -325,7 +329,8 @@ pub fn update_subnet(
                     update.sls_changed = s.sls_changed;
                     update.stages = stages.len() as u32;
                     update.seconds = t0.elapsed().as_secs_f64();
-                    let routed = describe(cfg, after, routing, engine, secs, Some(update));
+                    let engine = prev_kind.engine();
+                    let routed = describe(cfg, after, routing, engine.as_ref(), secs, Some(update));
                     return Ok(Decision::update(routed, stages, Some(list)));
                 }
                 Err(e) => e.to_string(),
@@ -333,6 +338,9 @@ pub fn update_subnet(
         }
     };
     tracing::warn!(%reason, "recomputing the subnet; the update will be ordered and checked");
+    let engine = engine_for(cfg, &after).engine();
+    let engine = engine.as_ref();
+    let kind = engine.kind();
     let (routing, secs) = compute(cfg, engine, &after)?;
     let plan = match dqr::order_update(&after, prev.routing.get(), routing.get()) {
         Ok(p) => p,
@@ -342,14 +350,13 @@ pub fn update_subnet(
             // no walk). They stay, bound to the fabric as it is now.
             // The tables in force are the previous engine's (a reloaded
             // config may name another).
-            let prev_kind = prev.routing.engine();
             let kept = fabric::verify::accept_step(
                 &after,
                 prev_kind,
                 prev.routing.get().clone(),
                 Step::Final,
             )
-            .map_err(refused)?;
+            .map_err(refused(prev_kind))?;
             tracing::warn!(%reason, "the recompute cannot be applied safely ({e}); the tables in force stay (they connect every pair, deadlock free)");
             update.method = "kept".into();
             update.reason = format!("{reason}; but {e}");
@@ -371,7 +378,7 @@ pub fn update_subnet(
         .into_iter()
         .map(|d| fabric::verify::accept_step(&after, kind, d, Step::Drain))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(refused)?;
+        .map_err(refused(kind))?;
     let t = fabric::audit::compare(
         &prev.fabric,
         prev.routing.get(),

@@ -48,10 +48,12 @@ libs_of() {
 }
 
 # A build context: rootfs/ with $1 at $2 and its libraries, the Dockerfile.
-build() {
-    local src=$1 dest=$2 dockerfile=$3 image=$4 ctx
+# A subshell, so that its EXIT trap removes the context however it ends.
+build() (
+    src=$1 dest=$2 dockerfile=$3 image=$4
     ctx=$(mktemp -d)
-    trap 'rm -rf "$ctx"' RETURN
+    trap 'rm -rf "$ctx"' EXIT
+    trap 'exit 130' INT TERM
     mkdir -p "$ctx/rootfs$(dirname "$dest")"
     cp -L "$src" "$ctx/rootfs$dest"
     for lib in $(libs_of "$src"); do
@@ -64,10 +66,10 @@ build() {
     cp "$dockerfile" "$ctx/Dockerfile"
     docker build -q -t "$image" "$ctx" >/dev/null 2>"$ctx/build.log" || {
         cat "$ctx/build.log" >&2
-        return 1
+        exit 1
     }
     echo "built $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.1f MB", $1/1e6}'))"
-}
+)
 
 build "$bin" /usr/bin/ibfabric "$here/Dockerfile" "$tag"
 if [ -n "$etcd_tag" ]; then

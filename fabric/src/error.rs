@@ -60,6 +60,14 @@ impl ParseError {
 pub enum Error {
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// A subnet's tables the verification gate refused (cycle, unrouted
+    /// pairs): unsafe tables, not a failure to compute them.
+    #[error("engine '{engine}' gives subnet '{subnet}' tables the verifier refuses: {refusal}")]
+    SubnetRefused {
+        engine: String,
+        subnet: String,
+        refusal: String,
+    },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

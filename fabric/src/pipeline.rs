@@ -56,12 +56,11 @@ pub fn route_with(m: &MultiFabric, engines: &[&dyn RoutingEngine]) -> Result<Rou
     for (s, &e) in m.subnets.iter().zip(engines) {
         let r = e.route(&s.fabric, &EngineOptions::default())?;
         let v = verify::accept(&s.fabric, e, r, Policy::DeadlockFree).map_err(|refused| {
-            Error::Multi(format!(
-                "engine '{}' gives subnet '{}' tables the verifier refuses: {}",
-                e.name(),
-                s.name,
-                refused.refusal
-            ))
+            Error::SubnetRefused {
+                engine: e.name().to_string(),
+                subnet: s.name.clone(),
+                refusal: refused.refusal.to_string(),
+            }
         })?;
         view.set_primary(
             s.prefix,

@@ -27,7 +27,15 @@ impl Proc {
         let log = dir.join(format!("{name}.log"));
         let f =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(&bin)
+        let mut cmd = Command::new(&bin);
+        // The services read IBFABRIC_* as config overrides: none of the
+        // test runner's own may reach them.
+        for (k, _) in std::env::vars() {
+            if k.starts_with("IBFABRIC_") {
+                cmd.env_remove(k);
+            }
+        }
+        let child = cmd
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

@@ -148,38 +148,39 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
         return;
     }
     let Some(compose) = compose_cmd() else {
-        eprintln!("compose: SKIPPED: neither docker-compose nor `docker compose` runs");
+        eprintln!("compose: SKIPPED (neither docker-compose nor `docker compose` runs)");
         return;
     };
     if !Path::new("/usr/bin/etcd").exists() {
-        eprintln!("compose: SKIPPED: no /usr/bin/etcd (Debian: etcd-server)");
+        eprintln!("compose: SKIPPED (no /usr/bin/etcd; Debian: etcd-server)");
         return;
     }
     let id = format!("ibfc{}", std::process::id());
     let (image, etcd_image) = (format!("ibfabric:{id}"), format!("ibfabric-etcd:{id}"));
     let bin = ibfabric_bin().expect("ibfabric binary");
     let t0 = Instant::now();
-    run(Command::new(root().join("deploy/container/build-image.sh"))
-        .arg("--binary")
-        .arg(&bin)
-        .args(["--tag", &image, "--etcd-tag", &etcd_image]));
     let tmp = tempfile::tempdir().expect("tmp");
     let state = tmp.path().join("state");
-    run(Command::new(root().join("deploy/compose/prepare.sh"))
-        .arg("--ibfabric")
-        .arg(&bin)
-        .arg(&state));
+    // The guard first: the images go whatever fails after their build.
     let s = Stack {
         compose,
         project: id.clone(),
         file: root().join("deploy/compose/compose.yaml"),
         env: vec![
             ("STATE_DIR".into(), state.display().to_string()),
-            ("IBFABRIC_IMAGE".into(), image.clone()),
+            ("IBF_IMAGE".into(), image.clone()),
             ("ETCD_IMAGE".into(), etcd_image.clone()),
         ],
-        images: vec![image, etcd_image],
+        images: vec![image.clone(), etcd_image.clone()],
     };
+    run(Command::new(root().join("deploy/container/build-image.sh"))
+        .arg("--binary")
+        .arg(&bin)
+        .args(["--tag", &image, "--etcd-tag", &etcd_image]));
+    run(Command::new(root().join("deploy/compose/prepare.sh"))
+        .arg("--ibfabric")
+        .arg(&bin)
+        .arg(&state));
     run(&mut s.cmd(&["config", "-q"]));
     run(&mut s.cmd(&["up", "-d"]));
 

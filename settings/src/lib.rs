@@ -150,9 +150,12 @@ fn env_name(keys: &[String]) -> String {
 }
 
 fn set(table: &mut toml::Table, keys: &[String], raw: String) -> Result<(), String> {
+    // GUIDs and prefixes are written `0x...` and read from strings; TOML
+    // would take the short ones for integers.
+    let hex = raw.starts_with("0x") || raw.starts_with("0X");
     let value = match format!("v = {raw}").parse::<toml::Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw)),
-        Err(_) => toml::Value::String(raw),
+        Ok(mut t) if !hex => t.remove("v").unwrap_or(toml::Value::String(raw)),
+        _ => toml::Value::String(raw),
     };
     let (last, path) = keys.split_last().ok_or("an empty key")?;
     let mut t = table;
@@ -304,6 +307,12 @@ mod tests {
         )
         .expect("set");
         set(&mut t, &["max_vls".into()], "4".into()).expect("set");
+        set(&mut t, &["guid".into()], "0x0004000000000000".into()).expect("set");
+        assert_eq!(
+            t["guid"].as_str(),
+            Some("0x0004000000000000"),
+            "hex stays a string"
+        );
         assert_eq!(t["store"]["endpoints"].as_array().map(Vec::len), Some(2));
         assert_eq!(t["max_vls"].as_integer(), Some(4));
     }

@@ -40,16 +40,26 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
                     return;
                 }
             };
-            let restart = a.reload(&new);
+            let (restart, before) = a.reload(&new);
             if !restart.is_empty() {
                 tracing::warn!(keys = %restart.join(", "), "SIGHUP: these keys change only on restart");
             }
             let a = a.clone();
             tokio::spawn(async move {
+                let t = std::time::Instant::now();
                 match a.reroute().await {
-                    Ok(true) => tracing::info!("SIGHUP: routed with the reloaded options"),
+                    // The update line before says how (recompute, or kept).
+                    Ok(true) => {
+                        tracing::info!("SIGHUP: reloaded options applied");
+                        // A live fabric gets the new set applied and
+                        // confirmed, as after a topology change.
+                        agent::follow::apply_and_confirm(&a, t).await;
+                    }
                     Ok(false) => tracing::info!("SIGHUP: the tables in force stay"),
-                    Err(e) => tracing::error!("SIGHUP: reroute failed, keeping the tables in force: {e}"),
+                    Err(e) => {
+                        a.revert_reload(before);
+                        tracing::error!("SIGHUP: the reloaded options were refused ({e}); the tables and options in force stay");
+                    }
                 }
             });
         });

@@ -168,7 +168,15 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
             } else {
                 eprintln!("ibfabric: {e}");
             }
-            return Ok(super::exit::NO_REROUTE);
+            // Only a missing path calls for the recompute exit 5 names;
+            // tables that fail the checks are unsafe; the rest is an error.
+            return Ok(match e {
+                dqr::DqrError::NoPath { .. } => super::exit::NO_REROUTE,
+                dqr::DqrError::Verify(_)
+                | dqr::DqrError::Transition(_)
+                | dqr::DqrError::MoreVls { .. } => super::exit::UNSAFE,
+                dqr::DqrError::OtherFabric { .. } => super::exit::ERROR,
+            });
         }
     };
     let dqr::Outcome {
@@ -178,13 +186,17 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     } = out;
     // Both stages pass the gate before either is written: a drain stage
     // must never be left without the tables that follow it.
+    let unsafe_ = |what: &str, e: &dyn std::fmt::Display| {
+        anyhow::Error::from(super::exit::Unsafe(format!("{what}: {e}")))
+    };
     let v = accept_step(&f1, engine, routing, Step::Final)
-        .map_err(|e| anyhow::anyhow!("rerouted tables refused: {e}"))?;
-    dqr::within_vls(v.report(), list.max_vl_used(), list.vls_used())?;
+        .map_err(|e| unsafe_("rerouted tables refused", &e))?;
+    dqr::within_vls(v.report(), list.max_vl_used(), list.vls_used())
+        .map_err(|e| unsafe_("rerouted tables refused", &e))?;
     let drain = drain
         .map(|d| accept_step(&f1, engine, d, Step::Drain))
         .transpose()
-        .map_err(|e| anyhow::anyhow!("drain stage refused: {e}"))?;
+        .map_err(|e| unsafe_("drain stage refused", &e))?;
     s.vls_after = v.report().vls_used;
     let drain_dir = a.out.join("drain");
     let mut drain_written = None;

@@ -130,8 +130,20 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     let engines: Vec<EngineKind> = man.engines.iter().map(|e| e.unwrap_or(a.engine)).collect();
 
     let t = Instant::now();
-    let routed = pipeline::route_each(m, &engines)
-        .with_context(|| format!("routing the subnets of {}", a.manifest.display()))?;
+    let routed = match pipeline::route_each(m, &engines) {
+        Ok(r) => r,
+        Err(e @ fabric::Error::SubnetRefused { .. }) => {
+            return Err(super::exit::Unsafe(format!(
+                "routing the subnets of {}: {e}; nothing written",
+                a.manifest.display()
+            ))
+            .into())
+        }
+        Err(e) => {
+            return Err(anyhow::Error::from(e)
+                .context(format!("routing the subnets of {}", a.manifest.display())))
+        }
+    };
     let route_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let routes = match a.transit {

@@ -114,17 +114,19 @@ pub fn notify_ready() {
     }
 }
 
-/// Calls `on_hup` on every SIGHUP, for the life of the runtime.
+/// Calls `on_hup` on every SIGHUP, for the life of the runtime. The
+/// handler is in place when this returns (before READY=1 is sent, so a
+/// reload right after start cannot hit SIGHUP's default action).
 pub fn on_sighup(on_hup: impl Fn() + Send + 'static) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("SIGHUP not handled: {e}");
+            return;
+        }
+    };
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hup = match signal(SignalKind::hangup()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("SIGHUP not handled: {e}");
-                return;
-            }
-        };
         while hup.recv().await.is_some() {
             on_hup();
         }

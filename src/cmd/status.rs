@@ -239,11 +239,6 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
     Ok(code)
 }
 
-/// A version as `term.sequence`, how the services log them.
-fn version(v: u64) -> String {
-    format!("{}.{}", v >> 32, v & 0xffff_ffff)
-}
-
 fn print(s: &StatusJson) {
     for c in &s.controllers {
         match (&c.id, &c.error) {
@@ -278,8 +273,8 @@ fn print(s: &StatusJson) {
                 Some(false) => "NOT deadlock free",
                 None => "not routed",
             },
-            version(x.mapping_version),
-            version(x.held_mapping_version)
+            proto::version::show(x.mapping_version),
+            proto::version::show(x.held_mapping_version)
         );
     }
     for r in &s.routers {
@@ -287,8 +282,8 @@ fn print(s: &StatusJson) {
             "router          {} {} egress {} (held {})",
             r.router_guid,
             r.desc,
-            version(r.egress_version),
-            version(r.held_version)
+            proto::version::show(r.egress_version),
+            proto::version::show(r.held_version)
         );
     }
     for r in &s.routers_asked {
@@ -296,7 +291,7 @@ fn print(s: &StatusJson) {
             None => println!(
                 "router asked    {}: version {} in force, {} rules, {} refused",
                 r.address,
-                version(r.version),
+                proto::version::show(r.version),
                 r.rules,
                 r.rejected
             ),

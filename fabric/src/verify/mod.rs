@@ -69,7 +69,7 @@ pub struct BrokenPair {
     pub fault: PairFault,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Report {
     pub end_ports: usize,
     pub pairs: u64,
@@ -197,8 +197,7 @@ struct Ctx<'a> {
     host_info: Vec<(u16, u8, u32)>,
     /// Per entry of `hosts`: whether it is a router port.
     host_router: Vec<bool>,
-    /// Path-SL columns: per destination, one SL per path-SL row.
-    sl_cols: Vec<u8>,
+    /// Path-SL rows: a destination's path-SL column has one SL per row.
     sl_rows: usize,
     /// End ports whose link leads to another end port directly.
     direct: Vec<Slot>,
@@ -328,6 +327,34 @@ fn run(
     keep: bool,
     all: bool,
 ) -> (Report, Option<LocalCdg>, Option<LocalCdg>) {
+    let ctx = context(f, routing, keep);
+    let walked = walk_range(&ctx, 0..f.endports().len());
+    finish(&ctx, walked, all)
+}
+
+/// What the walks toward a range of destinations found, besides the
+/// dependencies they set in the context's bitset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Walked {
+    broken: u64,
+    examples: Vec<BrokenPair>,
+    vl_mask: u16,
+    sl_mask: u16,
+    max_hops: u32,
+}
+
+impl Walked {
+    fn merge(mut self, b: Walked) -> Walked {
+        self.broken += b.broken;
+        self.examples = keep_first(self.examples, b.examples);
+        self.vl_mask |= b.vl_mask;
+        self.sl_mask |= b.sl_mask;
+        self.max_hops = self.max_hops.max(b.max_hops);
+        self
+    }
+}
+
+fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
     let n_slots = f.num_slots();
     let is_s2s = switch_link_flags(f);
     let max_ports = widest_switch(f);
@@ -363,7 +390,7 @@ fn run(
         })
         .map(|si| si as u32)
         .collect();
-    let ctx = Ctx {
+    Ctx {
         f,
         r: routing,
         is_s2s,
@@ -387,34 +414,35 @@ fn run(
                 (lid, f.port_of(f.remote(h)), row)
             })
             .collect(),
-        sl_cols: routing
-            .path_sl
-            .as_ref()
-            .map(|p| {
-                p.columns(
-                    &f.endports()
-                        .iter()
-                        .map(|&d| f.lid_of_slot(d))
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .unwrap_or_default(),
         sl_rows: routing.path_sl.as_ref().map_or(0, |p| p.num_rows()),
         switch_ids: (0..f.switches().len() as u32).collect(),
         router_switches,
         hosts,
         direct,
         local,
-    };
-    let dests: Vec<Slot> = f.endports().to_vec();
-    let cols = routing.lfts.columns(f, &dests);
+    }
+}
+
+/// Walks every source toward the end ports `range` (indices into
+/// `f.endports()`), setting the dependencies found in `ctx`.
+fn walk_range(ctx: &Ctx, range: std::ops::Range<usize>) -> Walked {
+    let (f, routing) = (ctx.f, ctx.r);
+    let n_slots = f.num_slots();
+    let dests = &f.endports()[range.clone()];
+    let cols = routing.lfts.columns(f, dests);
+    let sl_cols = routing
+        .path_sl
+        .as_ref()
+        .map(|p| p.columns(&dests.iter().map(|&d| f.lid_of_slot(d)).collect::<Vec<_>>()))
+        .unwrap_or_default();
     let sls = if routing.path_sl.is_some() {
         NUM_SLS
     } else {
         1
     };
-
-    let scratch = dests
+    let nsw = f.switches().len();
+    let nr = ctx.sl_rows;
+    dests
         .par_iter()
         .enumerate()
         .fold(
@@ -432,13 +460,12 @@ fn run(
                 max_hops: 0,
             },
             |mut st, (di, &d)| {
-                let nsw = f.switches().len();
-                let nr = ctx.sl_rows;
-                let sl_col = ctx.sl_cols.get(di * nr..(di + 1) * nr).unwrap_or(&[]);
+                let sl_col = sl_cols.get(di * nr..(di + 1) * nr).unwrap_or(&[]);
+                // Stamps are unique per destination across ranges too.
                 route_to(
-                    &ctx,
+                    ctx,
                     &mut st,
-                    di as u32 + 1,
+                    (range.start + di) as u32 + 1,
                     d,
                     &cols[di * nsw..(di + 1) * nsw],
                     sl_col,
@@ -446,22 +473,28 @@ fn run(
                 st
             },
         )
-        .reduce_with(|mut a, b| {
-            a.broken += b.broken;
-            a.examples.extend(b.examples);
-            a.examples.truncate(16);
-            a.vl_mask |= b.vl_mask;
-            a.sl_mask |= b.sl_mask;
-            a.max_hops = a.max_hops.max(b.max_hops);
-            a
-        });
+        .map(|st| Walked {
+            broken: st.broken,
+            examples: st.examples,
+            vl_mask: st.vl_mask,
+            sl_mask: st.sl_mask,
+            max_hops: st.max_hops,
+        })
+        .reduce(Walked::default, Walked::merge)
+}
 
-    let (broken, mut examples, vl_mask, sl_mask, max_hops) = match scratch {
-        Some(s) => (s.broken, s.examples, s.vl_mask, s.sl_mask, s.max_hops),
-        None => (0, Vec::new(), 0, 0, 0),
-    };
+/// The report from the dependencies set in `ctx` and what the walks found.
+fn finish(ctx: &Ctx, walked: Walked, all: bool) -> (Report, Option<LocalCdg>, Option<LocalCdg>) {
+    let Walked {
+        broken,
+        mut examples,
+        vl_mask,
+        sl_mask,
+        max_hops,
+    } = walked;
     examples.sort_by_key(|e| (e.src_lid, e.dst_lid));
-    let (deg, adj, edge_count, vertices) = csr(&ctx, &ctx.edges);
+    let vls = ctx.vls;
+    let (deg, adj, edge_count, vertices) = csr(ctx, &ctx.edges);
     let cycle = cycle_in(vls, &deg, &adj);
     let all = all.then_some(LocalCdg {
         vls,
@@ -469,13 +502,13 @@ fn run(
         adj,
     });
     let local = ctx.local.as_ref().map(|words| {
-        let (start, adj, _, _) = csr(&ctx, words);
+        let (start, adj, _, _) = csr(ctx, words);
         LocalCdg { vls, start, adj }
     });
-    let n = dests.len() as u64;
+    let n = ctx.f.endports().len() as u64;
     let routers = ctx.host_router.iter().filter(|&&r| r).count() as u64;
     let report = Report {
-        end_ports: dests.len(),
+        end_ports: n as usize,
         pairs: n * n.saturating_sub(1) - routers * routers.saturating_sub(1),
         broken_pairs: broken,
         broken_examples: examples,
@@ -494,18 +527,139 @@ fn run(
     (report, local, all)
 }
 
+/// One shard of a verification: the walks toward a range of destinations
+/// (indices into `f.endports()`), what a worker computes and sends back.
+/// [`merge_parts`] of parts that cover every destination once gives the
+/// report [`verify`] gives, whatever the ranges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub start: usize,
+    pub end: usize,
+    /// The dependencies found, as the verifier's edge bitset.
+    pub edges: Vec<u64>,
+    pub broken: u64,
+    pub examples: Vec<BrokenPair>,
+    pub vl_mask: u16,
+    pub sl_mask: u16,
+    pub max_hops: u32,
+}
+
+/// Why parts could not be merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    #[error("the parts cover destinations {covered:?} of 0..{total}: each must be covered once")]
+    Coverage {
+        covered: Vec<(usize, usize)>,
+        total: usize,
+    },
+    #[error("part {start}..{end} carries {got} bitset words, the fabric and tables need {want}")]
+    Shape {
+        start: usize,
+        end: usize,
+        got: usize,
+        want: usize,
+    },
+}
+
+/// Verifies the walks toward end ports `range` only: one shard.
+pub fn verify_part(f: &Fabric, routing: &Routing, range: std::ops::Range<usize>) -> Part {
+    let range = range.start.min(f.endports().len())..range.end.min(f.endports().len());
+    let ctx = context(f, routing, false);
+    let w = walk_range(&ctx, range.clone());
+    Part {
+        start: range.start,
+        end: range.end,
+        edges: ctx
+            .edges
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect(),
+        broken: w.broken,
+        examples: w.examples,
+        vl_mask: w.vl_mask,
+        sl_mask: w.sl_mask,
+        max_hops: w.max_hops,
+    }
+}
+
+/// The report of the whole verification from its parts: dependencies
+/// united, counts summed, the cycle searched once in the united graph.
+pub fn merge_parts(f: &Fabric, routing: &Routing, parts: &[Part]) -> Result<Report, MergeError> {
+    let total = f.endports().len();
+    let mut covered: Vec<(usize, usize)> = parts.iter().map(|p| (p.start, p.end)).collect();
+    covered.sort_unstable();
+    let mut at = 0;
+    for &(a, b) in &covered {
+        if a != at || b < a {
+            return Err(MergeError::Coverage { covered, total });
+        }
+        at = b;
+    }
+    if at != total {
+        return Err(MergeError::Coverage { covered, total });
+    }
+    let ctx = context(f, routing, false);
+    let want = ctx.edges.len();
+    let mut walked = Walked::default();
+    for p in parts {
+        if p.edges.len() != want {
+            return Err(MergeError::Shape {
+                start: p.start,
+                end: p.end,
+                got: p.edges.len(),
+                want,
+            });
+        }
+        for (w, &x) in ctx.edges.iter().zip(&p.edges) {
+            w.fetch_or(x, Ordering::Relaxed);
+        }
+        walked = walked.merge(Walked {
+            broken: p.broken,
+            examples: p.examples.clone(),
+            vl_mask: p.vl_mask,
+            sl_mask: p.sl_mask,
+            max_hops: p.max_hops,
+        });
+    }
+    Ok(finish(&ctx, walked, false).0)
+}
+
 /// Outcome of one walk: switch-to-switch hops to the destination, or a fault.
 type Walk = Result<u32, PairFault>;
 
+/// Broken pairs a report names: the first ones by (source, destination)
+/// LID, whatever order the walks ran in, so that any split of the work
+/// names the same ones.
+const EXAMPLES: usize = 16;
+
 fn record(st: &mut Scratch, slid: u16, dlid: u16, count: u64, fault: PairFault) {
     st.broken += count;
-    if st.examples.len() < 16 {
-        st.examples.push(BrokenPair {
-            src_lid: slid,
-            dst_lid: dlid,
-            fault,
-        });
+    let e = BrokenPair {
+        src_lid: slid,
+        dst_lid: dlid,
+        fault,
+    };
+    if st.examples.len() < EXAMPLES {
+        st.examples.push(e);
+    } else if let Some((i, last)) = st
+        .examples
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, x)| (x.src_lid, x.dst_lid))
+    {
+        if (slid, dlid) < (last.src_lid, last.dst_lid) {
+            st.examples[i] = e;
+        }
     }
+}
+
+/// The first [`EXAMPLES`] of two example lists, by (source, destination).
+fn keep_first(mut a: Vec<BrokenPair>, b: Vec<BrokenPair>) -> Vec<BrokenPair> {
+    a.extend(b);
+    a.sort_by_key(|e| (e.src_lid, e.dst_lid));
+    a.dedup_by_key(|e| (e.src_lid, e.dst_lid));
+    a.truncate(EXAMPLES);
+    a
 }
 
 /// Walks every source toward destination port `d` (stamp `tag`). Sources
