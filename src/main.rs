@@ -66,6 +66,8 @@ enum Cmd {
     Controller(cmd::runtime::ConfigArgs),
     /// Run a router's firmware side: hold egress tables, answer forwarding queries.
     Router(cmd::runtime::ConfigArgs),
+    /// Run a worker: compute parts of verification jobs for `verify --workers`.
+    Worker(cmd::runtime::ConfigArgs),
     /// Generate a multi-subnet fabric and run controller, agents and routers in one process.
     Demo(cmd::demo::DemoArgs),
     /// Simulate traffic (flow level) over inter-subnet routes: HPCC rings, uniform traffic.
@@ -136,6 +138,7 @@ fn main() {
         Cmd::Agent(a) => cmd::agent::run(a),
         Cmd::Controller(a) => cmd::controller::run(a),
         Cmd::Router(a) => cmd::router::run(a),
+        Cmd::Worker(a) => cmd::worker::run(a),
         Cmd::Demo(a) => cmd::demo::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Certs(a) => cmd::certs::run(a),

@@ -343,3 +343,196 @@ impl Routing {
 pub fn is_end_port(f: &Fabric, s: Slot) -> bool {
     f.kind(f.node_of(s)) != NodeKind::Switch
 }
+
+/// Why bytes are not a routing of the fabric at hand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("not an ibfabric table blob (bad magic)")]
+    Magic,
+    #[error("the table blob ends early (at byte {0})")]
+    Short(usize),
+    #[error("the table blob is for another fabric: {0}")]
+    Shape(String),
+}
+
+const WIRE_MAGIC: &[u8; 8] = b"IBFTBL01";
+
+impl Routing {
+    /// The tables as bytes, for a worker that verifies or routes a part of
+    /// them: raw rows, no text. [`Routing::from_bytes`] reads them back on
+    /// the same fabric (it checks every dimension against it).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        fn put(out: &mut Vec<u8>, b: &[u8]) {
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        let mut out = Vec::with_capacity(
+            self.lfts.data.len() + self.path_sl.as_ref().map_or(0, |p| p.rows.len()) + 64,
+        );
+        out.extend_from_slice(WIRE_MAGIC);
+        out.extend_from_slice(&(self.lfts.width as u64).to_le_bytes());
+        put(&mut out, &self.lfts.data);
+        match &self.sl2vl {
+            None => out.push(0),
+            Some(t) => {
+                out.push(1);
+                put(&mut out, &t.sw);
+                let ports: Vec<u8> = t.port.iter().flatten().copied().collect();
+                put(&mut out, &ports);
+            }
+        }
+        match &self.path_sl {
+            None => out.push(0),
+            Some(p) => {
+                out.push(1);
+                out.extend_from_slice(&(p.width as u64).to_le_bytes());
+                let rows: Vec<u8> = p.row_of.iter().flat_map(|r| r.to_le_bytes()).collect();
+                put(&mut out, &rows);
+                put(&mut out, &p.rows);
+            }
+        }
+        out.push(self.vls_needed.unwrap_or(0));
+        out
+    }
+
+    /// Reads [`Routing::to_bytes`] for `f`, refusing bytes whose shapes do
+    /// not fit it.
+    pub fn from_bytes(f: &Fabric, b: &[u8]) -> Result<Routing, WireError> {
+        let mut at = 0usize;
+        let take = |at: &mut usize, n: usize| -> Result<&[u8], WireError> {
+            let end = at.checked_add(n).ok_or(WireError::Short(*at))?;
+            let s = b.get(*at..end).ok_or(WireError::Short(*at))?;
+            *at = end;
+            Ok(s)
+        };
+        let u64_at = |at: &mut usize| -> Result<u64, WireError> {
+            let s = take(at, 8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            Ok(u64::from_le_bytes(a))
+        };
+        let blob = |at: &mut usize| -> Result<Vec<u8>, WireError> {
+            let n = u64_at(at)? as usize;
+            Ok(take(at, n)?.to_vec())
+        };
+        if take(&mut at, 8)? != WIRE_MAGIC {
+            return Err(WireError::Magic);
+        }
+        let shape = |what: &str, got: usize, want: usize| {
+            if got == want {
+                Ok(())
+            } else {
+                Err(WireError::Shape(format!(
+                    "{what}: {got}, the fabric needs {want}"
+                )))
+            }
+        };
+        let mut lfts = Lfts::for_fabric(f);
+        let width = u64_at(&mut at)? as usize;
+        shape("LFT width", width, lfts.width)?;
+        let data = blob(&mut at)?;
+        shape("LFT bytes", data.len(), lfts.data.len())?;
+        lfts.data = data;
+        let sl2vl = match take(&mut at, 1)?[0] {
+            0 => None,
+            _ => {
+                let mut t = Sl2Vl::new(f);
+                let sw = blob(&mut at)?;
+                shape("SL-to-VL switch bytes", sw.len(), t.sw.len())?;
+                let ports = blob(&mut at)?;
+                shape("SL-to-VL port bytes", ports.len(), t.port.len() * NUM_SLS)?;
+                t.sw = sw;
+                for (row, chunk) in t.port.iter_mut().zip(ports.chunks_exact(NUM_SLS)) {
+                    row.copy_from_slice(chunk);
+                }
+                Some(t)
+            }
+        };
+        let path_sl = match take(&mut at, 1)?[0] {
+            0 => None,
+            _ => {
+                let mut p = PathSl::new(f.max_lid());
+                let w = u64_at(&mut at)? as usize;
+                shape("path-SL width", w, p.width)?;
+                let row_of = blob(&mut at)?;
+                shape("path-SL sources", row_of.len(), p.row_of.len() * 4)?;
+                let rows = blob(&mut at)?;
+                if !rows.len().is_multiple_of(w.max(1)) {
+                    return Err(WireError::Shape(format!(
+                        "path-SL rows: {} bytes is not a multiple of {w}",
+                        rows.len()
+                    )));
+                }
+                let n_rows = rows.len() / w.max(1);
+                for (i, c) in row_of.chunks_exact(4).enumerate() {
+                    let r = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    if r != u32::MAX && r as usize >= n_rows {
+                        return Err(WireError::Shape(format!(
+                            "path-SL source LID {i} names row {r} of {n_rows}"
+                        )));
+                    }
+                    p.row_of[i] = r;
+                }
+                p.rows = rows;
+                Some(p)
+            }
+        };
+        let vls_needed = match take(&mut at, 1)?[0] {
+            0 => None,
+            v => Some(v),
+        };
+        if at != b.len() {
+            return Err(WireError::Shape(format!(
+                "{} bytes after the tables",
+                b.len() - at
+            )));
+        }
+        Ok(Routing {
+            lfts,
+            sl2vl,
+            path_sl,
+            vls_needed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::routing::{EngineKind, EngineOptions};
+
+    #[test]
+    fn tables_round_trip_and_foreign_bytes_are_refused() {
+        let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("df");
+        for e in [EngineKind::Dfdn, EngineKind::Minhop, EngineKind::Nue] {
+            let r = e
+                .engine()
+                .route(&f, &EngineOptions::default())
+                .expect("routed");
+            let b = r.to_bytes();
+            let back = Routing::from_bytes(&f, &b).expect("reads back");
+            assert_eq!(back.lfts, r.lfts, "{e}");
+            assert_eq!(back.path_sl, r.path_sl, "{e}");
+            assert_eq!(back.vls_needed, r.vls_needed, "{e}");
+            assert_eq!(back.sl2vl, r.sl2vl, "{e}");
+            assert!(matches!(
+                Routing::from_bytes(&f, &b[..b.len() - 3]),
+                Err(WireError::Short(_))
+            ));
+        }
+        let other = generate(&Topology::Dragonfly { p: 3, hosts: None }).expect("df3");
+        let r = EngineKind::Dfdn
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routed");
+        assert!(matches!(
+            Routing::from_bytes(&other, &r.to_bytes()),
+            Err(WireError::Shape(_))
+        ));
+        assert_eq!(
+            Routing::from_bytes(&f, b"nonsense").err(),
+            Some(WireError::Magic)
+        );
+    }
+}

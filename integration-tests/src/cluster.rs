@@ -73,6 +73,11 @@ impl Proc {
         Ok(())
     }
 
+    /// The process id (0 once killed).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }

@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod sim;
 pub mod status;
 pub mod verify;
+pub mod worker;
 
 use anyhow::Result;
 use fabric::formats::ibnetdiscover;

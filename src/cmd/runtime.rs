@@ -64,6 +64,42 @@ pub fn shutdown_on_signal() -> watch::Receiver<bool> {
     rx
 }
 
+/// How a command reaches the services: mutual TLS with a certificate of
+/// the CA, or plaintext for services started with `insecure = true`.
+#[derive(Args, Clone, Debug)]
+pub struct ClientTls {
+    /// CA certificate for mutual TLS (with --cert and --key: any identity
+    /// the CA issued, e.g. `ibfabric certs ... issue worker --name ops`).
+    #[arg(long, requires_all = ["cert", "key"])]
+    pub ca: Option<PathBuf>,
+    #[arg(long, requires = "ca")]
+    pub cert: Option<PathBuf>,
+    #[arg(long, requires = "ca")]
+    pub key: Option<PathBuf>,
+    /// Plaintext gRPC (services started with insecure = true).
+    #[arg(long, conflicts_with = "ca")]
+    pub insecure: bool,
+}
+
+impl ClientTls {
+    pub fn transport(&self) -> Result<ibtls::Transport> {
+        let tls = match (&self.ca, &self.cert, &self.key) {
+            (Some(ca), Some(cert), Some(key)) => Some(ibtls::TlsSettings {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        };
+        if tls.is_none() && !self.insecure {
+            anyhow::bail!(
+                "give --ca, --cert and --key (mutual TLS), or --insecure for plaintext services"
+            );
+        }
+        Ok(ibtls::Transport::from_config(tls, self.insecure)?)
+    }
+}
+
 /// Serves Prometheus metrics on `addr` (when given) and calls `sample`
 /// every second to refresh the gauges read from the service's state.
 /// Must run inside the runtime: the exporter's listener is a task of it.

@@ -5,7 +5,6 @@ use anyhow::{bail, Result};
 use clap::Args;
 use proto::v1;
 use serde::Serialize;
-use std::path::PathBuf;
 
 #[derive(Args)]
 #[command(
@@ -20,17 +19,8 @@ pub struct StatusArgs {
     /// Router firmware services to ask as well (what they hold in force).
     #[arg(long = "router", value_delimiter = ',')]
     routers: Vec<String>,
-    /// CA certificate for mutual TLS (with --cert and --key: any identity
-    /// the CA issued may read the state).
-    #[arg(long, requires_all = ["cert", "key"])]
-    ca: Option<PathBuf>,
-    #[arg(long, requires = "ca")]
-    cert: Option<PathBuf>,
-    #[arg(long, requires = "ca")]
-    key: Option<PathBuf>,
-    /// Plaintext gRPC (services started with insecure = true).
-    #[arg(long, conflicts_with = "ca")]
-    insecure: bool,
+    #[command(flatten)]
+    tls: super::runtime::ClientTls,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -95,18 +85,7 @@ struct StatusJson {
 }
 
 pub fn run(a: StatusArgs) -> Result<i32> {
-    let tls = match (&a.ca, &a.cert, &a.key) {
-        (Some(ca), Some(cert), Some(key)) => Some(ibtls::TlsSettings {
-            ca: ca.clone(),
-            cert: cert.clone(),
-            key: key.clone(),
-        }),
-        _ => None,
-    };
-    if tls.is_none() && !a.insecure {
-        bail!("give --ca, --cert and --key (mutual TLS), or --insecure for plaintext services");
-    }
-    let transport = ibtls::Transport::from_config(tls, a.insecure)?;
+    let transport = a.tls.transport()?;
     super::runtime::runtime()?.block_on(status(a, transport))
 }
 

@@ -36,6 +36,18 @@ pub struct VerifyArgs {
     /// Path SL file (path-sl.txt format); absent = SL 0 for every pair.
     #[arg(long)]
     path_sl: Option<PathBuf>,
+    /// Verify on these workers (`ibfabric worker`; addresses
+    /// http://host:port, repeated or comma-separated): the destinations cut
+    /// into parts, lost workers' parts given to the others, the parts
+    /// merged into the report one process gives. With no worker left the
+    /// open parts run here, and the output says so.
+    #[arg(long = "workers", value_delimiter = ',', conflicts_with = "transition")]
+    workers: Vec<String>,
+    /// With --workers: parts per worker.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    parts_per_worker: u32,
+    #[command(flatten)]
+    tls: super::runtime::ClientTls,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -45,6 +57,9 @@ pub struct VerifyArgs {
 struct VerifyJson {
     #[serde(flatten)]
     tables: TablesJson,
+    /// With --workers: the job, who computed what, what was lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job: Option<worker::coordinator::JobRun>,
     verify_seconds: f64,
     switches: usize,
     hcas: usize,
@@ -143,7 +158,20 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     };
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    let r = verify::verify(&f, &routing);
+    let (r, job) = if a.workers.is_empty() {
+        (verify::verify(&f, &routing), None)
+    } else {
+        let transport = a.tls.transport()?;
+        let topology = std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?;
+        let opts = worker::coordinator::Options {
+            parts_per_worker: a.parts_per_worker as usize,
+            ..Default::default()
+        };
+        let (r, job) = super::runtime::runtime()?.block_on(worker::coordinator::verify(
+            &f, &routing, &topology, &a.workers, &transport, &opts,
+        ))?;
+        (r, Some(job))
+    };
     drop(sp);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
@@ -151,6 +179,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             "verify",
             &VerifyJson {
                 tables: TablesJson::new(&r, &f),
+                job: job.clone(),
                 verify_seconds: secs,
                 switches: f.switches().len(),
                 hcas: f.num_cas(),
@@ -159,6 +188,32 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         )?;
     } else {
         println!("verify time     {secs:.3} s");
+        if let Some(j) = &job {
+            for w in &j.workers {
+                match &w.lost {
+                    None => println!(
+                        "worker          {}: {} parts, load {:.2} s, compute {:.2} s",
+                        w.address, w.parts, w.load_seconds, w.part_seconds
+                    ),
+                    Some(why) => println!(
+                        "worker          {}: {} parts, then lost ({why}); its open part went to the others",
+                        w.address, w.parts
+                    ),
+                }
+            }
+            if j.local_parts > 0 {
+                println!(
+                    "local           {} parts verified here: no worker was left",
+                    j.local_parts
+                );
+            }
+            println!(
+                "job             {} parts, {:.1} MB loaded per worker, merge {:.3} s",
+                j.parts,
+                j.bytes_per_load as f64 / 1e6,
+                j.merge_seconds
+            );
+        }
         print_report(&r, &f);
         super::report::print_link_load(&fabric::load::link_load(&f, &routing.lfts));
     }

@@ -48,7 +48,7 @@ pub struct VirtualChannel {
 }
 
 /// Why a source/destination pair is not delivered.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PairFault {
     /// The LFT of `switch` has no valid port for the destination.
     NoRoute { switch: String },

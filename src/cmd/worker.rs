@@ -1,0 +1,30 @@
+//! `ibfabric worker`: computes parts of jobs for coordinators
+//! (`ibfabric verify --workers`).
+
+use super::runtime::{runtime, shutdown_on_signal, ConfigArgs};
+use anyhow::{Context, Result};
+use settings::ConfigFile;
+use tokio::net::TcpListener;
+
+pub fn run(a: ConfigArgs) -> Result<i32> {
+    let path = a.path("worker");
+    let cfg = worker::config::WorkerConfig::load(&path)?;
+    super::runtime::check_identity(
+        &cfg.transport(),
+        &ibtls::Identity::Worker {
+            name: cfg.name.clone(),
+        },
+    )?;
+    runtime()?.block_on(async move {
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .with_context(|| format!("binding the worker service to {}", cfg.listen))?;
+        let w = worker::Worker::new(cfg.name.clone(), cfg.max_jobs);
+        super::runtime::serve_metrics(cfg.metrics_listen, || {})?;
+        super::runtime::reload_needs_restart(path, cfg.clone());
+        tracing::info!(name = %cfg.name, listen = %cfg.listen, "worker up");
+        super::runtime::notify_ready();
+        worker::serve(w, cfg.transport(), listener, shutdown_on_signal()).await?;
+        Ok(super::exit::OK)
+    })
+}

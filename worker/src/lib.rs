@@ -1,0 +1,225 @@
+//! The worker role: holds jobs (a fabric and its tables, loaded by a
+//! caller) and computes parts of them: today the verifier's walks toward a
+//! range of destinations ([`fabric::verify::verify_part`]). The caller
+//! ([`coordinator`]) cuts the job, hands parts to workers, gives a lost
+//! worker's parts to the others, and merges ([`fabric::verify::merge_parts`]):
+//! the report equals one process's, whatever the cut.
+
+pub mod config;
+pub mod coordinator;
+pub mod wire;
+
+use fabric::tables::Routing;
+use fabric::Fabric;
+use proto::v1;
+use proto::v1::worker_server::{Worker as WorkerRpc, WorkerServer};
+use sha2::{Digest, Sha256};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tonic::{Request, Response, Status, Streaming};
+
+/// A loaded job: the fabric and the tables to work on.
+pub struct Job {
+    pub fabric: Fabric,
+    pub routing: Routing,
+}
+
+/// The worker's state: the jobs it holds (oldest dropped past
+/// `max_jobs`) and what it has done.
+pub struct Worker {
+    pub name: String,
+    max_jobs: usize,
+    jobs: Mutex<VecDeque<(String, Arc<Job>)>>,
+    parts_done: AtomicU64,
+}
+
+impl Worker {
+    pub fn new(name: impl Into<String>, max_jobs: usize) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.into(),
+            max_jobs: max_jobs.max(1),
+            jobs: Mutex::new(VecDeque::new()),
+            parts_done: AtomicU64::new(0),
+        })
+    }
+
+    fn jobs(&self) -> std::sync::MutexGuard<'_, VecDeque<(String, Arc<Job>)>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn job(&self, id: &str) -> Option<Arc<Job>> {
+        self.jobs()
+            .iter()
+            .find(|(j, _)| j == id)
+            .map(|(_, job)| job.clone())
+    }
+
+    fn insert(&self, id: String, job: Job) {
+        let mut jobs = self.jobs();
+        jobs.retain(|(j, _)| *j != id);
+        jobs.push_back((id, Arc::new(job)));
+        while jobs.len() > self.max_jobs {
+            jobs.pop_front();
+        }
+    }
+}
+
+/// The gRPC side: any identity of the CA may load jobs and ask for parts.
+pub struct Service {
+    pub worker: Arc<Worker>,
+    pub transport: ibtls::Transport,
+}
+
+/// Largest topology or table blob a job may carry (a 48k-LID subnet's
+/// tables are a few hundred MB).
+const MAX_JOB_BYTES: u64 = 4 << 30;
+
+#[tonic::async_trait]
+impl WorkerRpc for Service {
+    async fn load(
+        &self,
+        req: Request<Streaming<v1::JobChunk>>,
+    ) -> Result<Response<v1::LoadReply>, Status> {
+        self.transport.peer(&req)?;
+        let t = std::time::Instant::now();
+        let mut stream = req.into_inner();
+        let mut job = String::new();
+        let (mut topo, mut tables) = (Vec::new(), Vec::new());
+        let (mut want_topo, mut want_tables) = (0u64, 0u64);
+        let mut first = true;
+        while let Some(c) = stream.message().await? {
+            if first {
+                if c.job.is_empty() {
+                    return Err(Status::invalid_argument("the first chunk names no job"));
+                }
+                if c.topology_bytes > MAX_JOB_BYTES || c.tables_bytes > MAX_JOB_BYTES {
+                    return Err(Status::resource_exhausted(format!(
+                        "a job of {} + {} bytes is over the worker's {MAX_JOB_BYTES}",
+                        c.topology_bytes, c.tables_bytes
+                    )));
+                }
+                job = c.job.clone();
+                want_topo = c.topology_bytes;
+                want_tables = c.tables_bytes;
+                topo.reserve(want_topo as usize);
+                tables.reserve(want_tables as usize);
+                first = false;
+            }
+            topo.extend_from_slice(&c.topology);
+            tables.extend_from_slice(&c.tables);
+            if topo.len() as u64 > want_topo || tables.len() as u64 > want_tables {
+                return Err(Status::invalid_argument(
+                    "more bytes than the first chunk announced",
+                ));
+            }
+        }
+        if first || topo.len() as u64 != want_topo || tables.len() as u64 != want_tables {
+            return Err(Status::invalid_argument(format!(
+                "job {job}: {} of {want_topo} topology bytes and {} of {want_tables} table bytes arrived",
+                topo.len(),
+                tables.len()
+            )));
+        }
+        let digest = Sha256::new()
+            .chain_update(&topo)
+            .chain_update(&tables)
+            .finalize()
+            .to_vec();
+        let id = job.clone();
+        let parsed = tokio::task::spawn_blocking(move || -> Result<Job, String> {
+            let text = std::str::from_utf8(&topo).map_err(|e| format!("topology: {e}"))?;
+            let fabric = fabric::formats::ibnetdiscover::parse(
+                text,
+                std::path::Path::new(&format!("job {id}")),
+            )
+            .map_err(|e| e.to_string())?;
+            let routing =
+                Routing::from_bytes(&fabric, &tables).map_err(|e| format!("tables: {e}"))?;
+            Ok(Job { fabric, routing })
+        })
+        .await
+        .map_err(|e| Status::internal(format!("load task: {e}")))?
+        .map_err(Status::invalid_argument)?;
+        self.worker.insert(job.clone(), parsed);
+        tracing::info!(%job, secs = t.elapsed().as_secs_f64(), "job loaded");
+        Ok(Response::new(v1::LoadReply {
+            job,
+            digest,
+            seconds: t.elapsed().as_secs_f64(),
+        }))
+    }
+
+    async fn verify_part(
+        &self,
+        req: Request<v1::VerifyPartRequest>,
+    ) -> Result<Response<v1::VerifyPartReply>, Status> {
+        self.transport.peer(&req)?;
+        let r = req.into_inner();
+        let Some(job) = self.worker.job(&r.job) else {
+            return Err(Status::failed_precondition(format!(
+                "job {} is not loaded here",
+                r.job
+            )));
+        };
+        let n = job.fabric.endports().len() as u64;
+        if r.start > r.end || r.end > n {
+            return Err(Status::invalid_argument(format!(
+                "destinations {}..{} of a job with {n}",
+                r.start, r.end
+            )));
+        }
+        let t = std::time::Instant::now();
+        let part = tokio::task::spawn_blocking(move || {
+            fabric::verify::verify_part(&job.fabric, &job.routing, r.start as usize..r.end as usize)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("verify task: {e}")))?;
+        self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("ibfabric_worker_parts_total").increment(1);
+        let secs = t.elapsed().as_secs_f64();
+        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
+        Ok(Response::new(wire::part_to_wire(&part, secs)))
+    }
+
+    async fn state(
+        &self,
+        req: Request<v1::WorkerStateRequest>,
+    ) -> Result<Response<v1::WorkerState>, Status> {
+        self.transport.peer(&req)?;
+        Ok(Response::new(v1::WorkerState {
+            name: self.worker.name.clone(),
+            jobs: self.worker.jobs().iter().map(|(j, _)| j.clone()).collect(),
+            parts_done: self.worker.parts_done.load(Ordering::Relaxed),
+        }))
+    }
+}
+
+/// Serves the worker on `listener` until `shutdown` turns true.
+pub async fn serve(
+    worker: Arc<Worker>,
+    transport: ibtls::Transport,
+    listener: tokio::net::TcpListener,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), proto::client::ServeError> {
+    let mut server = proto::client::server(&transport, PART_TIMEOUT, 16)?;
+    let (_health_reporter, health) = proto::ops::health("ibfabric.v1.Worker").await;
+    let svc = WorkerServer::new(Service { worker, transport })
+        .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
+    Ok(server
+        .add_service(health)
+        .add_service(proto::ops::reflection()?)
+        .add_service(svc)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = shutdown.wait_for(|s| *s).await;
+            },
+        )
+        .await?)
+}
+
+/// Deadline of one call: loading a large job or verifying a large part
+/// takes minutes, not the control plane's seconds.
+pub const PART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
