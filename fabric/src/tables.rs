@@ -355,13 +355,25 @@ pub enum WireError {
     Shape(String),
 }
 
-const WIRE_MAGIC: &[u8; 8] = b"IBFTBL01";
+const WIRE_MAGIC: &[u8; 8] = b"IBFTBL02";
 
 impl Routing {
     /// The tables as bytes, for a worker that verifies or routes a part of
     /// them: raw rows, no text. [`Routing::from_bytes`] reads them back on
     /// the same fabric (it checks every dimension against it).
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.encode(true)
+    }
+
+    /// [`Routing::to_bytes`] without the LFTs and the path-SL rows (their
+    /// shapes kept): what a worker needs besides the columns of its parts
+    /// (`verify::part_columns`). The tables read back have no LFT entry
+    /// and SL 0 rows.
+    pub fn to_bytes_base(&self) -> Vec<u8> {
+        self.encode(false)
+    }
+
+    fn encode(&self, columns: bool) -> Vec<u8> {
         fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(&(b.len() as u64).to_le_bytes());
             out.extend_from_slice(b);
@@ -371,7 +383,10 @@ impl Routing {
         );
         out.extend_from_slice(WIRE_MAGIC);
         out.extend_from_slice(&(self.lfts.width as u64).to_le_bytes());
-        put(&mut out, &self.lfts.data);
+        out.push(u8::from(columns));
+        if columns {
+            put(&mut out, &self.lfts.data);
+        }
         match &self.sl2vl {
             None => out.push(0),
             Some(t) => {
@@ -388,7 +403,11 @@ impl Routing {
                 out.extend_from_slice(&(p.width as u64).to_le_bytes());
                 let rows: Vec<u8> = p.row_of.iter().flat_map(|r| r.to_le_bytes()).collect();
                 put(&mut out, &rows);
-                put(&mut out, &p.rows);
+                out.extend_from_slice(&(p.num_rows() as u64).to_le_bytes());
+                out.push(u8::from(columns));
+                if columns {
+                    put(&mut out, &p.rows);
+                }
             }
         }
         out.push(self.vls_needed.unwrap_or(0));
@@ -430,9 +449,11 @@ impl Routing {
         let mut lfts = Lfts::for_fabric(f);
         let width = u64_at(&mut at)? as usize;
         shape("LFT width", width, lfts.width)?;
-        let data = blob(&mut at)?;
-        shape("LFT bytes", data.len(), lfts.data.len())?;
-        lfts.data = data;
+        if take(&mut at, 1)?[0] != 0 {
+            let data = blob(&mut at)?;
+            shape("LFT bytes", data.len(), lfts.data.len())?;
+            lfts.data = data;
+        }
         let sl2vl = match take(&mut at, 1)?[0] {
             0 => None,
             _ => {
@@ -456,14 +477,26 @@ impl Routing {
                 shape("path-SL width", w, p.width)?;
                 let row_of = blob(&mut at)?;
                 shape("path-SL sources", row_of.len(), p.row_of.len() * 4)?;
-                let rows = blob(&mut at)?;
+                let n_rows = u64_at(&mut at)? as usize;
+                let rows = if take(&mut at, 1)?[0] != 0 {
+                    blob(&mut at)?
+                } else {
+                    // Bounded by what the sources can name: one row each.
+                    if n_rows > p.row_of.len() {
+                        return Err(WireError::Shape(format!(
+                            "path-SL: {n_rows} rows for {} sources",
+                            p.row_of.len()
+                        )));
+                    }
+                    vec![0; n_rows * w]
+                };
+                shape("path-SL rows", rows.len(), n_rows * w)?;
                 if !rows.len().is_multiple_of(w.max(1)) {
                     return Err(WireError::Shape(format!(
                         "path-SL rows: {} bytes is not a multiple of {w}",
                         rows.len()
                     )));
                 }
-                let n_rows = rows.len() / w.max(1);
                 for (i, c) in row_of.chunks_exact(4).enumerate() {
                     let r = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                     if r != u32::MAX && r as usize >= n_rows {
@@ -534,5 +567,15 @@ mod wire_tests {
             Routing::from_bytes(&f, b"nonsense").err(),
             Some(WireError::Magic)
         );
+        // The base: shapes and SL-to-VL kept, no LFT entry, SL 0 rows.
+        let base = Routing::from_bytes(&f, &r.to_bytes_base()).expect("base reads back");
+        assert_eq!(base.lfts, Lfts::for_fabric(&f));
+        assert_eq!(base.sl2vl, r.sl2vl);
+        let (p, q) = (
+            base.path_sl.expect("rows"),
+            r.path_sl.as_ref().expect("rows"),
+        );
+        assert_eq!(p.num_rows(), q.num_rows());
+        assert!(r.to_bytes_base().len() < r.to_bytes().len());
     }
 }

@@ -6,7 +6,9 @@
 use fabric::gen::{generate, Topology};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::Routing;
-use fabric::verify::{merge_parts, verify, verify_part, MergeError};
+use fabric::verify::{
+    merge_parts, part_columns, verify, verify_part, verify_part_columns, MergeError,
+};
 use fabric::Fabric;
 
 fn routed(t: Topology, e: EngineKind) -> (Fabric, Routing) {
@@ -46,6 +48,15 @@ fn check(f: &Fabric, r: &Routing) {
         shuffled.reverse();
         let merged = merge_parts(f, r, &shuffled).expect("covering parts merge");
         assert_eq!(merged, whole, "{} parts", parts.len());
+        // A worker holding only the tables' base and each part's columns
+        // computes the same parts.
+        let base = Routing::from_bytes(f, &r.to_bytes_base()).expect("base");
+        for p in &parts {
+            let (cols, sl_cols) = part_columns(f, r, p.start..p.end);
+            let q = verify_part_columns(f, &base, p.start..p.end, &cols, &sl_cols)
+                .expect("columns fit");
+            assert_eq!(&q, p, "{}..{}", p.start, p.end);
+        }
     }
 }
 
@@ -114,5 +125,21 @@ fn parts_that_miss_or_repeat_destinations_are_refused() {
     assert!(matches!(
         merge_parts(&f, &r, &[first, short]),
         Err(MergeError::Shape { .. })
+    ));
+}
+
+#[test]
+fn columns_of_the_wrong_size_are_refused() {
+    let (f, r) = routed(Topology::Dragonfly { p: 2, hosts: None }, EngineKind::Dfdn);
+    let (mut cols, sl_cols) = part_columns(&f, &r, 0..5);
+    cols.pop();
+    assert!(matches!(
+        verify_part_columns(&f, &r, 0..5, &cols, &sl_cols),
+        Err(MergeError::Columns { .. })
+    ));
+    let n = f.endports().len();
+    assert!(matches!(
+        verify_part_columns(&f, &r, n..n + 1, &[], &[]),
+        Err(MergeError::Columns { .. })
     ));
 }

@@ -43,6 +43,11 @@ pub struct VerifyArgs {
     /// open parts run here, and the output says so.
     #[arg(long = "workers", value_delimiter = ',', conflicts_with = "transition")]
     workers: Vec<String>,
+    /// With --workers: send each worker the whole tables instead of each
+    /// part its LFT and path-SL columns (for comparison; the columns cross
+    /// the network once in all, the whole tables once per worker).
+    #[arg(long, requires = "workers")]
+    whole_tables: bool,
     /// With --workers: parts per worker.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
     parts_per_worker: u32,
@@ -165,6 +170,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         let topology = std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?;
         let opts = worker::coordinator::Options {
             parts_per_worker: a.parts_per_worker as usize,
+            columns: !a.whole_tables,
             ..Default::default()
         };
         let (r, job) = super::runtime::runtime()?.block_on(worker::coordinator::verify(
@@ -208,9 +214,10 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
                 );
             }
             println!(
-                "job             {} parts, {:.1} MB loaded per worker, merge {:.3} s",
+                "job             {} parts, {:.1} MB loaded per worker, {:.1} MB of columns with the parts, merge {:.3} s",
                 j.parts,
                 j.bytes_per_load as f64 / 1e6,
+                j.column_bytes as f64 / 1e6,
                 j.merge_seconds
             );
         }

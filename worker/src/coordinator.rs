@@ -20,6 +20,10 @@ pub struct Options {
     pub parts_per_worker: usize,
     /// Bytes per load chunk.
     pub chunk_bytes: usize,
+    /// Load jobs without their LFTs and path-SL rows and send each part
+    /// its columns: the tables cross the network once in all instead of
+    /// once per worker.
+    pub columns: bool,
 }
 
 impl Default for Options {
@@ -27,6 +31,7 @@ impl Default for Options {
         Self {
             parts_per_worker: 4,
             chunk_bytes: 4 << 20,
+            columns: true,
         }
     }
 }
@@ -53,6 +58,9 @@ pub struct JobRun {
     /// Parts computed here because no worker was left.
     pub local_parts: usize,
     pub bytes_per_load: u64,
+    /// Column bytes sent with the parts, all parts together (0 when the
+    /// whole tables were loaded).
+    pub column_bytes: u64,
     pub seconds: f64,
     pub merge_seconds: f64,
 }
@@ -91,7 +99,11 @@ pub async fn verify(
         return Err(CoordError::NoWorkers);
     }
     let t0 = Instant::now();
-    let tables = Arc::new(routing.to_bytes());
+    let tables = Arc::new(if opts.columns {
+        routing.to_bytes_base()
+    } else {
+        routing.to_bytes()
+    });
     let topology = Arc::new(topology.to_vec());
     let job: String = Sha256::new()
         .chain_update(&*topology)
@@ -113,11 +125,37 @@ pub async fn verify(
     }));
     tracing::info!(%job, parts, workers = addrs.len(), "verification job cut");
     let mut tasks = Vec::new();
+    // The columns of each part, cut once, handed to whichever worker
+    // takes the part (again after a loss).
+    let index: Arc<Vec<(usize, usize)>> = Arc::new(
+        q.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open
+            .iter()
+            .copied()
+            .collect(),
+    );
+    let columns: Option<Arc<Vec<(Vec<u8>, Vec<u8>)>>> = opts.columns.then(|| {
+        Arc::new(
+            index
+                .iter()
+                .map(|&(a, b)| fabric::verify::part_columns(f, routing, a..b))
+                .collect(),
+        )
+    });
     for addr in addrs {
         let (addr, t, q, job) = (addr.clone(), transport.clone(), q.clone(), job.clone());
         let (topology, tables, chunk) = (topology.clone(), tables.clone(), opts.chunk_bytes);
+        let (columns, index) = (columns.clone(), index.clone());
         tasks.push(tokio::spawn(async move {
-            run_worker(addr, t, q, job, topology, tables, chunk).await
+            let data = JobData {
+                job,
+                topology,
+                tables,
+                columns,
+                index,
+            };
+            run_worker(addr, t, q, data, chunk).await
         }));
     }
     let mut workers = Vec::new();
@@ -143,6 +181,9 @@ pub async fn verify(
             q.lock().unwrap_or_else(|p| p.into_inner()).done.push(p);
         }
     }
+    let column_bytes = columns.as_ref().map_or(0, |c| {
+        c.iter().map(|(l, s)| (l.len() + s.len()) as u64).sum()
+    });
     let done = std::mem::take(&mut q.lock().unwrap_or_else(|p| p.into_inner()).done);
     let t = Instant::now();
     let report = merge_parts(f, routing, &done)?;
@@ -155,21 +196,37 @@ pub async fn verify(
             workers,
             local_parts,
             bytes_per_load: (topology.len() + tables.len()) as u64,
+            column_bytes,
             seconds: t0.elapsed().as_secs_f64(),
             merge_seconds,
         },
     ))
 }
 
+/// What a worker task sends: the job's load and each part's columns.
+struct JobData {
+    job: String,
+    topology: Arc<Vec<u8>>,
+    tables: Arc<Vec<u8>>,
+    columns: Option<Arc<Vec<(Vec<u8>, Vec<u8>)>>>,
+    /// The parts in the order `columns` holds them.
+    index: Arc<Vec<(usize, usize)>>,
+}
+
 async fn run_worker(
     addr: String,
     t: ibtls::Transport,
     q: Arc<Mutex<Queue>>,
-    job: String,
-    topology: Arc<Vec<u8>>,
-    tables: Arc<Vec<u8>>,
+    data: JobData,
     chunk: usize,
 ) -> WorkerRun {
+    let JobData {
+        job,
+        topology,
+        tables,
+        columns,
+        index,
+    } = data;
     let mut run = WorkerRun {
         address: addr.clone(),
         parts: 0,
@@ -219,10 +276,19 @@ async fn run_worker(
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
+        let cols = columns.as_ref().and_then(|c| {
+            index
+                .iter()
+                .position(|&r| r == (a, b))
+                .and_then(|i| c.get(i))
+        });
         let ask = v1::VerifyPartRequest {
             job: job.clone(),
             start: a as u64,
             end: b as u64,
+            columns: cols.is_some(),
+            lft_columns: cols.map(|c| c.0.clone()).unwrap_or_default(),
+            sl_columns: cols.map(|c| c.1.clone()).unwrap_or_default(),
         };
         let mut reply = c.verify_part(ask.clone()).await;
         if matches!(&reply, Err(s) if s.code() == tonic::Code::FailedPrecondition) {

@@ -171,10 +171,26 @@ impl WorkerRpc for Service {
         }
         let t = std::time::Instant::now();
         let part = tokio::task::spawn_blocking(move || {
-            fabric::verify::verify_part(&job.fabric, &job.routing, r.start as usize..r.end as usize)
+            let range = r.start as usize..r.end as usize;
+            if r.columns {
+                fabric::verify::verify_part_columns(
+                    &job.fabric,
+                    &job.routing,
+                    range,
+                    &r.lft_columns,
+                    &r.sl_columns,
+                )
+            } else {
+                Ok(fabric::verify::verify_part(
+                    &job.fabric,
+                    &job.routing,
+                    range,
+                ))
+            }
         })
         .await
-        .map_err(|e| Status::internal(format!("verify task: {e}")))?;
+        .map_err(|e| Status::internal(format!("verify task: {e}")))?
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("ibfabric_worker_parts_total").increment(1);
         let secs = t.elapsed().as_secs_f64();

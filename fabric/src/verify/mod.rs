@@ -426,15 +426,33 @@ fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
 /// Walks every source toward the end ports `range` (indices into
 /// `f.endports()`), setting the dependencies found in `ctx`.
 fn walk_range(ctx: &Ctx, range: std::ops::Range<usize>) -> Walked {
-    let (f, routing) = (ctx.f, ctx.r);
-    let n_slots = f.num_slots();
-    let dests = &f.endports()[range.clone()];
+    let (cols, sl_cols) = part_columns(ctx.f, ctx.r, range.clone());
+    walk_columns(ctx, range, &cols, &sl_cols)
+}
+
+/// The LFT and path-SL columns the walks toward end ports `range` read:
+/// per destination, one LFT entry per switch, then one SL per path-SL
+/// row. A part needs nothing else of those tables.
+pub fn part_columns(
+    f: &Fabric,
+    routing: &Routing,
+    range: std::ops::Range<usize>,
+) -> (Vec<u8>, Vec<u8>) {
+    let dests = &f.endports()[range];
     let cols = routing.lfts.columns(f, dests);
     let sl_cols = routing
         .path_sl
         .as_ref()
         .map(|p| p.columns(&dests.iter().map(|&d| f.lid_of_slot(d)).collect::<Vec<_>>()))
         .unwrap_or_default();
+    (cols, sl_cols)
+}
+
+/// [`walk_range`] over columns given ([`part_columns`]).
+fn walk_columns(ctx: &Ctx, range: std::ops::Range<usize>, cols: &[u8], sl_cols: &[u8]) -> Walked {
+    let (f, routing) = (ctx.f, ctx.r);
+    let n_slots = f.num_slots();
+    let dests = &f.endports()[range.clone()];
     let sls = if routing.path_sl.is_some() {
         NUM_SLS
     } else {
@@ -552,6 +570,15 @@ pub enum MergeError {
         covered: Vec<(usize, usize)>,
         total: usize,
     },
+    #[error("part {start}..{end} comes with {lft} LFT and {sl} path-SL column bytes; it needs {want_lft} and {want_sl}")]
+    Columns {
+        start: usize,
+        end: usize,
+        lft: usize,
+        sl: usize,
+        want_lft: usize,
+        want_sl: usize,
+    },
     #[error("part {start}..{end} carries {got} bitset words, the fabric and tables need {want}")]
     Shape {
         start: usize,
@@ -580,6 +607,52 @@ pub fn verify_part(f: &Fabric, routing: &Routing, range: std::ops::Range<usize>)
         sl_mask: w.sl_mask,
         max_hops: w.max_hops,
     }
+}
+
+/// [`verify_part`] from the part's columns ([`part_columns`]) rather than
+/// `routing`'s LFTs and path-SL rows, which may then be empty: what a
+/// worker holding only the fabric, the SL-to-VL tables and the path-SL
+/// row map computes.
+pub fn verify_part_columns(
+    f: &Fabric,
+    routing: &Routing,
+    range: std::ops::Range<usize>,
+    cols: &[u8],
+    sl_cols: &[u8],
+) -> Result<Part, MergeError> {
+    let n = f.endports().len();
+    let nsw = f.switches().len();
+    let ctx = context(f, routing, false);
+    let k = range.end.saturating_sub(range.start);
+    if range.start > range.end
+        || range.end > n
+        || cols.len() != k * nsw
+        || sl_cols.len() != k * ctx.sl_rows
+    {
+        return Err(MergeError::Columns {
+            start: range.start,
+            end: range.end,
+            lft: cols.len(),
+            sl: sl_cols.len(),
+            want_lft: k * nsw,
+            want_sl: k * ctx.sl_rows,
+        });
+    }
+    let w = walk_columns(&ctx, range.clone(), cols, sl_cols);
+    Ok(Part {
+        start: range.start,
+        end: range.end,
+        edges: ctx
+            .edges
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect(),
+        broken: w.broken,
+        examples: w.examples,
+        vl_mask: w.vl_mask,
+        sl_mask: w.sl_mask,
+        max_hops: w.max_hops,
+    })
 }
 
 /// The report of the whole verification from its parts: dependencies
