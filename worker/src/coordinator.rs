@@ -79,6 +79,9 @@ pub fn cut(n: usize, k: usize) -> Vec<(usize, usize)> {
     (0..k).map(|i| (i * n / k, (i + 1) * n / k)).collect()
 }
 
+/// Per part, in cut order: its LFT columns and its path-SL columns.
+type Columns = Arc<Vec<(Vec<u8>, Vec<u8>)>>;
+
 struct Queue {
     open: VecDeque<(usize, usize)>,
     in_flight: usize,
@@ -135,7 +138,7 @@ pub async fn verify(
             .copied()
             .collect(),
     );
-    let columns: Option<Arc<Vec<(Vec<u8>, Vec<u8>)>>> = opts.columns.then(|| {
+    let columns: Option<Columns> = opts.columns.then(|| {
         Arc::new(
             index
                 .iter()
@@ -208,7 +211,7 @@ struct JobData {
     job: String,
     topology: Arc<Vec<u8>>,
     tables: Arc<Vec<u8>>,
-    columns: Option<Arc<Vec<(Vec<u8>, Vec<u8>)>>>,
+    columns: Option<Columns>,
     /// The parts in the order `columns` holds them.
     index: Arc<Vec<(usize, usize)>>,
 }
