@@ -605,11 +605,8 @@ pub async fn run(
     let r = match (listener, server) {
         (Some(l), Some(mut server)) => {
             let mut sd = shutdown.clone();
-            let (_health_reporter, health) = proto::ops::health("ibfabric.v1.Agent").await;
-            let reflection = proto::ops::reflection().map_err(proto::client::ServeError::from)?;
-            server
-                .add_service(health)
-                .add_service(reflection)
+            let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Agent").await?;
+            routes
                 .add_service(
                     v1::agent_server::AgentServer::new(QueryService(agent.clone()))
                         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)

@@ -607,10 +607,8 @@ pub async fn serve(
     let svc = v1::controller_server::ControllerServer::new(Service::new(ctl, bounds, transport))
         .max_decoding_message_size(bounds.max_message_bytes)
         .max_encoding_message_size(bounds.max_message_bytes);
-    let (_health_reporter, health) = proto::ops::health("ibfabric.v1.Controller").await;
-    Ok(server
-        .add_service(health)
-        .add_service(proto::ops::reflection()?)
+    let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Controller").await?;
+    Ok(routes
         .add_service(svc)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),

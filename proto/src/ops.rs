@@ -45,6 +45,27 @@ pub async fn health(
     (reporter, server)
 }
 
+/// The routes every listener starts from: [`health`] for `service` and
+/// [`reflection`], on the server [`crate::client::server`] built. The
+/// caller adds its own service and serves; keep the reporter to change
+/// the health later.
+pub async fn routes(
+    server: &mut crate::client::Server,
+    service: &str,
+) -> Result<
+    (
+        tonic_health::server::HealthReporter,
+        tonic::transport::server::Router<
+            tower::layer::util::Stack<CountRefusals, tower::layer::util::Identity>,
+        >,
+    ),
+    crate::client::ServeError,
+> {
+    let (reporter, health) = health(service).await;
+    let router = server.add_service(health).add_service(reflection()?);
+    Ok((reporter, router))
+}
+
 /// A layer that counts the requests a server refused: responses whose
 /// gRPC status (sent in the headers, as every refusal at the start of a
 /// call is) is `UNAUTHENTICATED` or `PERMISSION_DENIED`.

@@ -341,10 +341,8 @@ pub async fn run(
     let svc = v1::router_fw_server::RouterFwServer::new(service::Service(fw, transport))
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    let (_health_reporter, health) = proto::ops::health("ibfabric.v1.RouterFw").await;
-    let r = server
-        .add_service(health)
-        .add_service(proto::ops::reflection()?)
+    let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.RouterFw").await?;
+    let r = routes
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = sd.wait_for(|s| *s).await;

@@ -219,13 +219,11 @@ pub async fn serve(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
     let mut server = proto::client::server(&transport, PART_TIMEOUT, 16)?;
-    let (_health_reporter, health) = proto::ops::health("ibfabric.v1.Worker").await;
+    let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Worker").await?;
     let svc = WorkerServer::new(Service { worker, transport })
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    Ok(server
-        .add_service(health)
-        .add_service(proto::ops::reflection()?)
+    Ok(routes
         .add_service(svc)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),

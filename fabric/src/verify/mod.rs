@@ -593,6 +593,11 @@ pub fn verify_part(f: &Fabric, routing: &Routing, range: std::ops::Range<usize>)
     let range = range.start.min(f.endports().len())..range.end.min(f.endports().len());
     let ctx = context(f, routing, false);
     let w = walk_range(&ctx, range.clone());
+    part_of(&ctx, range, w)
+}
+
+/// A part from the dependencies the walks set in `ctx` and what they found.
+fn part_of(ctx: &Ctx, range: std::ops::Range<usize>, w: Walked) -> Part {
     Part {
         start: range.start,
         end: range.end,
@@ -639,20 +644,7 @@ pub fn verify_part_columns(
         });
     }
     let w = walk_columns(&ctx, range.clone(), cols, sl_cols);
-    Ok(Part {
-        start: range.start,
-        end: range.end,
-        edges: ctx
-            .edges
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed))
-            .collect(),
-        broken: w.broken,
-        examples: w.examples,
-        vl_mask: w.vl_mask,
-        sl_mask: w.sl_mask,
-        max_hops: w.max_hops,
-    })
+    Ok(part_of(&ctx, range, w))
 }
 
 /// The report of the whole verification from its parts: dependencies
