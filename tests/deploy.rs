@@ -28,11 +28,15 @@ fn example_configs_are_valid() {
     let (t, p) = text("router.toml");
     let r = router_fw::config::RouterConfig::parse(&t, &p).expect("router config");
     assert_eq!(r.router_guid, 0x0004_0000_0000_0000);
+    let (t, p) = text("worker.toml");
+    let w = worker::config::WorkerConfig::parse(&t, &p).expect("worker config");
+    assert_eq!(w.name, "w1");
     // Every example speaks mutual TLS, with the certificate of its role.
     for (t, stem) in [
         (c.transport(), "controller"),
         (a.transport(), "agent-0xfec0000000000001"),
         (r.transport(), "router-0x0004000000000000"),
+        (w.transport(), "worker-w1"),
     ] {
         match t {
             ibtls::Transport::Tls(s) => assert!(s.cert.ends_with(format!("{stem}.pem")), "{s:?}"),
@@ -71,7 +75,7 @@ fn config_errors_name_the_file_and_line() {
 fn systemd_units_notify_reload_and_verify() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/systemd");
     let tmp = tempfile::tempdir().expect("tmp");
-    for role in ["agent", "controller", "router"] {
+    for role in ["agent", "controller", "router", "worker"] {
         let name = format!("ibfabric-{role}.service");
         let unit = std::fs::read_to_string(dir.join(&name)).expect("unit");
         for line in [
@@ -93,7 +97,7 @@ fn systemd_units_notify_reload_and_verify() {
         )
         .expect("copy");
     }
-    let units: Vec<_> = ["agent", "controller", "router"]
+    let units: Vec<_> = ["agent", "controller", "router", "worker"]
         .iter()
         .map(|r| tmp.path().join(format!("ibfabric-{r}.service")))
         .collect();

@@ -604,20 +604,11 @@ pub async fn run(
     )));
     let r = match (listener, server) {
         (Some(l), Some(mut server)) => {
-            let mut sd = shutdown.clone();
             let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Agent").await?;
-            routes
-                .add_service(
-                    v1::agent_server::AgentServer::new(QueryService(agent.clone()))
-                        .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
-                        .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES),
-                )
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(l),
-                    async move {
-                        let _ = sd.wait_for(|s| *s).await;
-                    },
-                )
+            let svc = v1::agent_server::AgentServer::new(QueryService(agent.clone()))
+                .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
+            proto::ops::serve(routes.add_service(svc), l, shutdown.clone())
                 .await
                 .map_err(AgentError::from)
         }

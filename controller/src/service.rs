@@ -597,7 +597,7 @@ pub async fn serve(
     bounds: Bounds,
     transport: ibtls::Transport,
     listener: tokio::net::TcpListener,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
     let mut server = proto::client::server(
         &transport,
@@ -608,13 +608,5 @@ pub async fn serve(
         .max_decoding_message_size(bounds.max_message_bytes)
         .max_encoding_message_size(bounds.max_message_bytes);
     let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Controller").await?;
-    Ok(routes
-        .add_service(svc)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = shutdown.wait_for(|s| *s).await;
-            },
-        )
-        .await?)
+    Ok(proto::ops::serve(routes.add_service(svc), listener, shutdown).await?)
 }

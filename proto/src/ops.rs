@@ -66,6 +66,24 @@ pub async fn routes(
     Ok((reporter, router))
 }
 
+/// Serves `routes` on `listener` until `shutdown` turns true.
+pub async fn serve(
+    routes: tonic::transport::server::Router<
+        tower::layer::util::Stack<CountRefusals, tower::layer::util::Identity>,
+    >,
+    listener: tokio::net::TcpListener,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), tonic::transport::Error> {
+    routes
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = shutdown.wait_for(|s| *s).await;
+            },
+        )
+        .await
+}
+
 /// A layer that counts the requests a server refused: responses whose
 /// gRPC status (sent in the headers, as every refusal at the start of a
 /// call is) is `UNAUTHENTICATED` or `PERMISSION_DENIED`.

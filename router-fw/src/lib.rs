@@ -336,18 +336,11 @@ pub async fn run(
         controllers,
         shutdown.clone(),
     ));
-    let mut sd = shutdown.clone();
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let svc = v1::router_fw_server::RouterFwServer::new(service::Service(fw, transport))
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
     let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.RouterFw").await?;
-    let r = routes
-        .add_service(svc)
-        .serve_with_incoming_shutdown(incoming, async move {
-            let _ = sd.wait_for(|s| *s).await;
-        })
-        .await;
+    let r = proto::ops::serve(routes.add_service(svc), listener, shutdown).await;
     follow.abort();
     Ok(r?)
 }

@@ -216,22 +216,14 @@ pub async fn serve(
     worker: Arc<Worker>,
     transport: ibtls::Transport,
     listener: tokio::net::TcpListener,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
     let mut server = proto::client::server(&transport, PART_TIMEOUT, 16)?;
     let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Worker").await?;
     let svc = WorkerServer::new(Service { worker, transport })
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    Ok(routes
-        .add_service(svc)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = shutdown.wait_for(|s| *s).await;
-            },
-        )
-        .await?)
+    Ok(proto::ops::serve(routes.add_service(svc), listener, shutdown).await?)
 }
 
 /// Deadline of one call: loading a large job or verifying a large part
