@@ -355,7 +355,7 @@ pub enum WireError {
     Shape(String),
 }
 
-const WIRE_MAGIC: &[u8; 8] = b"IBFTBL02";
+const WIRE_MAGIC: &[u8; 8] = b"IBFTBL03";
 
 impl Routing {
     /// The tables as bytes, for a worker that verifies or routes a part of
@@ -391,7 +391,20 @@ impl Routing {
             None => out.push(0),
             Some(t) => {
                 out.push(1);
-                put(&mut out, &t.sw);
+                // Most (in, out) rows carry no VL (3 in 4 under DF-DN on a
+                // Dragonfly): only the others travel, with their index.
+                let rows: Vec<(u32, &[u8])> = t
+                    .sw
+                    .chunks_exact(NUM_SLS)
+                    .enumerate()
+                    .filter(|(_, r)| r.iter().any(|&v| v != 0))
+                    .map(|(i, r)| (i as u32, r))
+                    .collect();
+                out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
+                for (i, r) in rows {
+                    out.extend_from_slice(&i.to_le_bytes());
+                    out.extend_from_slice(r);
+                }
                 let ports: Vec<u8> = t.port.iter().flatten().copied().collect();
                 put(&mut out, &ports);
             }
@@ -458,8 +471,24 @@ impl Routing {
             0 => None,
             _ => {
                 let mut t = Sl2Vl::new(f);
-                let sw = blob(&mut at)?;
-                shape("SL-to-VL switch bytes", sw.len(), t.sw.len())?;
+                let n_rows = t.sw.len() / NUM_SLS;
+                let count = u64_at(&mut at)? as usize;
+                if count > n_rows {
+                    return Err(WireError::Shape(format!(
+                        "{count} SL-to-VL rows, the fabric has {n_rows}"
+                    )));
+                }
+                let mut sw = vec![0u8; t.sw.len()];
+                for _ in 0..count {
+                    let i = take(&mut at, 4)?;
+                    let i = u32::from_le_bytes([i[0], i[1], i[2], i[3]]) as usize;
+                    if i >= n_rows {
+                        return Err(WireError::Shape(format!(
+                            "SL-to-VL row {i} of {n_rows}"
+                        )));
+                    }
+                    sw[i * NUM_SLS..(i + 1) * NUM_SLS].copy_from_slice(take(&mut at, NUM_SLS)?);
+                }
                 let ports = blob(&mut at)?;
                 shape("SL-to-VL port bytes", ports.len(), t.port.len() * NUM_SLS)?;
                 t.sw = sw;
