@@ -393,13 +393,12 @@ impl Routing {
                 out.push(1);
                 // Most (in, out) rows carry no VL (3 in 4 under DF-DN on a
                 // Dragonfly): only the others travel, with their index.
-                let rows: Vec<(u32, &[u8])> = t
-                    .sw
-                    .chunks_exact(NUM_SLS)
-                    .enumerate()
-                    .filter(|(_, r)| r.iter().any(|&v| v != 0))
-                    .map(|(i, r)| (i as u32, r))
-                    .collect();
+                let rows: Vec<(u32, &[u8])> =
+                    t.sw.chunks_exact(NUM_SLS)
+                        .enumerate()
+                        .filter(|(_, r)| r.iter().any(|&v| v != 0))
+                        .map(|(i, r)| (i as u32, r))
+                        .collect();
                 out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
                 for (i, r) in rows {
                     out.extend_from_slice(&i.to_le_bytes());
@@ -483,9 +482,7 @@ impl Routing {
                     let i = take(&mut at, 4)?;
                     let i = u32::from_le_bytes([i[0], i[1], i[2], i[3]]) as usize;
                     if i >= n_rows {
-                        return Err(WireError::Shape(format!(
-                            "SL-to-VL row {i} of {n_rows}"
-                        )));
+                        return Err(WireError::Shape(format!("SL-to-VL row {i} of {n_rows}")));
                     }
                     sw[i * NUM_SLS..(i + 1) * NUM_SLS].copy_from_slice(take(&mut at, NUM_SLS)?);
                 }
