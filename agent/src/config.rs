@@ -209,11 +209,7 @@ impl ConfigFile for AgentConfig {
                     .chain(l.sl2vl_tool.iter_mut())
                     .chain(l.opensm_pid_file.iter_mut())
             }))
-            .chain(
-                self.tls
-                    .iter_mut()
-                    .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key]),
-            )
+            .chain(self.tls.iter_mut().flat_map(ibtls::TlsSettings::paths_mut))
             .collect()
     }
 }

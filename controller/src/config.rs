@@ -293,7 +293,7 @@ impl ConfigFile for ControllerConfig {
         self.tls
             .iter_mut()
             .chain(etcd_tls)
-            .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key])
+            .flat_map(ibtls::TlsSettings::paths_mut)
             .chain(state_file)
             .collect()
     }

@@ -22,6 +22,11 @@ pub struct TlsSettings {
 }
 
 impl TlsSettings {
+    /// The three files, for a configuration loader that resolves paths.
+    pub fn paths_mut(&mut self) -> [&mut PathBuf; 3] {
+        [&mut self.ca, &mut self.cert, &mut self.key]
+    }
+
     /// The same settings with relative paths taken from `base` (usually
     /// [`config_dir`] of the configuration file), so a configuration means
     /// the same files whatever directory the service starts in.

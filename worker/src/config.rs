@@ -53,7 +53,7 @@ impl ConfigFile for WorkerConfig {
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
         self.tls
             .iter_mut()
-            .flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key])
+            .flat_map(ibtls::TlsSettings::paths_mut)
             .collect()
     }
 }

@@ -83,7 +83,8 @@ pub fn cut(n: usize, k: usize) -> Vec<(usize, usize)> {
 type Columns = Arc<Vec<(Vec<u8>, Vec<u8>)>>;
 
 struct Queue {
-    open: VecDeque<(usize, usize)>,
+    /// Parts nobody holds, as indices into the cut.
+    open: VecDeque<usize>,
     in_flight: usize,
     done: Vec<Part>,
 }
@@ -122,7 +123,7 @@ pub async fn verify(
     );
     let parts = ranges.len();
     let q = Arc::new(Mutex::new(Queue {
-        open: ranges.into_iter().collect(),
+        open: (0..parts).collect(),
         in_flight: 0,
         done: Vec::new(),
     }));
@@ -130,33 +131,26 @@ pub async fn verify(
     let mut tasks = Vec::new();
     // The columns of each part, cut once, handed to whichever worker
     // takes the part (again after a loss).
-    let index: Arc<Vec<(usize, usize)>> = Arc::new(
-        q.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .open
-            .iter()
-            .copied()
-            .collect(),
-    );
     let columns: Option<Columns> = opts.columns.then(|| {
         Arc::new(
-            index
+            ranges
                 .iter()
                 .map(|&(a, b)| fabric::verify::part_columns(f, routing, a..b))
                 .collect(),
         )
     });
+    let ranges = Arc::new(ranges);
     for addr in addrs {
         let (addr, t, q, job) = (addr.clone(), transport.clone(), q.clone(), job.clone());
         let (topology, tables, chunk) = (topology.clone(), tables.clone(), opts.chunk_bytes);
-        let (columns, index) = (columns.clone(), index.clone());
+        let (columns, ranges) = (columns.clone(), ranges.clone());
         tasks.push(tokio::spawn(async move {
             let data = JobData {
                 job,
                 topology,
                 tables,
                 columns,
-                index,
+                ranges,
             };
             run_worker(addr, t, q, data, chunk).await
         }));
@@ -169,7 +163,7 @@ pub async fn verify(
         }
     }
     // Whatever no worker took: here, said so.
-    let left: Vec<(usize, usize)> = {
+    let left: Vec<usize> = {
         let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
         g.open.drain(..).collect()
     };
@@ -179,7 +173,8 @@ pub async fn verify(
             parts = local_parts,
             "no worker left for these parts: verifying them here"
         );
-        for (a, b) in left {
+        for i in left {
+            let (a, b) = ranges[i];
             let p = fabric::verify::verify_part(f, routing, a..b);
             q.lock().unwrap_or_else(|p| p.into_inner()).done.push(p);
         }
@@ -212,8 +207,8 @@ struct JobData {
     topology: Arc<Vec<u8>>,
     tables: Arc<Vec<u8>>,
     columns: Option<Columns>,
-    /// The parts in the order `columns` holds them.
-    index: Arc<Vec<(usize, usize)>>,
+    /// The cut: each part's destinations, in the order `columns` holds them.
+    ranges: Arc<Vec<(usize, usize)>>,
 }
 
 async fn run_worker(
@@ -228,7 +223,7 @@ async fn run_worker(
         topology,
         tables,
         columns,
-        index,
+        ranges,
     } = data;
     let mut run = WorkerRun {
         address: addr.clone(),
@@ -275,16 +270,12 @@ async fn run_worker(
             }
         };
         // Parts still out with other workers may come back: wait.
-        let Some((a, b)) = next else {
+        let Some(i) = next else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
-        let cols = columns.as_ref().and_then(|c| {
-            index
-                .iter()
-                .position(|&r| r == (a, b))
-                .and_then(|i| c.get(i))
-        });
+        let (a, b) = ranges[i];
+        let cols = columns.as_ref().and_then(|c| c.get(i));
         let ask = v1::VerifyPartRequest {
             job: job.clone(),
             start: a as u64,
@@ -327,7 +318,7 @@ async fn run_worker(
                 g.done.push(p);
             }
             Err(why) => {
-                g.open.push_back((a, b));
+                g.open.push_back(i);
                 drop(g);
                 lose(&mut run, format!("part {a}..{b}: {why}"));
                 return run;
