@@ -27,6 +27,8 @@
 //! stage_wait_ms = 5000                  # optional: without [fabric] confirmation, how long a
 //!                                       # drain stage waits for OpenSM's ibfabric plugin to
 //!                                       # report it applied (no report in time: go on)
+//! workers = ["https://w1:7400"]         # optional: compute dfdn's base routes on these
+//!                                       # workers (`ibfabric worker`); same tables as alone
 //!
 //! [fabric]                              # optional: follow the live fabric instead of a file
 //! ca = "mlx5_0"                         # optional: the SM's CA for the diag tools (-C)
@@ -102,6 +104,14 @@ pub struct AgentConfig {
     /// tables from the switches.
     #[serde(default)]
     pub fabric: Option<LiveFabric>,
+    /// Workers (`ibfabric worker`, http(s)://host:port) that compute DF-DN's
+    /// base routing of this subnet, cut by destination switch; the SL choice
+    /// and the verification run here. The tables are the ones the agent
+    /// computes alone, byte for byte; parts of lost workers go to the
+    /// others, and with none left they run here. Other engines and bases
+    /// ignore it (logged). The agent's own certificate is its identity.
+    #[serde(default)]
+    pub workers: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -8,7 +8,8 @@
 #
 # The fabric: two subnets of two leaves, two spines and four HCAs, joined by
 # two routers (`ibfabric gen multi`). The `tester` directory holds a worker
-# certificate for `ibfabric status` against the running stack.
+# certificate for `ibfabric status` (and `route --workers`) against the
+# running stack.
 set -euo pipefail
 
 B=ibfabric
@@ -79,11 +80,24 @@ $(tls controller)
 TOML
 done
 
+for w in worker-1 worker-2; do
+    issue "$w" worker --name "$w" --dns "$w"
+    cat > "$S/$w/worker.toml" <<TOML
+name = "$w"
+listen = "0.0.0.0:7400"
+metrics_listen = "0.0.0.0:9467"
+$(tls "worker-$w")
+TOML
+done
+
+# subnet0 routes with DF-DN, its base routes computed on the two workers.
 i=0
 for prefix in 0xfec0000000000001 0xfec0000000000002; do
     a=subnet$i
     issue "$a" agent --prefix "$prefix" --dns "$a"
     cp "$S/fabric/$a.net" "$S/$a/topology.net"
+    extra=
+    [ $i = 0 ] && extra=$'engine = "dfdn"\nworkers = ["https://worker-1:7400", "https://worker-2:7400"]'
     cat > "$S/$a/agent.toml" <<TOML
 agent_id = "$a"
 subnet_prefix = "$prefix"
@@ -92,6 +106,7 @@ out_dir = "/var/lib/ibfabric/out"
 controllers = $ctls
 listen = "0.0.0.0:7200"
 metrics_listen = "0.0.0.0:9465"
+$extra
 $(tls "agent-$prefix")
 TOML
     i=$((i + 1))

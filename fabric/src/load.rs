@@ -140,24 +140,82 @@ impl LinkLoad {
 
 /// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports.
 pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
+    let cas = ca_ports(f);
     let n = f.switches().len();
-    let cas: Vec<Slot> = crate::verify::switch_hosts(f)
+    // A walk toward one destination reads one entry of every switch row:
+    // from the row-major tables that is a cache miss per switch; from a
+    // block of columns (destination-major) a few contiguous KB.
+    let mut sums = LoadSums::zero(f);
+    for block in cas.chunks(1024) {
+        let cols = lfts.columns(f, block);
+        sums.add(&load_sums(f, block, |k, si| cols[k * n + si as usize]));
+    }
+    summarize(f, &sums)
+}
+
+/// The CA ports attached to a switch: every destination and every source
+/// of the index.
+pub fn ca_ports(f: &Fabric) -> Vec<Slot> {
+    crate::verify::switch_hosts(f)
         .into_iter()
         .filter(|&e| f.kind(f.node_of(e)) == NodeKind::Ca)
-        .collect();
+        .collect()
+}
+
+/// Paths per directed link of the routes toward some destinations, from
+/// every CA port. Sums are exact integers, so the sums of any partition of
+/// the destinations add up to the sums of all of them: a job cut by
+/// destination merges to the same index whatever the cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadSums {
+    /// Paths leaving through each port slot.
+    pub per_slot: Vec<u64>,
+    /// Pairs whose route breaks.
+    pub unrouted: u64,
+}
+
+impl LoadSums {
+    pub fn zero(f: &Fabric) -> Self {
+        Self {
+            per_slot: vec![0; f.num_slots()],
+            unrouted: 0,
+        }
+    }
+    /// Adds `other` (of the same fabric).
+    pub fn add(&mut self, other: &LoadSums) {
+        for (x, y) in self.per_slot.iter_mut().zip(&other.per_slot) {
+            *x += y;
+        }
+        self.unrouted += other.unrouted;
+    }
+}
+
+/// The sums of the routes toward `dests` (CA ports), whose forwarding entry
+/// at switch index `si` toward `dests[k]` is `entry(k, si)`.
+pub fn load_sums(f: &Fabric, dests: &[Slot], entry: impl Fn(usize, u32) -> u8 + Sync) -> LoadSums {
+    let n = f.switches().len();
     let mut hosts_at = vec![0u64; n];
-    for &e in &cas {
+    for e in ca_ports(f) {
         if let Some(si) = f.switch_index(f.node_of(f.remote(e))) {
             hosts_at[si as usize] += 1;
         }
     }
     let is_s2s = crate::verify::switch_link_flags(f);
-    let (load, unrouted) = cas
+    let (per_slot, unrouted) = dests
         .par_iter()
+        .enumerate()
         .fold(
             || (vec![0u64; f.num_slots()], 0u64, Scratch::new(n)),
-            |(mut load, mut unrouted, mut sc), &d| {
-                unrouted += to_destination(f, lfts, d, &hosts_at, &is_s2s, &mut load, &mut sc);
+            |(mut load, mut unrouted, mut sc), (k, &d)| {
+                unrouted += to_destination(
+                    f,
+                    |si| entry(k, si),
+                    d,
+                    &hosts_at,
+                    &is_s2s,
+                    &mut load,
+                    &mut sc,
+                );
                 (load, unrouted, sc)
             },
         )
@@ -171,6 +229,15 @@ pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
                 (a, ua + ub)
             },
         );
+    LoadSums { per_slot, unrouted }
+}
+
+/// The index of the sums of all destinations.
+pub fn summarize(f: &Fabric, sums: &LoadSums) -> LinkLoad {
+    let is_s2s = crate::verify::switch_link_flags(f);
+    let load = &sums.per_slot;
+    let unrouted = sums.unrouted;
+    let ncas = ca_ports(f).len() as u64;
     let links: Vec<(Slot, u64)> = (0..f.num_slots() as Slot)
         .filter(|&s| is_s2s[s as usize] && f.kind(f.node_of(s)) == NodeKind::Switch)
         .map(|s| (s, load[s as usize]))
@@ -208,7 +275,6 @@ pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
         })
         .filter(|b| b.low <= max)
         .collect();
-    let ncas = cas.len() as u64;
     LinkLoad {
         links: count,
         pairs: ncas * ncas.saturating_sub(1),
@@ -252,7 +318,7 @@ const DROPPED: u32 = u32::MAX;
 /// whose route breaks (a missing entry, a dead port, a loop).
 fn to_destination(
     f: &Fabric,
-    lfts: &Lfts,
+    entry: impl Fn(u32) -> u8,
     d: Slot,
     hosts_at: &[u64],
     is_s2s: &[bool],
@@ -260,13 +326,12 @@ fn to_destination(
     sc: &mut Scratch,
 ) -> u64 {
     let n = f.switches().len();
-    let dlid = f.lid_of_slot(d);
     let dsw = f.switch_index(f.node_of(f.remote(d)));
     sc.indeg.fill(0);
     for si in 0..n {
         sc.out_slot[si] = NONE;
         sc.next[si] = DROPPED;
-        let Some(o) = f.linked_port(f.switches()[si], lfts.get(si as u32, dlid)) else {
+        let Some(o) = f.linked_port(f.switches()[si], entry(si as u32)) else {
             continue;
         };
         let r = f.remote(o);

@@ -2,7 +2,9 @@
 //! down on the machine's Docker engine: images built FROM scratch by
 //! deploy/container/build-image.sh (this workspace's ibfabric build and
 //! Debian's etcd), the state made by deploy/compose/prepare.sh, and
-//! `ibfabric status` run in a container on the stack's network.
+//! `ibfabric status` run in a container on the stack's network; workers in
+//! containers compute subnet0's DF-DN base routes and a `route --workers`
+//! job run from a container, before and after one worker is killed.
 //! Skips, saying why, without a Docker daemon, docker-compose or etcd.
 
 use integration_tests::chaos::docker_unavailable;
@@ -209,6 +211,112 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
         assert!(r["egress_version"].as_u64().is_some_and(|x| x > 0), "{r}");
         assert_eq!(r["egress_version"], r["held_version"], "{r}");
     }
+
+    // Workers in containers: subnet0's agent routed on them, and a routing
+    // job from a container on the network gives one process's tables,
+    // with both workers and with one killed.
+    let logs_of = |svc: &str| {
+        s.cmd(&["logs", "--no-color", svc])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        logs_of("subnet0").contains("routed on workers"),
+        "subnet0 routed on the workers: {}",
+        logs_of("subnet0")
+    );
+    assert!(
+        ["worker-1", "worker-2"]
+            .iter()
+            .any(|w| logs_of(w).contains("job loaded")),
+        "a worker got subnet0's job:\n{}\n{}",
+        logs_of("worker-1"),
+        logs_of("worker-2")
+    );
+    let jobs = tmp.path().join("jobs");
+    std::fs::create_dir_all(&jobs).expect("jobs dir");
+    let df = jobs.join("df.net");
+    run(Command::new(&bin)
+        .args(["gen", "dragonfly", "--p", "3", "-o"])
+        .arg(&df));
+    run(Command::new(&bin)
+        .args(["route", "-e", "dfdn", "-t"])
+        .arg(&df)
+        .arg("-o")
+        .arg(jobs.join("one")));
+    let farm = |out: &str| -> serde_json::Value {
+        let o = run(Command::new("docker")
+            .args([
+                "run",
+                "--rm",
+                "--network",
+                &format!("{}_fabric", s.project),
+                "-v",
+            ])
+            .arg(format!(
+                "{}:/etc/ibfabric:ro",
+                state.join("tester").display()
+            ))
+            .arg("-v")
+            .arg(format!("{}:/jobs", jobs.display()))
+            .arg(&image)
+            .args([
+                "route",
+                "-e",
+                "dfdn",
+                "-t",
+                "/jobs/df.net",
+                "-o",
+                &format!("/jobs/{out}"),
+                "--json",
+                "--workers",
+                "https://worker-1:7400,https://worker-2:7400",
+                "--ca",
+                "/etc/ibfabric/ca.pem",
+                "--cert",
+                "/etc/ibfabric/worker-tester.pem",
+                "--key",
+                "/etc/ibfabric/worker-tester-key.pem",
+            ]));
+        serde_json::from_slice(&o.stdout).expect("route --json")
+    };
+    let same = |out: &str| {
+        for f in ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"] {
+            let a = std::fs::read(jobs.join("one").join(f)).expect("one");
+            let b = std::fs::read(jobs.join(out).join(f)).expect("farm");
+            assert!(a == b, "{out}/{f} differs from one process's");
+        }
+    };
+    let lost = |v: &serde_json::Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|j| j["workers"].as_array().cloned().unwrap_or_default())
+            .filter(|w| !w["lost"].is_null())
+            .map(|w| w["address"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let v = farm("both");
+    same("both");
+    assert!(lost(&v).is_empty(), "{v}");
+    let on_workers: usize = v["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|j| j["part_runs"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["by"] != "local")
+        .count();
+    assert!(on_workers > 0, "{v}");
+    run(&mut s.cmd(&["kill", "worker-2"]));
+    let v = farm("one-killed");
+    same("one-killed");
+    let l = lost(&v);
+    assert!(
+        !l.is_empty() && l.iter().all(|a| a.contains("worker-2")),
+        "worker-2 and only it lost: {v}"
+    );
 
     // The leader stops: the other controller takes over and the clients
     // follow it; status names the stopped one and exits 6.

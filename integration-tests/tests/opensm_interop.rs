@@ -116,3 +116,45 @@ fn opensm_loads_our_lfts_into_ibsim_switches() {
     assert_eq!(v["all_pairs_routed"], true);
     assert_eq!(v["deadlock_free"], true);
 }
+
+/// `fabric::routing::sssp_opensm` is OpenSM's SSSP step for step: on a
+/// Dragonfly (where ties between equal-cost routes abound and OpenSM's
+/// heap order, switch order and weights all decide), OpenSM 3.3.23's own
+/// `sssp` engine on ibsim writes the same port for every (switch,
+/// destination) pair.
+#[test]
+fn our_copy_of_opensms_sssp_chooses_every_port_as_opensm_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = dir.path().join("df3.net");
+    ibfabric(&["gen", "dragonfly", "--p", "3", "-o", net.to_str().unwrap()]).unwrap();
+    let f = fabric::formats::ibnetdiscover::read(&net).unwrap();
+    let ours = parse_lft_listing(&fabric::formats::lft::write(
+        &f,
+        &fabric::routing::sssp_opensm::opensm_sssp_lfts(&f),
+    ))
+    .unwrap();
+
+    let simdir = dir.path().join("sim");
+    std::fs::create_dir_all(&simdir).unwrap();
+    let mut sim = Sim::start(&net, &simdir).expect("ibsim loads the Dragonfly");
+    // log_flags with ROUTING (0x40): OpenSM writes opensm-lfts.dump.
+    sim.run_opensm("routing_engine sssp,no_fallback\nlog_flags 0x43\n")
+        .expect("OpenSM routes with sssp");
+    sim.stop_opensm();
+    let theirs = parse_lft_listing(
+        &std::fs::read_to_string(simdir.join("opensm-lfts.dump")).expect("OpenSM's LFT dump"),
+    )
+    .unwrap();
+    // 114 switches x (342 HCAs + 114 switches).
+    assert_eq!(theirs.len(), 114 * (342 + 114), "OpenSM's dump is whole");
+    let differ: Vec<_> = theirs
+        .iter()
+        .filter(|(k, p)| ours.get(k) != Some(p))
+        .take(5)
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "entries where OpenSM chose another port (switch, destination port GUID): {differ:?}"
+    );
+    assert_eq!(ours.len(), theirs.len());
+}

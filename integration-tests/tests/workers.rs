@@ -1,8 +1,8 @@
-//! Verification split over worker processes (mutual TLS on loopback): the
-//! merged report equals one process's, for several worker counts and cuts;
-//! a worker killed mid-job loses its open part to the others and the
-//! report is still the same; with no worker reachable the parts run
-//! locally and the output says so.
+//! Verification and DF-DN routing split over worker processes (mutual TLS
+//! on loopback): the merged report and the merged tables equal one
+//! process's, byte for byte, for several worker counts and cuts; a worker
+//! killed mid-job loses its open part to the others and nothing changes;
+//! with no worker reachable the parts run locally and the output says so.
 
 use ibtls::Identity;
 use integration_tests::cluster::{free_port, issue_into, Proc};
@@ -226,4 +226,234 @@ fn parts_verified_on_workers_merge_to_the_one_process_report() {
     assert_eq!(dist, local);
     let job = job.expect("job");
     assert_eq!(job["local_parts"], job["parts"], "{job}");
+}
+
+/// The three table files `route` writes, as bytes.
+fn tables(dir: &str) -> Vec<Vec<u8>> {
+    ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"]
+        .iter()
+        .map(|f| std::fs::read(format!("{dir}/{f}")).unwrap_or_else(|e| panic!("{dir}/{f}: {e}")))
+        .collect()
+}
+
+/// `route --json` with `extra`; returns the JSON.
+fn route_json(net: &str, engine: &str, out: &str, extra: &[String]) -> serde_json::Value {
+    let mut args: Vec<String> = ["route", "-t", net, "-e", engine, "-o", out, "--json"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend_from_slice(extra);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = ibfabric(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    serde_json::from_str(&out).expect("JSON")
+}
+
+fn job<'a>(v: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
+    v["jobs"]
+        .as_array()
+        .and_then(|js| js.iter().find(|j| j["kind"] == kind))
+}
+
+fn lost_in(j: &serde_json::Value) -> Vec<String> {
+    j["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .filter(|w| !w["lost"].is_null())
+        .map(|w| w["address"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn dfdn_routed_on_workers_writes_the_one_process_tables() {
+    let s = Setup::new();
+    let mut workers: Vec<(Proc, String)> = ["r1", "r2", "r3"].iter().map(|n| s.worker(n)).collect();
+    for (_, a) in &workers {
+        wait_listening(a);
+    }
+    let client = s.client_args();
+    let all: Vec<String> = workers.iter().map(|(_, a)| a.clone()).collect();
+    let with = |k: usize, parts: &str, more: &[&str]| {
+        let addrs = &all[..k];
+        let mut extra = vec![
+            "--workers".to_string(),
+            addrs.join(","),
+            "--parts-per-worker".into(),
+            parts.into(),
+        ];
+        extra.extend(more.iter().map(|m| m.to_string()));
+        extra.extend(client.clone());
+        extra
+    };
+    // Dragonfly and Slim Fly keep the trees; on the fat tree they are
+    // lopsided and the merge falls back to SSSP: the same choice as one
+    // process makes, from the merged link load.
+    for (name, topo) in [
+        ("df", &["dragonfly", "--p", "3"][..]),
+        ("sf", &["slimfly", "--q", "5"][..]),
+        ("ft", &["kary", "--k", "4", "--n", "3"][..]),
+    ] {
+        let net = s.path(&format!("{name}.net"));
+        let mut g = vec!["gen"];
+        g.extend_from_slice(topo);
+        g.extend_from_slice(&["-o", &net]);
+        ibfabric(&g).expect("gen");
+        let one = s.path(&format!("{name}-one"));
+        let local = route_json(&net, "dfdn", &one, &[]);
+        assert_eq!(local["deadlock_free"], true, "{name}");
+        assert_eq!(local["broken_pairs"], 0, "{name}");
+        for (k, parts) in [(1, "1"), (2, "3"), (3, "7")] {
+            let out = s.path(&format!("{name}-{k}"));
+            let v = route_json(&net, "dfdn", &out, &with(k, parts, &[]));
+            assert_eq!(
+                tables(&out),
+                tables(&one),
+                "{name}: {k} workers x {parts} parts"
+            );
+            assert_eq!(v["deadlock_free"], true);
+            assert_eq!(v["vls"], local["vls"]);
+            let r = job(&v, "route").expect("a routing job");
+            let done: u64 = r["part_runs"]
+                .as_array()
+                .expect("part runs")
+                .iter()
+                .filter(|p| p["by"] != "local")
+                .count() as u64;
+            assert_eq!(
+                Some(done),
+                r["parts"].as_u64(),
+                "every part on a worker: {r}"
+            );
+            assert!(job(&v, "verify").is_some(), "verified on the workers too");
+        }
+    }
+
+    // An engine that does not split, and a base that does not: routed
+    // here, verified on the workers, the same tables.
+    let net = s.path("df.net");
+    for (engine, base) in [("nue", None), ("dfdn", Some("minhop"))] {
+        let one = s.path(&format!("{engine}-one"));
+        let more: Vec<&str> = base.map(|b| vec!["--base", b]).unwrap_or_default();
+        let plain: Vec<String> = more.iter().map(|m| m.to_string()).collect();
+        route_json(&net, engine, &one, &plain);
+        let out = s.path(&format!("{engine}-farm"));
+        let v = route_json(&net, engine, &out, &with(2, "2", &more));
+        assert_eq!(tables(&out), tables(&one), "{engine} {base:?}");
+        assert!(job(&v, "route").is_none(), "{engine} {base:?} routed here");
+        assert!(job(&v, "verify").is_some());
+    }
+
+    // A worker killed once it holds the routing job of a larger fabric:
+    // its parts go to the others (or, if it was quick, it is missed by the
+    // verification job); the tables do not change.
+    let net = s.path("df5.net");
+    ibfabric(&["gen", "dragonfly", "--p", "5", "-o", &net]).expect("gen");
+    let one = s.path("df5-one");
+    route_json(&net, "dfdn", &one, &[]);
+    let victim_log = workers[1].0.log.clone();
+    let loads = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .matches("job loaded")
+            .count()
+    };
+    let before = loads(&victim_log);
+    let pid = workers[1].0.pid();
+    let killer = std::thread::spawn(move || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            if loads(&victim_log) > before {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    });
+    let out = s.path("df5-farm");
+    let v = route_json(&net, "dfdn", &out, &with(3, "50", &[]));
+    assert!(killer.join().expect("killer"), "the victim was killed");
+    assert_eq!(
+        tables(&out),
+        tables(&one),
+        "tables with a worker lost mid-job"
+    );
+    let lost: Vec<String> = ["route", "verify"]
+        .iter()
+        .filter_map(|k| job(&v, k))
+        .flat_map(lost_in)
+        .collect();
+    assert!(
+        !lost.is_empty() && lost.iter().all(|a| *a == all[1]),
+        "the victim and only it was lost: {v}"
+    );
+    workers[1].0.kill();
+
+    // No worker reachable: routed and verified here, said so.
+    for (p, _) in &mut workers {
+        p.kill();
+    }
+    let out = s.path("df5-alone");
+    let v = route_json(&net, "dfdn", &out, &with(3, "2", &[]));
+    assert_eq!(tables(&out), tables(&one));
+    let r = job(&v, "route").expect("route job");
+    assert_eq!(r["local_parts"], r["parts"], "{r}");
+}
+
+/// An agent with `workers` routes its subnet on them: the tables it writes
+/// are those of `route -e dfdn` in one process, and the worker did the job.
+#[test]
+fn an_agent_routes_its_subnet_on_workers() {
+    let s = Setup::new();
+    let (mut w, addr) = s.worker("aw1");
+    wait_listening(&addr);
+    let net = s.path("agent.net");
+    ibfabric(&["gen", "dragonfly", "--p", "3", "-o", &net]).expect("gen");
+    let one = s.path("agent-one");
+    route_json(&net, "dfdn", &one, &[]);
+
+    let prefix = 0xfec0_0000_0000_0007u64;
+    let tls = issue_into(s.dir.path(), &s.ca, &Identity::Agent { prefix }).expect("cert");
+    let out = s.path("agent-out");
+    let cfg = s.path("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "agent_id = \"sub7\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{net}\"\nengine = \"dfdn\"\n\
+             out_dir = \"{out}\"\nworkers = [\"{addr}\"]\n\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+            tls.ca.display(),
+            tls.cert.display(),
+            tls.key.display()
+        ),
+    )
+    .expect("config");
+    let mut agent =
+        Proc::spawn("agent", &["agent", "--config", &cfg], s.dir.path()).expect("agent");
+    let t = Instant::now();
+    let files = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
+    while !files
+        .iter()
+        .all(|f| std::path::Path::new(&format!("{out}/{f}")).exists())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the agent wrote no tables: {}",
+            agent.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Files are replaced whole; the last one written may still be moving in.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(tables(&out), tables(&one), "the agent's tables on workers");
+    let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+    assert!(log.contains("routed on workers"), "{log}");
+    let wlog = std::fs::read_to_string(&w.log).unwrap_or_default();
+    assert!(
+        wlog.contains("job loaded"),
+        "the worker got the job: {wlog}"
+    );
+    agent.kill();
+    w.kill();
 }

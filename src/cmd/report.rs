@@ -92,3 +92,36 @@ pub fn print_link_load(l: &fabric::load::LinkLoad) {
             .unwrap_or_default()
     );
 }
+
+/// What a job on workers did: per worker its parts and time, or why it was
+/// lost; the parts run here; transfer and merge.
+pub fn print_job(j: &worker::coordinator::JobRun) {
+    for w in &j.workers {
+        match &w.lost {
+            None => println!(
+                "worker          {} ({}): {} parts, load {:.2} s, compute {:.2} s",
+                w.address, j.kind, w.parts, w.load_seconds, w.part_seconds
+            ),
+            Some(why) => println!(
+                "worker          {} ({}): {} parts, then lost ({why}); its open part went to the others",
+                w.address, j.kind, w.parts
+            ),
+        }
+    }
+    if j.local_parts > 0 {
+        println!(
+            "local           {} {} parts computed here: no worker was left",
+            j.local_parts, j.kind
+        );
+    }
+    println!(
+        "job             {} {}: {} parts, {:.1} MB loaded per worker, {:.1} MB of columns with the parts, {:.1} MB of replies, merge {:.3} s",
+        j.kind,
+        j.job,
+        j.parts,
+        j.bytes_per_load as f64 / 1e6,
+        j.column_bytes as f64 / 1e6,
+        j.reply_bytes as f64 / 1e6,
+        j.merge_seconds
+    );
+}

@@ -64,6 +64,21 @@ pub struct RouteArgs {
     /// link) as an SVG file.
     #[arg(long, value_name = "FILE")]
     load_svg: Option<PathBuf>,
+    /// Route and verify on these workers (`ibfabric worker`; addresses
+    /// http://host:port, repeated or comma-separated). dfdn on its default,
+    /// trees or auto base: each worker computes the base routes and their
+    /// link load toward a range of destination switches, the SL choice runs
+    /// here; the verifier's walks are cut by destination. Lost workers'
+    /// parts go to the others; with none left they run here. The tables
+    /// equal one process's, byte for byte. Other engines and bases route
+    /// here (said so) and verify on the workers.
+    #[arg(long = "workers", value_delimiter = ',')]
+    workers: Vec<String>,
+    /// With --workers: parts per worker.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    parts_per_worker: u32,
+    #[command(flatten)]
+    tls: super::runtime::ClientTls,
     /// Machine-readable summary on stdout.
     #[arg(long)]
     json: bool,
@@ -71,6 +86,10 @@ pub struct RouteArgs {
 
 #[derive(Serialize)]
 struct RouteJson {
+    /// With --workers: the routing job (when the engine split) and the
+    /// verification job: who computed which part, what was lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    jobs: Vec<worker::coordinator::JobRun>,
     engine: EngineKind,
     /// Why this engine, when none was named.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -153,7 +172,49 @@ fn run_with(
         roots: roots.as_deref(),
     };
     let t = Instant::now();
-    let routing = engine.route(f, &opts)?;
+    let mut jobs = Vec::new();
+    let farm = if a.workers.is_empty() {
+        None
+    } else {
+        let topology = std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?;
+        let coord = worker::coordinator::Options {
+            parts_per_worker: a.parts_per_worker as usize,
+            ..Default::default()
+        };
+        Some((
+            a.tls.transport()?,
+            topology,
+            coord,
+            super::runtime::runtime()?,
+        ))
+    };
+    let split = match (&farm, engine.kind()) {
+        (None, _) => None,
+        (Some(_), EngineKind::Dfdn) => match fabric::routing::shard::splits(a.base) {
+            Ok(()) => farm.as_ref(),
+            Err(why) => {
+                tracing::warn!("routing here, not on the workers: {why}");
+                None
+            }
+        },
+        (Some(_), k) => {
+            tracing::warn!(
+                "routing here, not on the workers: {} is not cut across workers (dfdn is); the verification still runs on them",
+                k.name()
+            );
+            None
+        }
+    };
+    let routing = match split {
+        Some((transport, topology, coord, rt)) => {
+            let (r, job) = rt.block_on(worker::coordinator::route_dfdn(
+                f, topology, &a.workers, transport, coord, &opts,
+            ))?;
+            jobs.push(job);
+            r
+        }
+        None => engine.route(f, &opts)?,
+    };
     let route_secs = t.elapsed().as_secs_f64();
     if let Some(pb) = &pb {
         pb.finish_and_clear();
@@ -183,7 +244,16 @@ fn run_with(
     };
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    let outcome = verify::accept(f, engine, routing, policy);
+    let outcome = match &farm {
+        None => verify::accept(f, engine, routing, policy),
+        Some((transport, topology, coord, rt)) => {
+            let (report, job) = rt.block_on(worker::coordinator::verify(
+                f, &routing, topology, &a.workers, transport, coord,
+            ))?;
+            jobs.push(job);
+            verify::gate::accept_merged(f, engine, routing, report, policy)
+        }
+    };
     drop(sp);
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");
@@ -200,6 +270,7 @@ fn run_with(
         super::print_json(
             "route",
             &RouteJson {
+                jobs: jobs.clone(),
                 engine: engine.kind(),
                 engine_reason: reason.clone(),
                 dry_run: a.dry_run,
@@ -234,6 +305,9 @@ fn run_with(
         println!("HCAs            {}", f.num_cas());
         println!("routing time    {route_secs:.3} s");
         println!("verify time     {verify_secs:.3} s");
+        for j in &jobs {
+            super::report::print_job(j);
+        }
         print_report(report, f);
         super::report::print_link_load(&load);
         if let Some(r) = &root_guids {
@@ -309,6 +383,14 @@ mod tests {
             allow_cycles: false,
             require_deadlock_free: false,
             load_svg: None,
+            workers: Vec::new(),
+            parts_per_worker: 4,
+            tls: super::super::runtime::ClientTls {
+                ca: None,
+                cert: None,
+                key: None,
+                insecure: false,
+            },
             json: true,
         }
     }

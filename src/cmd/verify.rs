@@ -195,31 +195,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     } else {
         println!("verify time     {secs:.3} s");
         if let Some(j) = &job {
-            for w in &j.workers {
-                match &w.lost {
-                    None => println!(
-                        "worker          {}: {} parts, load {:.2} s, compute {:.2} s",
-                        w.address, w.parts, w.load_seconds, w.part_seconds
-                    ),
-                    Some(why) => println!(
-                        "worker          {}: {} parts, then lost ({why}); its open part went to the others",
-                        w.address, w.parts
-                    ),
-                }
-            }
-            if j.local_parts > 0 {
-                println!(
-                    "local           {} parts verified here: no worker was left",
-                    j.local_parts
-                );
-            }
-            println!(
-                "job             {} parts, {:.1} MB loaded per worker, {:.1} MB of columns with the parts, merge {:.3} s",
-                j.parts,
-                j.bytes_per_load as f64 / 1e6,
-                j.column_bytes as f64 / 1e6,
-                j.merge_seconds
-            );
+            super::report::print_job(j);
         }
         print_report(&r, &f);
         super::report::print_link_load(&fabric::load::link_load(&f, &routing.lfts));

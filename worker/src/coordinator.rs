@@ -1,15 +1,20 @@
 //! The caller's side of a job: cut it into parts, hand them to workers,
-//! give a lost worker's parts to the others, merge. The merged report is
-//! the report of one process whatever the cut and whoever computed what
-//! ([`fabric::verify::merge_parts`]); when no worker is left, the parts
-//! still open run here, and the report says so.
+//! give a lost worker's parts to the others, merge. The merged result is
+//! one process's whatever the cut and whoever computed what
+//! ([`fabric::verify::merge_parts`], [`fabric::routing::shard::merge_dfdn`]);
+//! when no worker is left, the parts still open run here, and the result
+//! says so.
 
+use fabric::routing::shard::{merge_dfdn, RoutePart};
+use fabric::routing::EngineOptions;
 use fabric::tables::Routing;
 use fabric::verify::{merge_parts, MergeError, Part, Report};
 use fabric::Fabric;
 use proto::v1;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,18 +55,36 @@ pub struct WorkerRun {
     pub lost: Option<String>,
 }
 
+/// Who computed one part, and how long it took there.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartRun {
+    pub start: usize,
+    pub end: usize,
+    /// The worker's address, or "local".
+    pub by: String,
+    pub seconds: f64,
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct JobRun {
     pub job: String,
+    /// "verify" or "route".
+    pub kind: &'static str,
     pub parts: usize,
     pub workers: Vec<WorkerRun>,
+    /// Every part, in cut order, with who computed it.
+    pub part_runs: Vec<PartRun>,
     /// Parts computed here because no worker was left.
     pub local_parts: usize,
     pub bytes_per_load: u64,
     /// Column bytes sent with the parts, all parts together (0 when the
     /// whole tables were loaded).
     pub column_bytes: u64,
+    /// Bytes of the parts' replies, all together.
+    pub reply_bytes: u64,
     pub seconds: f64,
+    /// Seconds to merge the parts and finish the job here (for a routing
+    /// job: the SL choice too).
     pub merge_seconds: f64,
 }
 
@@ -71,6 +94,8 @@ pub enum CoordError {
     NoWorkers,
     #[error(transparent)]
     Merge(#[from] MergeError),
+    #[error(transparent)]
+    Route(#[from] fabric::Error),
 }
 
 /// Destinations `0..n` cut into `k` ranges as equal as they come.
@@ -79,14 +104,136 @@ pub fn cut(n: usize, k: usize) -> Vec<(usize, usize)> {
     (0..k).map(|i| (i * n / k, (i + 1) * n / k)).collect()
 }
 
+/// At least `wanted` parts, and enough that no part's request or reply
+/// carries more than half the largest gRPC message: `per_item` bytes per
+/// destination (or destination switch), `fixed` bytes per part.
+fn parts_for(items: usize, per_item: usize, fixed: usize, wanted: usize) -> usize {
+    let room = (proto::client::MAX_MESSAGE_BYTES / 2)
+        .saturating_sub(fixed)
+        .max(1);
+    let per_part = (room / per_item.max(1)).max(1);
+    wanted.max(items.div_ceil(per_part))
+}
+
 /// Per part, in cut order: its LFT columns and its path-SL columns.
 type Columns = Arc<Vec<(Vec<u8>, Vec<u8>)>>;
 
-struct Queue {
+type Client = v1::worker_client::WorkerClient<tonic::transport::Channel>;
+
+/// Why a part did not come back: the worker's status (a worker that
+/// dropped the job is loaded again), or a reply that is not a part.
+enum AskError {
+    Status(tonic::Status),
+    Reply(String),
+}
+
+/// A part's result, its worker-side seconds and its reply bytes.
+type Answer<T> = Result<(T, f64, u64), AskError>;
+type AskFuture<T> = Pin<Box<dyn Future<Output = Answer<T>> + Send>>;
+/// Asks a worker for part `i` of the cut.
+type Ask<T> = Arc<dyn Fn(Client, usize) -> AskFuture<T> + Send + Sync>;
+
+struct Queue<T> {
     /// Parts nobody holds, as indices into the cut.
     open: VecDeque<usize>,
     in_flight: usize,
-    done: Vec<Part>,
+    done: Vec<(usize, T, PartRun)>,
+}
+
+/// What every worker of a job loads.
+struct Load {
+    job: String,
+    topology: Arc<Vec<u8>>,
+    tables: Arc<Vec<u8>>,
+    chunk: usize,
+}
+
+fn job_id(topology: &[u8], tables: &[u8], kind: &str) -> String {
+    Sha256::new()
+        .chain_update(kind)
+        .chain_update(topology)
+        .chain_update(tables)
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Runs the parts of `ranges` on the workers at `addrs`; what no worker
+/// could take runs here through `local`. Returns the parts in cut order.
+async fn run_parts<T: Send + 'static>(
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    load: Load,
+    ranges: &[(usize, usize)],
+    ask: Ask<T>,
+    local: impl Fn(usize) -> Result<T, CoordError>,
+) -> Result<(Vec<T>, Vec<WorkerRun>, Vec<PartRun>, usize, u64), CoordError> {
+    let q = Arc::new(Mutex::new(Queue {
+        open: (0..ranges.len()).collect(),
+        in_flight: 0,
+        done: Vec::new(),
+    }));
+    let load = Arc::new(load);
+    let ranges_arc = Arc::new(ranges.to_vec());
+    let replies = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for addr in addrs {
+        let (addr, t, q, load) = (addr.clone(), transport.clone(), q.clone(), load.clone());
+        let (ask, ranges, replies) = (ask.clone(), ranges_arc.clone(), replies.clone());
+        tasks.push(tokio::spawn(async move {
+            run_worker(addr, t, q, load, ranges, ask, replies).await
+        }));
+    }
+    let mut workers = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(w) => workers.push(w),
+            Err(e) => tracing::error!("worker task failed: {e}"),
+        }
+    }
+    // Whatever no worker took: here, said so.
+    let left: Vec<usize> = {
+        let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
+        g.open.drain(..).collect()
+    };
+    let local_parts = left.len();
+    if local_parts > 0 {
+        tracing::warn!(
+            parts = local_parts,
+            "no worker left for these parts: computing them here"
+        );
+        for i in left {
+            let t = Instant::now();
+            let p = local(i)?;
+            let run = PartRun {
+                start: ranges[i].0,
+                end: ranges[i].1,
+                by: "local".into(),
+                seconds: t.elapsed().as_secs_f64(),
+            };
+            q.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .done
+                .push((i, p, run));
+        }
+    }
+    let mut done = std::mem::take(&mut q.lock().unwrap_or_else(|p| p.into_inner()).done);
+    done.sort_by_key(|d| d.0);
+    let mut parts = Vec::with_capacity(done.len());
+    let mut runs = Vec::with_capacity(done.len());
+    for (_, p, r) in done {
+        parts.push(p);
+        runs.push(r);
+    }
+    Ok((
+        parts,
+        workers,
+        runs,
+        local_parts,
+        replies.load(std::sync::atomic::Ordering::Relaxed),
+    ))
 }
 
 /// Verifies `routing` on `f` with the workers at `addrs` (the topology
@@ -109,26 +256,23 @@ pub async fn verify(
         routing.to_bytes()
     });
     let topology = Arc::new(topology.to_vec());
-    let job: String = Sha256::new()
-        .chain_update(&*topology)
-        .chain_update(&*tables)
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let job = job_id(&topology, &tables, "verify");
+    let per_dest = if opts.columns {
+        f.switches().len() + routing.path_sl.as_ref().map_or(0, |p| p.num_rows())
+    } else {
+        0
+    };
+    let dests = f.endports().len();
     let ranges = cut(
-        f.endports().len(),
-        addrs.len() * opts.parts_per_worker.max(1),
+        dests,
+        parts_for(
+            dests,
+            per_dest,
+            0,
+            addrs.len() * opts.parts_per_worker.max(1),
+        ),
     );
-    let parts = ranges.len();
-    let q = Arc::new(Mutex::new(Queue {
-        open: (0..parts).collect(),
-        in_flight: 0,
-        done: Vec::new(),
-    }));
-    tracing::info!(%job, parts, workers = addrs.len(), "verification job cut");
-    let mut tasks = Vec::new();
+    tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "verification job cut");
     // The columns of each part, cut once, handed to whichever worker
     // takes the part (again after a loss).
     let columns: Option<Columns> = opts.columns.then(|| {
@@ -139,92 +283,193 @@ pub async fn verify(
                 .collect(),
         )
     });
-    let ranges = Arc::new(ranges);
-    for addr in addrs {
-        let (addr, t, q, job) = (addr.clone(), transport.clone(), q.clone(), job.clone());
-        let (topology, tables, chunk) = (topology.clone(), tables.clone(), opts.chunk_bytes);
-        let (columns, ranges) = (columns.clone(), ranges.clone());
-        tasks.push(tokio::spawn(async move {
-            let data = JobData {
-                job,
-                topology,
-                tables,
-                columns,
-                ranges,
-            };
-            run_worker(addr, t, q, data, chunk).await
-        }));
-    }
-    let mut workers = Vec::new();
-    for task in tasks {
-        match task.await {
-            Ok(w) => workers.push(w),
-            Err(e) => tracing::error!("worker task failed: {e}"),
-        }
-    }
-    // Whatever no worker took: here, said so.
-    let left: Vec<usize> = {
-        let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
-        g.open.drain(..).collect()
-    };
-    let local_parts = left.len();
-    if local_parts > 0 {
-        tracing::warn!(
-            parts = local_parts,
-            "no worker left for these parts: verifying them here"
-        );
-        for i in left {
-            let (a, b) = ranges[i];
-            let p = fabric::verify::verify_part(f, routing, a..b);
-            q.lock().unwrap_or_else(|p| p.into_inner()).done.push(p);
-        }
-    }
     let column_bytes = columns.as_ref().map_or(0, |c| {
         c.iter().map(|(l, s)| (l.len() + s.len()) as u64).sum()
     });
-    let done = std::mem::take(&mut q.lock().unwrap_or_else(|p| p.into_inner()).done);
+    let bytes_per_load = (topology.len() + tables.len()) as u64;
+    let ask: Ask<Part> = {
+        let (job, ranges) = (job.clone(), Arc::new(ranges.clone()));
+        Arc::new(move |mut c: Client, i: usize| {
+            let (a, b) = ranges[i];
+            let cols = columns.as_ref().and_then(|c| c.get(i));
+            let req = v1::VerifyPartRequest {
+                job: job.clone(),
+                start: a as u64,
+                end: b as u64,
+                columns: cols.is_some(),
+                lft_columns: cols.map(|c| c.0.clone()).unwrap_or_default(),
+                sl_columns: cols.map(|c| c.1.clone()).unwrap_or_default(),
+            };
+            Box::pin(async move {
+                let r = c
+                    .verify_part(req)
+                    .await
+                    .map_err(AskError::Status)?
+                    .into_inner();
+                let bytes = prost::Message::encoded_len(&r) as u64;
+                let p =
+                    crate::wire::part_from_wire(&r).map_err(|e| AskError::Reply(e.to_string()))?;
+                if (p.start, p.end) != (a, b) {
+                    return Err(AskError::Reply(format!(
+                        "asked {a}..{b}, answered {}..{}",
+                        p.start, p.end
+                    )));
+                }
+                Ok((p, r.seconds, bytes))
+            })
+        })
+    };
+    let load = Load {
+        job: job.clone(),
+        topology,
+        tables,
+        chunk: opts.chunk_bytes,
+    };
+    let (parts, workers, part_runs, local_parts, reply_bytes) =
+        run_parts(addrs, transport, load, &ranges, ask, |i| {
+            let (a, b) = ranges[i];
+            Ok(fabric::verify::verify_part(f, routing, a..b))
+        })
+        .await?;
     let t = Instant::now();
-    let report = merge_parts(f, routing, &done)?;
+    let report = merge_parts(f, routing, &parts)?;
     let merge_seconds = t.elapsed().as_secs_f64();
     Ok((
         report,
         JobRun {
             job,
-            parts,
+            kind: "verify",
+            parts: ranges.len(),
             workers,
+            part_runs,
             local_parts,
-            bytes_per_load: (topology.len() + tables.len()) as u64,
+            bytes_per_load,
             column_bytes,
+            reply_bytes,
             seconds: t0.elapsed().as_secs_f64(),
             merge_seconds,
         },
     ))
 }
 
-/// What a worker task sends: the job's load and each part's columns.
-struct JobData {
-    job: String,
-    topology: Arc<Vec<u8>>,
-    tables: Arc<Vec<u8>>,
-    columns: Option<Columns>,
-    /// The cut: each part's destinations, in the order `columns` holds them.
-    ranges: Arc<Vec<(usize, usize)>>,
+/// Routes `f` with DF-DN on the workers at `addrs`: each part is a range of
+/// destination switches whose base-routing columns and link-load sums a
+/// worker computes ([`fabric::routing::shard`]); the merge and the SL
+/// choice run here. The tables equal one process's, byte for byte.
+/// `engine_opts.base` must split ([`fabric::routing::shard::splits`]).
+pub async fn route_dfdn(
+    f: &Fabric,
+    topology: &[u8],
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    opts: &Options,
+    engine_opts: &EngineOptions<'_>,
+) -> Result<(Routing, JobRun), CoordError> {
+    if addrs.is_empty() {
+        return Err(CoordError::NoWorkers);
+    }
+    fabric::routing::shard::splits(engine_opts.base).map_err(|reason| {
+        CoordError::Route(fabric::Error::Routing {
+            engine: "dfdn".into(),
+            reason,
+        })
+    })?;
+    let t0 = Instant::now();
+    let topology = Arc::new(topology.to_vec());
+    let job = job_id(&topology, &[], "route dfdn");
+    let n = f.switches().len();
+    let ranges = cut(
+        n,
+        parts_for(
+            n,
+            n,
+            8 * f.num_slots(),
+            addrs.len() * opts.parts_per_worker.max(1),
+        ),
+    );
+    tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "routing job cut");
+    let ask: Ask<RoutePart> = {
+        let (job, ranges) = (job.clone(), Arc::new(ranges.clone()));
+        Arc::new(move |mut c: Client, i: usize| {
+            let (a, b) = ranges[i];
+            let req = v1::RoutePartRequest {
+                job: job.clone(),
+                start: a as u64,
+                end: b as u64,
+            };
+            Box::pin(async move {
+                let r = c
+                    .route_part(req)
+                    .await
+                    .map_err(AskError::Status)?
+                    .into_inner();
+                let bytes = prost::Message::encoded_len(&r) as u64;
+                let secs = r.seconds;
+                let p = crate::wire::route_part_from_wire(r)
+                    .map_err(|e| AskError::Reply(e.to_string()))?;
+                if (p.start, p.end) != (a, b) {
+                    return Err(AskError::Reply(format!(
+                        "asked switches {a}..{b}, answered {}..{}",
+                        p.start, p.end
+                    )));
+                }
+                if p.next.len() != (b - a) * n {
+                    return Err(AskError::Reply(format!(
+                        "{} column bytes for switches {a}..{b}, expected {}",
+                        p.next.len(),
+                        (b - a) * n
+                    )));
+                }
+                Ok((p, secs, bytes))
+            })
+        })
+    };
+    let bytes_per_load = topology.len() as u64;
+    let load = Load {
+        job: job.clone(),
+        topology,
+        tables: Arc::new(Vec::new()),
+        chunk: opts.chunk_bytes,
+    };
+    // Built once, and only if some part has to run here.
+    let trees = std::sync::OnceLock::new();
+    let (parts, workers, part_runs, local_parts, reply_bytes) =
+        run_parts(addrs, transport, load, &ranges, ask, |i| {
+            let (a, b) = ranges[i];
+            let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
+            Ok(fabric::routing::shard::route_part(f, t, a..b))
+        })
+        .await?;
+    let t = Instant::now();
+    let routing = merge_dfdn(f, &parts, engine_opts)?;
+    let merge_seconds = t.elapsed().as_secs_f64();
+    Ok((
+        routing,
+        JobRun {
+            job,
+            kind: "route",
+            parts: ranges.len(),
+            workers,
+            part_runs,
+            local_parts,
+            bytes_per_load,
+            column_bytes: 0,
+            reply_bytes,
+            seconds: t0.elapsed().as_secs_f64(),
+            merge_seconds,
+        },
+    ))
 }
 
-async fn run_worker(
+async fn run_worker<T: Send + 'static>(
     addr: String,
     t: ibtls::Transport,
-    q: Arc<Mutex<Queue>>,
-    data: JobData,
-    chunk: usize,
+    q: Arc<Mutex<Queue<T>>>,
+    load: Arc<Load>,
+    ranges: Arc<Vec<(usize, usize)>>,
+    ask: Ask<T>,
+    replies: Arc<std::sync::atomic::AtomicU64>,
 ) -> WorkerRun {
-    let JobData {
-        job,
-        topology,
-        tables,
-        columns,
-        ranges,
-    } = data;
     let mut run = WorkerRun {
         address: addr.clone(),
         parts: 0,
@@ -243,16 +488,16 @@ async fn run_worker(
             return run;
         }
     };
-    let mut c = v1::worker_client::WorkerClient::new(ch)
+    let c: Client = v1::worker_client::WorkerClient::new(ch)
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    let load = |c: &mut v1::worker_client::WorkerClient<tonic::transport::Channel>| {
-        let chunks = chunks(&job, &topology, &tables, chunk);
+    let send_load = |c: &Client| {
+        let chunks = chunks(&load.job, &load.topology, &load.tables, load.chunk);
         let mut c = c.clone();
         async move { c.load(tokio_stream::iter(chunks)).await }
     };
     let t_load = Instant::now();
-    if let Err(e) = load(&mut c).await {
+    if let Err(e) = send_load(&c).await {
         lose(&mut run, format!("load: {}", e.message()));
         return run;
     }
@@ -275,51 +520,42 @@ async fn run_worker(
             continue;
         };
         let (a, b) = ranges[i];
-        let cols = columns.as_ref().and_then(|c| c.get(i));
-        let ask = v1::VerifyPartRequest {
-            job: job.clone(),
-            start: a as u64,
-            end: b as u64,
-            columns: cols.is_some(),
-            lft_columns: cols.map(|c| c.0.clone()).unwrap_or_default(),
-            sl_columns: cols.map(|c| c.1.clone()).unwrap_or_default(),
-        };
-        let mut reply = c.verify_part(ask.clone()).await;
-        if matches!(&reply, Err(s) if s.code() == tonic::Code::FailedPrecondition) {
+        tracing::debug!(worker = %addr, start = a, end = b, "part handed out");
+        let mut reply = ask(c.clone(), i).await;
+        if matches!(&reply, Err(AskError::Status(s)) if s.code() == tonic::Code::FailedPrecondition)
+        {
             // Restarted or dropped the job: load it again, once.
-            reply = match load(&mut c).await {
-                Ok(_) => c.verify_part(ask).await,
-                Err(e) => Err(e),
+            reply = match send_load(&c).await {
+                Ok(_) => ask(c.clone(), i).await,
+                Err(e) => Err(AskError::Status(e)),
             };
         }
-        let part = reply
-            .map_err(|s| s.message().to_string())
-            .and_then(|r| {
-                let r = r.into_inner();
-                let secs = r.seconds;
-                crate::wire::part_from_wire(&r)
-                    .map(|p| (p, secs))
-                    .map_err(|e| e.to_string())
-            })
-            .and_then(|(p, secs)| {
-                if (p.start, p.end) == (a, b) {
-                    Ok((p, secs))
-                } else {
-                    Err(format!("asked {a}..{b}, answered {}..{}", p.start, p.end))
-                }
-            });
         let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
         g.in_flight -= 1;
-        match part {
-            Ok((p, secs)) => {
+        match reply {
+            Ok((p, secs, bytes)) => {
                 run.parts += 1;
                 run.part_seconds += secs;
+                replies.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
                 tracing::info!(worker = %addr, start = a, end = b, secs, "part done");
-                g.done.push(p);
+                g.done.push((
+                    i,
+                    p,
+                    PartRun {
+                        start: a,
+                        end: b,
+                        by: addr.clone(),
+                        seconds: secs,
+                    },
+                ));
             }
-            Err(why) => {
+            Err(e) => {
                 g.open.push_back(i);
                 drop(g);
+                let why = match e {
+                    AskError::Status(s) => s.message().to_string(),
+                    AskError::Reply(r) => r,
+                };
                 lose(&mut run, format!("part {a}..{b}: {why}"));
                 return run;
             }
@@ -353,6 +589,25 @@ fn chunks(job: &str, topology: &[u8], tables: &[u8], size: usize) -> Vec<v1::Job
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_stay_under_the_message_bound() {
+        let half = proto::client::MAX_MESSAGE_BYTES / 2;
+        assert_eq!(
+            parts_for(100, 10, 0, 4),
+            4,
+            "small jobs keep the parts asked for"
+        );
+        // Dragonfly p=10: 40,200 destinations, 4,020 LFT + 4,020 SL bytes each.
+        let k = parts_for(40_200, 8_040, 0, 4);
+        assert!(40_200usize.div_ceil(k) * 8_040 <= half, "{k} parts");
+        assert!(k > 4);
+        let k = parts_for(4_020, 4_020, 1_300_000, 1);
+        assert!(
+            4_020usize.div_ceil(k) * 4_020 + 1_300_000 <= half,
+            "{k} parts"
+        );
+    }
 
     #[test]
     fn cuts_cover_every_destination_once() {

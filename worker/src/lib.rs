@@ -1,6 +1,9 @@
 //! The worker role: holds jobs (a fabric and its tables, loaded by a
-//! caller) and computes parts of them: today the verifier's walks toward a
-//! range of destinations ([`fabric::verify::verify_part`]). The caller
+//! caller) and computes parts of them: the verifier's walks toward a range
+//! of destinations ([`fabric::verify::verify_part`]), and DF-DN's base
+//! routing toward a range of destination switches
+//! ([`fabric::routing::shard::route_part`]; a job loaded without tables).
+//! The caller
 //! ([`coordinator`]) cuts the job, hands parts to workers, gives a lost
 //! worker's parts to the others, and merges ([`fabric::verify::merge_parts`]):
 //! the report equals one process's, whatever the cut.
@@ -19,10 +22,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tonic::{Request, Response, Status, Streaming};
 
-/// A loaded job: the fabric and the tables to work on.
+/// A loaded job: the fabric and the tables to work on (none for a
+/// routing job).
 pub struct Job {
     pub fabric: Fabric,
-    pub routing: Routing,
+    pub routing: Option<Routing>,
+    /// The BFS trees of a routing job, built by its first part.
+    trees: std::sync::OnceLock<Arc<fabric::routing::trees::TreeParents>>,
+}
+
+impl Job {
+    pub fn new(fabric: Fabric, routing: Option<Routing>) -> Self {
+        Self {
+            fabric,
+            routing,
+            trees: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// The worker's state: the jobs it holds (oldest dropped past
@@ -134,9 +150,12 @@ impl WorkerRpc for Service {
                 std::path::Path::new(&format!("job {id}")),
             )
             .map_err(|e| e.to_string())?;
-            let routing =
-                Routing::from_bytes(&fabric, &tables).map_err(|e| format!("tables: {e}"))?;
-            Ok(Job { fabric, routing })
+            let routing = if tables.is_empty() {
+                None
+            } else {
+                Some(Routing::from_bytes(&fabric, &tables).map_err(|e| format!("tables: {e}"))?)
+            };
+            Ok(Job::new(fabric, routing))
         })
         .await
         .map_err(|e| Status::internal(format!("load task: {e}")))?
@@ -162,6 +181,12 @@ impl WorkerRpc for Service {
                 r.job
             )));
         };
+        if job.routing.is_none() {
+            return Err(Status::failed_precondition(format!(
+                "job {} was loaded without tables (a routing job): nothing to verify",
+                r.job
+            )));
+        }
         let n = job.fabric.endports().len() as u64;
         if r.start > r.end || r.end > n {
             return Err(Status::invalid_argument(format!(
@@ -172,30 +197,70 @@ impl WorkerRpc for Service {
         let t = std::time::Instant::now();
         let part = tokio::task::spawn_blocking(move || {
             let range = r.start as usize..r.end as usize;
+            let Some(routing) = job.routing.as_ref() else {
+                return Err("the job holds no tables".to_string());
+            };
             if r.columns {
                 fabric::verify::verify_part_columns(
                     &job.fabric,
-                    &job.routing,
+                    routing,
                     range,
                     &r.lft_columns,
                     &r.sl_columns,
                 )
+                .map_err(|e| e.to_string())
             } else {
-                Ok(fabric::verify::verify_part(
-                    &job.fabric,
-                    &job.routing,
-                    range,
-                ))
+                Ok(fabric::verify::verify_part(&job.fabric, routing, range))
             }
         })
         .await
         .map_err(|e| Status::internal(format!("verify task: {e}")))?
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        .map_err(Status::invalid_argument)?;
         self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("ibfabric_worker_parts_total").increment(1);
         let secs = t.elapsed().as_secs_f64();
         metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
         Ok(Response::new(wire::part_to_wire(&part, secs)))
+    }
+
+    async fn route_part(
+        &self,
+        req: Request<v1::RoutePartRequest>,
+    ) -> Result<Response<v1::RoutePartReply>, Status> {
+        self.transport.peer(&req)?;
+        let r = req.into_inner();
+        let Some(job) = self.worker.job(&r.job) else {
+            return Err(Status::failed_precondition(format!(
+                "job {} is not loaded here",
+                r.job
+            )));
+        };
+        let n = job.fabric.switches().len() as u64;
+        if r.start > r.end || r.end > n {
+            return Err(Status::invalid_argument(format!(
+                "destination switches {}..{} of a job with {n}",
+                r.start, r.end
+            )));
+        }
+        let t = std::time::Instant::now();
+        let part = tokio::task::spawn_blocking(move || {
+            let trees = job
+                .trees
+                .get_or_init(|| Arc::new(fabric::routing::trees::TreeParents::new(&job.fabric)))
+                .clone();
+            fabric::routing::shard::route_part(
+                &job.fabric,
+                &trees,
+                r.start as usize..r.end as usize,
+            )
+        })
+        .await
+        .map_err(|e| Status::internal(format!("route task: {e}")))?;
+        self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("ibfabric_worker_parts_total").increment(1);
+        let secs = t.elapsed().as_secs_f64();
+        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
+        Ok(Response::new(wire::route_part_to_wire(&part, secs)))
     }
 
     async fn state(

@@ -1,5 +1,7 @@
-//! A verification part on the wire and back.
+//! A verification or routing part on the wire and back.
 
+use fabric::load::LoadSums;
+use fabric::routing::shard::RoutePart;
 use fabric::verify::{BrokenPair, PairFault, Part};
 use proto::v1;
 
@@ -36,6 +38,8 @@ pub enum PartError {
     Fault(String),
     #[error("a VL or SL mask is above 16 bits")]
     Mask,
+    #[error("the load sums are {0} bytes, not whole 64-bit words")]
+    Load(usize),
 }
 
 pub fn part_from_wire(r: &v1::VerifyPartReply) -> Result<Part, PartError> {
@@ -68,5 +72,41 @@ pub fn part_from_wire(r: &v1::VerifyPartReply) -> Result<Part, PartError> {
         vl_mask: u16::try_from(r.vl_mask).map_err(|_| PartError::Mask)?,
         sl_mask: u16::try_from(r.sl_mask).map_err(|_| PartError::Mask)?,
         max_hops: r.max_hops,
+    })
+}
+
+pub fn route_part_to_wire(p: &RoutePart, seconds: f64) -> v1::RoutePartReply {
+    v1::RoutePartReply {
+        start: p.start as u64,
+        end: p.end as u64,
+        next: p.next.clone(),
+        load: p
+            .load
+            .per_slot
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect(),
+        unrouted: p.load.unrouted,
+        seconds,
+    }
+}
+
+/// The part in `r`; the merge checks its sizes against the fabric.
+pub fn route_part_from_wire(r: v1::RoutePartReply) -> Result<RoutePart, PartError> {
+    if !r.load.len().is_multiple_of(8) {
+        return Err(PartError::Load(r.load.len()));
+    }
+    Ok(RoutePart {
+        start: r.start as usize,
+        end: r.end as usize,
+        next: r.next,
+        load: LoadSums {
+            per_slot: r
+                .load
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            unrouted: r.unrouted,
+        },
     })
 }

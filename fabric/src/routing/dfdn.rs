@@ -47,7 +47,7 @@ impl RoutingEngine for DfDn {
             // trees and random graphs they funnel traffic (2.5-95x), where
             // SSSP does far better. SSSP costs more than the rest of DF-DN,
             // so it is only weighed when the trees are lopsided.
-            None => opts.trees_or_sssp(f, |load| load.max as f64 <= 2.0 * load.mean),
+            None => opts.trees_or_sssp(f, trees_enough),
         };
         let (sl2vl, path_sl) = assign_vls(f, &lfts, opts)?;
         Ok(Routing {
@@ -57,6 +57,12 @@ impl RoutingEngine for DfDn {
             vls_needed: None,
         })
     }
+}
+
+/// DF-DN's default base keeps the trees when their busiest link carries
+/// at most twice the mean.
+pub(crate) fn trees_enough(load: &crate::load::LinkLoad) -> bool {
+    load.max as f64 <= 2.0 * load.mean
 }
 
 /// Destinations per batch: large enough to keep both cores busy walking,

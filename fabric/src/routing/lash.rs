@@ -14,7 +14,7 @@
 //! OpenSM's LASH routes on, or SSSP when it loads its busiest link less.
 //! LASH keeps the base's routes as they are, so the balance of the base is
 //! the balance of the result (busiest link on a Dragonfly p=4: 1,472 HCA
-//! pairs on the trees, 1,616 on SSSP, 1,964 on MinHop; on a 4x4x4 torus
+//! pairs on the trees, 1,556 on SSSP, 1,964 on MinHop; on a 4x4x4 torus
 //! SSSP's 42 against the trees' 48, with fewer VLs); routes are taken
 //! destination by destination, source switch by source switch.
 

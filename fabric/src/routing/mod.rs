@@ -10,7 +10,9 @@ pub mod lash;
 pub mod minhop;
 pub mod nue;
 pub(crate) mod paths;
+pub mod shard;
 pub mod sssp;
+pub mod sssp_opensm;
 pub mod trees;
 pub mod updn;
 
@@ -205,7 +207,19 @@ impl EngineOptions<'_> {
     ) -> crate::tables::Lfts {
         let trees = trees::tree_lfts(f, self);
         let load = crate::load::link_load(f, &trees);
-        if enough(&load) {
+        self.keep_trees_or_sssp(f, trees, &load, enough)
+    }
+
+    /// [`Self::trees_or_sssp`] once the trees and their load are known
+    /// (computed here or merged from a job's parts).
+    pub(crate) fn keep_trees_or_sssp(
+        &self,
+        f: &Fabric,
+        trees: crate::tables::Lfts,
+        load: &crate::load::LinkLoad,
+        enough: impl Fn(&crate::load::LinkLoad) -> bool,
+    ) -> crate::tables::Lfts {
+        if enough(load) {
             return trees;
         }
         let sssp = sssp::sssp_lfts(f, self);

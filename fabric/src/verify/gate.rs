@@ -135,6 +135,33 @@ pub fn accept(
     }
 }
 
+/// [`accept`] for tables whose report was merged from parts computed
+/// elsewhere ([`super::merge_parts`]: the report one process gives). The
+/// parts keep no dependency graph, so the tables carry no summary for
+/// inter-subnet checks; verify in one place for those.
+pub fn accept_merged(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    routing: Routing,
+    report: Report,
+    policy: Policy,
+) -> Result<Verified<Routing>, Refused> {
+    match decide(f, engine, &report, policy) {
+        Ok(()) => Ok(Verified {
+            dependencies: Err(SummaryError::Merged),
+            inner: routing,
+            report,
+            engine: engine.kind(),
+            fabric_id: fingerprint(f),
+            step: Step::Final,
+        }),
+        Err(refusal) => Err(Refused {
+            refusal,
+            report: Box::new(report),
+        }),
+    }
+}
+
 /// A step of a reroute (see [`crate::dqr`]) to be written as a table set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {

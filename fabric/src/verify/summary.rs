@@ -78,6 +78,10 @@ pub enum SummaryError {
     Unrouted { src: u16, dst: u16, why: String },
     #[error("the subnet's own channel dependency graph has a cycle")]
     Cyclic,
+    #[error(
+        "the tables were verified in parts on workers, which keep no dependency graph to summarise"
+    )]
+    Merged,
     #[error("malformed summary: {0}")]
     Malformed(String),
 }

@@ -1,0 +1,219 @@
+//! DF-DN cut by destination switch, for workers on other hosts.
+//!
+//! What splits: the base routing (the BFS trees, [`super::trees`]: every
+//! destination switch's column depends on the trees only) and its link
+//! load (exact integer sums, additive over destinations). A part is a
+//! range of destination switches; it returns their columns and load sums.
+//! The merge concatenates the columns in switch order and adds the sums,
+//! so the result does not depend on the cut nor on who computed what.
+//!
+//! What does not split: DF-DN's SL choice is a greedy colouring in a fixed
+//! destination order (each route takes the lowest SL its turns allow, given
+//! every route before it); cutting it would change the tables, so it runs
+//! where the parts are merged ([`merge_dfdn`]). Neither do MinHop's and
+//! SSSP's balancing (each destination's choice reads counters every earlier
+//! destination wrote): a job on those bases runs in one place.
+
+use super::trees::{lfts_from_next, load_toward, TreeParents};
+use super::{Base, EngineOptions};
+use crate::error::{Error, Result};
+use crate::load::LoadSums;
+use crate::model::Fabric;
+use crate::tables::Routing;
+use std::ops::Range;
+
+/// One part of a DF-DN job: destination switches `start..end`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutePart {
+    pub start: usize,
+    pub end: usize,
+    /// One column per destination switch, `switches` entries each: the
+    /// port toward that switch at every switch.
+    pub next: Vec<u8>,
+    /// Link-load sums of the routes toward the part's CA ports.
+    pub load: LoadSums,
+}
+
+/// Whether a DF-DN job on `base` (None: the engine's default) can be cut;
+/// `Err` says why not.
+pub fn splits(base: Option<Base>) -> std::result::Result<(), String> {
+    match base {
+        None | Some(Base::Trees) | Some(Base::Auto) => Ok(()),
+        Some(b) => Err(format!(
+            "base {b} balances each destination on counters every earlier destination set, so it is computed in one place"
+        )),
+    }
+}
+
+/// Computes the part of destination switches `xs`.
+pub fn route_part(f: &Fabric, trees: &TreeParents, xs: Range<usize>) -> RoutePart {
+    let xs = xs.start.min(trees.switches())..xs.end.min(trees.switches());
+    let next = trees.next_toward(xs.clone(), &EngineOptions::default());
+    let load = load_toward(f, xs.clone(), &next);
+    RoutePart {
+        start: xs.start,
+        end: xs.end,
+        next,
+        load,
+    }
+}
+
+fn bad(reason: String) -> Error {
+    Error::Routing {
+        engine: "dfdn".into(),
+        reason,
+    }
+}
+
+/// Merges the parts of a DF-DN job (any order, any cut that covers every
+/// switch once) and finishes it: the base choice, the SL choice. The
+/// tables equal `DfDn.route(f, opts)`, byte for byte.
+pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Result<Routing> {
+    splits(opts.base).map_err(bad)?;
+    let n = f.switches().len();
+    let mut order: Vec<&RoutePart> = parts.iter().collect();
+    order.sort_by_key(|p| p.start);
+    let mut next = Vec::with_capacity(n * n);
+    let mut load = LoadSums::zero(f);
+    let mut at = 0;
+    for p in order {
+        if p.start != at || p.end < p.start || p.end > n {
+            return Err(bad(format!(
+                "parts do not tile the {n} switches: expected one from switch {at}, got {}..{}",
+                p.start, p.end
+            )));
+        }
+        if p.next.len() != (p.end - p.start) * n || p.load.per_slot.len() != f.num_slots() {
+            return Err(bad(format!(
+                "part {}..{} has {} column bytes and {} load slots, expected {} and {}",
+                p.start,
+                p.end,
+                p.next.len(),
+                p.load.per_slot.len(),
+                (p.end - p.start) * n,
+                f.num_slots()
+            )));
+        }
+        next.extend_from_slice(&p.next);
+        load.add(&p.load);
+        at = p.end;
+    }
+    if at != n {
+        return Err(bad(format!("parts cover switches 0..{at} of {n}")));
+    }
+    let trees = lfts_from_next(f, &next);
+    let lfts = match opts.base {
+        Some(Base::Trees) => trees,
+        Some(Base::Auto) => {
+            opts.keep_trees_or_sssp(f, trees, &crate::load::summarize(f, &load), |_| false)
+        }
+        _ => opts.keep_trees_or_sssp(
+            f,
+            trees,
+            &crate::load::summarize(f, &load),
+            super::dfdn::trees_enough,
+        ),
+    };
+    let (sl2vl, path_sl) = super::dfdn::assign_vls(f, &lfts, opts)?;
+    Ok(Routing {
+        lfts,
+        sl2vl: Some(sl2vl),
+        path_sl: Some(path_sl),
+        vls_needed: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::routing::by_name;
+
+    fn cut(n: usize, k: usize) -> Vec<Range<usize>> {
+        (0..k).map(|i| i * n / k..(i + 1) * n / k).collect()
+    }
+
+    /// Every cut, every base that splits: the merged tables are the one
+    /// process's, byte for byte; and they pass the verifier.
+    fn identical(f: &Fabric) {
+        let trees = TreeParents::new(f);
+        let n = f.switches().len();
+        for base in [None, Some(Base::Trees), Some(Base::Auto)] {
+            let opts = EngineOptions {
+                base,
+                ..EngineOptions::default()
+            };
+            let one = by_name("dfdn").unwrap().route(f, &opts).unwrap();
+            assert!(crate::verify::verify(f, &one).ok());
+            for k in [1, 2, 3, 7, n] {
+                let mut parts: Vec<RoutePart> = cut(n, k)
+                    .into_iter()
+                    .map(|r| route_part(f, &trees, r))
+                    .collect();
+                // Arrival order must not matter.
+                parts.reverse();
+                let merged = merge_dfdn(f, &parts, &opts).unwrap();
+                assert_eq!(
+                    merged.to_bytes(),
+                    one.to_bytes(),
+                    "base {base:?}, {k} parts"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn merged_tables_equal_one_process() {
+        identical(&generate(&Topology::Dragonfly { p: 3, hosts: None }).unwrap());
+        identical(&generate(&Topology::SlimFly { q: 5, hosts: None }).unwrap());
+        // A fat tree: the trees are lopsided there, so the default base
+        // switches to SSSP after the merge.
+        identical(&generate(&Topology::KaryNTree { k: 4, n: 3 }).unwrap());
+    }
+
+    #[test]
+    fn load_sums_add_up_to_the_whole_index() {
+        let f = generate(&Topology::Dragonfly { p: 3, hosts: None }).unwrap();
+        let trees = TreeParents::new(&f);
+        let n = f.switches().len();
+        let mut sum = LoadSums::zero(&f);
+        for r in cut(n, 5) {
+            sum.add(&route_part(&f, &trees, r).load);
+        }
+        let lfts = super::super::trees::tree_lfts(&f, &EngineOptions::default());
+        assert_eq!(
+            crate::load::summarize(&f, &sum),
+            crate::load::link_load(&f, &lfts)
+        );
+    }
+
+    #[test]
+    fn gaps_overlaps_and_short_parts_are_refused() {
+        let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).unwrap();
+        let trees = TreeParents::new(&f);
+        let n = f.switches().len();
+        let opts = EngineOptions::default();
+        let a = route_part(&f, &trees, 0..n / 2);
+        let b = route_part(&f, &trees, n / 2..n);
+        assert!(
+            merge_dfdn(&f, std::slice::from_ref(&a), &opts).is_err(),
+            "a gap"
+        );
+        assert!(
+            merge_dfdn(&f, &[a.clone(), a.clone(), b.clone()], &opts).is_err(),
+            "overlap"
+        );
+        let mut short = b.clone();
+        short.next.pop();
+        assert!(
+            merge_dfdn(&f, &[a.clone(), short], &opts).is_err(),
+            "short column"
+        );
+        assert!(merge_dfdn(&f, &[a, b], &opts).is_ok());
+        let minhop = EngineOptions {
+            base: Some(Base::MinHop),
+            ..EngineOptions::default()
+        };
+        assert!(splits(minhop.base).is_err());
+    }
+}
