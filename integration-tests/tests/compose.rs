@@ -13,6 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+/// The tester's identity inside a container (prepare.sh's `tester`).
+const TESTER_TLS: [&str; 6] = [
+    "--ca",
+    "/etc/ibfabric/ca.pem",
+    "--cert",
+    "/etc/ibfabric/worker-tester.pem",
+    "--key",
+    "/etc/ibfabric/worker-tester-key.pem",
+];
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -76,34 +86,40 @@ impl Stack {
             .unwrap_or_default()
     }
 
+    /// `ibfabric ...` in a container on the stack's `fabric` network, the
+    /// tester's certificate at /etc/ibfabric and `mounts` (host, container).
+    fn tester(&self, state: &Path, mounts: &[(&Path, &str)]) -> Command {
+        let mut c = Command::new("docker");
+        c.args([
+            "run",
+            "--rm",
+            "--network",
+            &format!("{}_fabric", self.project),
+        ])
+        .arg("-v")
+        .arg(format!(
+            "{}:/etc/ibfabric:ro",
+            state.join("tester").display()
+        ));
+        for (host, inside) in mounts {
+            c.arg("-v").arg(format!("{}:{inside}", host.display()));
+        }
+        c.arg(&self.images[0]);
+        c
+    }
+
     /// `ibfabric status --json` from a container on the stack's network,
     /// with the tester's certificate.
     fn status(&self, state: &Path) -> (i32, serde_json::Value) {
-        let o = Command::new("docker")
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                &format!("{}_fabric", self.project),
-                "-v",
-            ])
-            .arg(format!(
-                "{}:/etc/ibfabric:ro",
-                state.join("tester").display()
-            ))
-            .arg(&self.images[0])
+        let o = self
+            .tester(state, &[])
             .args([
                 "status",
                 "--json",
                 "--controller",
                 "https://ctl-a:7100,https://ctl-b:7100",
-                "--ca",
-                "/etc/ibfabric/ca.pem",
-                "--cert",
-                "/etc/ibfabric/worker-tester.pem",
-                "--key",
-                "/etc/ibfabric/worker-tester-key.pem",
             ])
+            .args(TESTER_TLS)
             .output()
             .expect("docker run");
         let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
@@ -246,21 +262,8 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
         .arg("-o")
         .arg(jobs.join("one")));
     let farm = |out: &str| -> serde_json::Value {
-        let o = run(Command::new("docker")
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                &format!("{}_fabric", s.project),
-                "-v",
-            ])
-            .arg(format!(
-                "{}:/etc/ibfabric:ro",
-                state.join("tester").display()
-            ))
-            .arg("-v")
-            .arg(format!("{}:/jobs", jobs.display()))
-            .arg(&image)
+        let o = run(s
+            .tester(&state, &[(&jobs, "/jobs")])
             .args([
                 "route",
                 "-e",
@@ -272,13 +275,8 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
                 "--json",
                 "--workers",
                 "https://worker-1:7400,https://worker-2:7400",
-                "--ca",
-                "/etc/ibfabric/ca.pem",
-                "--cert",
-                "/etc/ibfabric/worker-tester.pem",
-                "--key",
-                "/etc/ibfabric/worker-tester-key.pem",
-            ]));
+            ])
+            .args(TESTER_TLS));
         serde_json::from_slice(&o.stdout).expect("route --json")
     };
     let same = |out: &str| {

@@ -55,6 +55,15 @@ impl Setup {
         (p, format!("http://127.0.0.1:{port}"))
     }
 
+    /// Starts the workers `names` and waits until each listens.
+    fn workers(&self, names: &[&str]) -> Vec<(Proc, String)> {
+        let ws: Vec<(Proc, String)> = names.iter().map(|n| self.worker(n)).collect();
+        for (_, a) in &ws {
+            wait_listening(a);
+        }
+        ws
+    }
+
     fn client_args(&self) -> Vec<String> {
         let tls = issue_into(
             self.dir.path(),
@@ -71,6 +80,31 @@ impl Setup {
             tls.key.display().to_string(),
         ]
     }
+}
+
+/// Kills worker `pid` (SIGKILL) as soon as its log says it loaded one more
+/// job than it has now; gives up after 60 s. Joins to whether it killed.
+fn kill_on_next_load(log: std::path::PathBuf, pid: u32) -> std::thread::JoinHandle<bool> {
+    let loads = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .matches("job loaded")
+            .count()
+    };
+    let before = loads(&log);
+    std::thread::spawn(move || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            if loads(&log) > before {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    })
 }
 
 fn wait_listening(addr: &str) {
@@ -91,14 +125,7 @@ fn verify(
     dir: &str,
     extra: &[String],
 ) -> (serde_json::Value, Option<serde_json::Value>) {
-    let mut args: Vec<String> = ["verify", "-t", net, "-d", dir, "--json"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend_from_slice(extra);
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = ibfabric(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let mut v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let mut v = json_of(&["verify", "-t", net, "-d", dir, "--json"], extra);
     let m = v.as_object_mut().expect("object");
     m.remove("verify_seconds");
     let job = m.remove("job");
@@ -119,10 +146,7 @@ fn routed(s: &Setup, topo: &[&str], engine: &str) -> (String, String) {
 #[test]
 fn parts_verified_on_workers_merge_to_the_one_process_report() {
     let s = Setup::new();
-    let mut workers: Vec<(Proc, String)> = ["w1", "w2", "w3"].iter().map(|n| s.worker(n)).collect();
-    for (_, a) in &workers {
-        wait_listening(a);
-    }
+    let mut workers = s.workers(&["w1", "w2", "w3"]);
     let client = s.client_args();
     for (topo, engine) in [
         (&["dragonfly", "--p", "3"][..], "dfdn"),
@@ -165,34 +189,7 @@ fn parts_verified_on_workers_merge_to_the_one_process_report() {
     // others, the report does not change.
     let (net, out) = routed(&s, &["dragonfly", "--p", "4"], "dfdn");
     let (local, _) = verify(&net, &out, &[]);
-    let victim_log = workers[1].0.log.clone();
-    let loads = |p: &std::path::Path| {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .matches("job loaded")
-            .count()
-    };
-    let before = loads(&victim_log);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let killer = {
-        let pid = workers[1].0.pid();
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let t = Instant::now();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed)
-                && t.elapsed() < Duration::from_secs(60)
-            {
-                if loads(&victim_log) > before {
-                    let _ = std::process::Command::new("kill")
-                        .args(["-9", &pid.to_string()])
-                        .status();
-                    return true;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            false
-        })
-    };
+    let killer = kill_on_next_load(workers[1].0.log.clone(), workers[1].0.pid());
     let addrs: Vec<String> = workers.iter().map(|(_, a)| a.clone()).collect();
     let mut extra = vec![
         "--workers".to_string(),
@@ -202,7 +199,6 @@ fn parts_verified_on_workers_merge_to_the_one_process_report() {
     ];
     extra.extend(client.clone());
     let (dist, job) = verify(&net, &out, &extra);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(killer.join().expect("killer"), "the victim was killed");
     assert_eq!(dist, local, "the report with a worker lost mid-job");
     let job = job.expect("job");
@@ -238,12 +234,16 @@ fn tables(dir: &str) -> Vec<Vec<u8>> {
 
 /// `route --json` with `extra`; returns the JSON.
 fn route_json(net: &str, engine: &str, out: &str, extra: &[String]) -> serde_json::Value {
-    let mut args: Vec<String> = ["route", "-t", net, "-e", engine, "-o", out, "--json"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend_from_slice(extra);
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    json_of(
+        &["route", "-t", net, "-e", engine, "-o", out, "--json"],
+        extra,
+    )
+}
+
+/// The JSON `ibfabric ARGS EXTRA` prints (it must succeed).
+fn json_of(args: &[&str], extra: &[String]) -> serde_json::Value {
+    let mut argv: Vec<&str> = args.to_vec();
+    argv.extend(extra.iter().map(String::as_str));
     let out = ibfabric(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
     serde_json::from_str(&out).expect("JSON")
 }
@@ -267,10 +267,7 @@ fn lost_in(j: &serde_json::Value) -> Vec<String> {
 #[test]
 fn dfdn_routed_on_workers_writes_the_one_process_tables() {
     let s = Setup::new();
-    let mut workers: Vec<(Proc, String)> = ["r1", "r2", "r3"].iter().map(|n| s.worker(n)).collect();
-    for (_, a) in &workers {
-        wait_listening(a);
-    }
+    let mut workers = s.workers(&["r1", "r2", "r3"]);
     let client = s.client_args();
     let all: Vec<String> = workers.iter().map(|(_, a)| a.clone()).collect();
     let with = |k: usize, parts: &str, more: &[&str]| {
@@ -350,28 +347,7 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
     ibfabric(&["gen", "dragonfly", "--p", "5", "-o", &net]).expect("gen");
     let one = s.path("df5-one");
     route_json(&net, "dfdn", &one, &[]);
-    let victim_log = workers[1].0.log.clone();
-    let loads = |p: &std::path::Path| {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .matches("job loaded")
-            .count()
-    };
-    let before = loads(&victim_log);
-    let pid = workers[1].0.pid();
-    let killer = std::thread::spawn(move || {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(60) {
-            if loads(&victim_log) > before {
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", &pid.to_string()])
-                    .status();
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        false
-    });
+    let killer = kill_on_next_load(workers[1].0.log.clone(), workers[1].0.pid());
     let out = s.path("df5-farm");
     let v = route_json(&net, "dfdn", &out, &with(3, "50", &[]));
     assert!(killer.join().expect("killer"), "the victim was killed");

@@ -71,6 +71,21 @@ impl Worker {
             .map(|(_, job)| job.clone())
     }
 
+    /// The job `id`, or the status that makes the caller load it again.
+    fn loaded(&self, id: &str) -> Result<Arc<Job>, Status> {
+        self.job(id)
+            .ok_or_else(|| Status::failed_precondition(format!("job {id} is not loaded here")))
+    }
+
+    /// Counts a part begun at `t`; its seconds.
+    fn part_done(&self, t: std::time::Instant) -> f64 {
+        self.parts_done.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("ibfabric_worker_parts_total").increment(1);
+        let secs = t.elapsed().as_secs_f64();
+        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
+        secs
+    }
+
     fn insert(&self, id: String, job: Job) {
         let mut jobs = self.jobs();
         jobs.retain(|(j, _)| *j != id);
@@ -175,12 +190,7 @@ impl WorkerRpc for Service {
     ) -> Result<Response<v1::VerifyPartReply>, Status> {
         self.transport.peer(&req)?;
         let r = req.into_inner();
-        let Some(job) = self.worker.job(&r.job) else {
-            return Err(Status::failed_precondition(format!(
-                "job {} is not loaded here",
-                r.job
-            )));
-        };
+        let job = self.worker.loaded(&r.job)?;
         if job.routing.is_none() {
             return Err(Status::failed_precondition(format!(
                 "job {} was loaded without tables (a routing job): nothing to verify",
@@ -216,10 +226,7 @@ impl WorkerRpc for Service {
         .await
         .map_err(|e| Status::internal(format!("verify task: {e}")))?
         .map_err(Status::invalid_argument)?;
-        self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("ibfabric_worker_parts_total").increment(1);
-        let secs = t.elapsed().as_secs_f64();
-        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
+        let secs = self.worker.part_done(t);
         Ok(Response::new(wire::part_to_wire(&part, secs)))
     }
 
@@ -229,12 +236,7 @@ impl WorkerRpc for Service {
     ) -> Result<Response<v1::RoutePartReply>, Status> {
         self.transport.peer(&req)?;
         let r = req.into_inner();
-        let Some(job) = self.worker.job(&r.job) else {
-            return Err(Status::failed_precondition(format!(
-                "job {} is not loaded here",
-                r.job
-            )));
-        };
+        let job = self.worker.loaded(&r.job)?;
         let n = job.fabric.switches().len() as u64;
         if r.start > r.end || r.end > n {
             return Err(Status::invalid_argument(format!(
@@ -256,10 +258,7 @@ impl WorkerRpc for Service {
         })
         .await
         .map_err(|e| Status::internal(format!("route task: {e}")))?;
-        self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("ibfabric_worker_parts_total").increment(1);
-        let secs = t.elapsed().as_secs_f64();
-        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
+        let secs = self.worker.part_done(t);
         Ok(Response::new(wire::route_part_to_wire(&part, secs)))
     }
 

@@ -113,15 +113,30 @@ pub fn accept(
     policy: Policy,
 ) -> Result<Verified<Routing>, Refused> {
     let (report, local) = verify_keeping_local(f, &routing);
+    settle(f, engine, routing, report, policy, |routing, report| {
+        match &local {
+            // A cycle the policy let through lies in the very graph the
+            // summary stands for: no summary can vouch for it.
+            Some(_) if !report.deadlock_free() => Err(SummaryError::Cyclic),
+            Some(g) => summary::build(f, routing, g).map(Arc::new),
+            None => Err(SummaryError::NoRouterPorts),
+        }
+    })
+}
+
+/// The policy applied to a report; accepted tables get their dependency
+/// summary from `dependencies`.
+fn settle(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    routing: Routing,
+    report: Report,
+    policy: Policy,
+    dependencies: impl FnOnce(&Routing, &Report) -> Result<Arc<DependencySummary>, SummaryError>,
+) -> Result<Verified<Routing>, Refused> {
     match decide(f, engine, &report, policy) {
         Ok(()) => Ok(Verified {
-            dependencies: match &local {
-                // A cycle the policy let through lies in the very graph
-                // the summary stands for: no summary can vouch for it.
-                Some(_) if !report.deadlock_free() => Err(SummaryError::Cyclic),
-                Some(g) => summary::build(f, &routing, g).map(Arc::new),
-                None => Err(SummaryError::NoRouterPorts),
-            },
+            dependencies: dependencies(&routing, &report),
             inner: routing,
             report,
             engine: engine.kind(),
@@ -146,20 +161,9 @@ pub fn accept_merged(
     report: Report,
     policy: Policy,
 ) -> Result<Verified<Routing>, Refused> {
-    match decide(f, engine, &report, policy) {
-        Ok(()) => Ok(Verified {
-            dependencies: Err(SummaryError::Merged),
-            inner: routing,
-            report,
-            engine: engine.kind(),
-            fabric_id: fingerprint(f),
-            step: Step::Final,
-        }),
-        Err(refusal) => Err(Refused {
-            refusal,
-            report: Box::new(report),
-        }),
-    }
+    settle(f, engine, routing, report, policy, |_, _| {
+        Err(SummaryError::Merged)
+    })
 }
 
 /// A step of a reroute (see [`crate::dqr`]) to be written as a table set.
