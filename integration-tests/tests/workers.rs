@@ -433,3 +433,55 @@ fn an_agent_routes_its_subnet_on_workers() {
     agent.kill();
     w.kill();
 }
+
+/// `status --worker` names each worker, the jobs it holds and the parts it
+/// finished; a worker that does not answer is lagging (exit 6).
+#[test]
+fn status_asks_the_workers() {
+    let s = Setup::new();
+    let mut workers = s.workers(&["sw1"]);
+    let net = s.path("st.net");
+    ibfabric(&["gen", "dragonfly", "--p", "2", "-o", &net]).expect("gen");
+    let out = s.path("st-out");
+    let mut extra = vec![
+        "--workers".to_string(),
+        workers[0].1.clone(),
+        "--parts-per-worker".into(),
+        "3".into(),
+    ];
+    extra.extend(s.client_args());
+    route_json(&net, "dfdn", &out, &extra);
+    let mut ask = vec![
+        "status".to_string(),
+        "--json".into(),
+        "--worker".into(),
+        workers[0].1.clone(),
+    ];
+    ask.extend(s.client_args());
+    let v = json_of(&[], &ask);
+    let w = &v["workers_asked"][0];
+    assert_eq!(w["name"], "sw1", "{v}");
+    // The routing job and the verification job, three parts each.
+    assert_eq!(w["jobs"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(w["parts_done"], 6, "{v}");
+    assert_eq!(w["working"].as_array().map(Vec::len), Some(0), "{v}");
+    assert_eq!(v["lagging"].as_array().map(Vec::len), Some(0), "{v}");
+
+    let addr = workers[0].1.clone();
+    workers[0].0.kill();
+    let mut ask = vec![
+        "status".to_string(),
+        "--json".into(),
+        "--worker".into(),
+        addr,
+    ];
+    ask.extend(s.client_args());
+    let argv: Vec<&str> = ask.iter().map(String::as_str).collect();
+    let o = std::process::Command::new(integration_tests::ibfabric_bin().expect("binary"))
+        .args(&argv)
+        .output()
+        .expect("status runs");
+    assert_eq!(o.status.code(), Some(6), "a silent worker is lagging");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(v["workers_asked"][0]["error"].is_string(), "{v}");
+}

@@ -1,5 +1,5 @@
-//! `ibfabric status`: asks the controllers (and routers, when named) what
-//! they hold, and says what lags.
+//! `ibfabric status`: asks the controllers (and routers and workers, when
+//! named) what they hold, and says what lags.
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -14,11 +14,21 @@ use serde::Serialize;
 )]
 pub struct StatusArgs {
     /// Controller addresses (http://host:port), repeated or comma-separated.
-    #[arg(long = "controller", short, value_delimiter = ',', required = true)]
+    #[arg(
+        long = "controller",
+        short,
+        value_delimiter = ',',
+        required_unless_present = "workers"
+    )]
     controllers: Vec<String>,
     /// Router firmware services to ask as well (what they hold in force).
     #[arg(long = "router", value_delimiter = ',')]
     routers: Vec<String>,
+    /// Workers to ask as well (`ibfabric worker`): the jobs they hold, the
+    /// parts they finished, and the parts they are computing now (job,
+    /// kind, range, for how long). Without --controller, only these.
+    #[arg(long = "worker", value_delimiter = ',')]
+    workers: Vec<String>,
     #[command(flatten)]
     tls: super::runtime::ClientTls,
     /// Machine-readable output.
@@ -73,6 +83,25 @@ struct LagJson {
 }
 
 #[derive(Serialize)]
+struct WorkerAskedJson {
+    address: String,
+    error: Option<String>,
+    name: Option<String>,
+    jobs: Vec<String>,
+    parts_done: u64,
+    working: Vec<WorkingJson>,
+}
+
+#[derive(Serialize)]
+struct WorkingJson {
+    job: String,
+    kind: String,
+    start: u64,
+    end: u64,
+    seconds: f64,
+}
+
+#[derive(Serialize)]
 struct StatusJson {
     controllers: Vec<ControllerJson>,
     leader: Option<String>,
@@ -81,6 +110,7 @@ struct StatusJson {
     subnets: Vec<SubnetJson>,
     routers: Vec<RouterJson>,
     routers_asked: Vec<RouterAskedJson>,
+    workers_asked: Vec<WorkerAskedJson>,
     lagging: Vec<LagJson>,
 }
 
@@ -115,7 +145,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             }),
         }
     }
-    if states.is_empty() {
+    if states.is_empty() && !a.controllers.is_empty() {
         let why: Vec<String> = controllers
             .iter()
             .filter_map(|c| c.error.as_ref().map(|e| format!("{}: {e}", c.address)))
@@ -136,7 +166,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             why: c.error.clone().unwrap_or_default(),
         });
     }
-    if leader.is_none() {
+    if leader.is_none() && !a.controllers.is_empty() {
         lagging.push(LagJson {
             what: "controllers".into(),
             why: "none leads (an election may be under way)".into(),
@@ -167,11 +197,50 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             }
         });
     }
+    let mut workers_asked = Vec::new();
+    for addr in &a.workers {
+        workers_asked.push(match worker_state(addr, &transport).await {
+            Ok(w) => WorkerAskedJson {
+                address: addr.clone(),
+                error: None,
+                name: Some(w.name),
+                jobs: w.jobs,
+                parts_done: w.parts_done,
+                working: w
+                    .working
+                    .into_iter()
+                    .map(|p| WorkingJson {
+                        job: p.job,
+                        kind: p.kind,
+                        start: p.start,
+                        end: p.end,
+                        seconds: p.seconds,
+                    })
+                    .collect(),
+            },
+            Err(e) => {
+                lagging.push(LagJson {
+                    what: format!("worker {addr}"),
+                    why: super::error_text(&e),
+                });
+                WorkerAskedJson {
+                    address: addr.clone(),
+                    error: Some(super::error_text(&e)),
+                    name: None,
+                    jobs: Vec::new(),
+                    parts_done: 0,
+                    working: Vec::new(),
+                }
+            }
+        });
+    }
     let l = leader.clone().unwrap_or_default();
-    lagging.extend(proto::ops::lagging(&l).into_iter().map(|x| LagJson {
-        what: x.what,
-        why: x.why,
-    }));
+    if !a.controllers.is_empty() {
+        lagging.extend(proto::ops::lagging(&l).into_iter().map(|x| LagJson {
+            what: x.what,
+            why: x.why,
+        }));
+    }
     let out = StatusJson {
         leader: leader.as_ref().map(|s| s.controller_id.clone()),
         term: l.term,
@@ -202,6 +271,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             })
             .collect(),
         routers_asked,
+        workers_asked,
         controllers,
         lagging,
     };
@@ -277,6 +347,27 @@ fn print(s: &StatusJson) {
             Some(e) => println!("router asked    {}: no answer ({e})", r.address),
         }
     }
+    for w in &s.workers_asked {
+        match &w.error {
+            None => {
+                println!(
+                    "worker asked    {} ({}): {} jobs held, {} parts done, {} in progress",
+                    w.address,
+                    w.name.as_deref().unwrap_or(""),
+                    w.jobs.len(),
+                    w.parts_done,
+                    w.working.len()
+                );
+                for p in &w.working {
+                    println!(
+                        "  working on    {} part {}..{} of job {} for {:.1} s",
+                        p.kind, p.start, p.end, p.job, p.seconds
+                    );
+                }
+            }
+            Some(e) => println!("worker asked    {}: no answer ({e})", w.address),
+        }
+    }
     if s.lagging.is_empty() {
         println!("lagging         nothing");
     }
@@ -288,6 +379,14 @@ fn print(s: &StatusJson) {
 async fn controller_state(addr: &str, t: &ibtls::Transport) -> Result<v1::ControllerState> {
     let mut c = proto::client::controller(addr, t).await?;
     Ok(c.state(proto::client::unary(v1::StateRequest {}))
+        .await?
+        .into_inner())
+}
+
+async fn worker_state(addr: &str, t: &ibtls::Transport) -> Result<v1::WorkerState> {
+    let ch = proto::client::connect(addr, t, ibtls::Role::Worker).await?;
+    let mut c = v1::worker_client::WorkerClient::new(ch);
+    Ok(c.state(proto::client::unary(v1::WorkerStateRequest {}))
         .await?
         .into_inner())
 }

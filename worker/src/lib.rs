@@ -48,6 +48,33 @@ pub struct Worker {
     max_jobs: usize,
     jobs: Mutex<VecDeque<(String, Arc<Job>)>>,
     parts_done: AtomicU64,
+    /// Parts being computed: (ticket, job, kind, start, end, since).
+    working: Mutex<Vec<Working>>,
+    tickets: AtomicU64,
+}
+
+struct Working {
+    ticket: u64,
+    job: String,
+    kind: &'static str,
+    range: (u64, u64),
+    since: std::time::Instant,
+}
+
+/// A part in progress, listed in the worker's state until dropped.
+struct OnPart<'a> {
+    worker: &'a Worker,
+    ticket: u64,
+}
+
+impl Drop for OnPart<'_> {
+    fn drop(&mut self) {
+        self.worker
+            .working
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|w| w.ticket != self.ticket);
+    }
 }
 
 impl Worker {
@@ -57,6 +84,8 @@ impl Worker {
             max_jobs: max_jobs.max(1),
             jobs: Mutex::new(VecDeque::new()),
             parts_done: AtomicU64::new(0),
+            working: Mutex::new(Vec::new()),
+            tickets: AtomicU64::new(0),
         })
     }
 
@@ -75,6 +104,41 @@ impl Worker {
     fn loaded(&self, id: &str) -> Result<Arc<Job>, Status> {
         self.job(id)
             .ok_or_else(|| Status::failed_precondition(format!("job {id} is not loaded here")))
+    }
+
+    /// Lists a part as in progress until the guard drops.
+    fn on_part(&self, job: &str, kind: &'static str, start: u64, end: u64) -> OnPart<'_> {
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
+        self.working
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Working {
+                ticket,
+                job: job.to_string(),
+                kind,
+                range: (start, end),
+                since: std::time::Instant::now(),
+            });
+        OnPart {
+            worker: self,
+            ticket,
+        }
+    }
+
+    /// The parts in progress, oldest first.
+    pub fn working(&self) -> Vec<v1::PartInProgress> {
+        self.working
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|w| v1::PartInProgress {
+                job: w.job.clone(),
+                kind: w.kind.to_string(),
+                start: w.range.0,
+                end: w.range.1,
+                seconds: w.since.elapsed().as_secs_f64(),
+            })
+            .collect()
     }
 
     /// Counts a part begun at `t`; its seconds.
@@ -204,6 +268,7 @@ impl WorkerRpc for Service {
                 r.start, r.end
             )));
         }
+        let _on = self.worker.on_part(&r.job, "verify", r.start, r.end);
         let t = std::time::Instant::now();
         let part = tokio::task::spawn_blocking(move || {
             let range = r.start as usize..r.end as usize;
@@ -244,6 +309,7 @@ impl WorkerRpc for Service {
                 r.start, r.end
             )));
         }
+        let _on = self.worker.on_part(&r.job, "route", r.start, r.end);
         let t = std::time::Instant::now();
         let part = tokio::task::spawn_blocking(move || {
             let trees = job
@@ -271,6 +337,7 @@ impl WorkerRpc for Service {
             name: self.worker.name.clone(),
             jobs: self.worker.jobs().iter().map(|(j, _)| j.clone()).collect(),
             parts_done: self.worker.parts_done.load(Ordering::Relaxed),
+            working: self.worker.working(),
         }))
     }
 }
@@ -293,3 +360,30 @@ pub async fn serve(
 /// Deadline of one call: loading a large job or verifying a large part
 /// takes minutes, not the control plane's seconds.
 pub const PART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_is_listed_while_it_runs_and_not_after() {
+        let w = Worker::new("w", 2);
+        let a = w.on_part("j1", "route", 0, 10);
+        {
+            let _b = w.on_part("j1", "verify", 10, 20);
+            let now = w.working();
+            assert_eq!(now.len(), 2);
+            assert_eq!(
+                (now[0].kind.as_str(), now[0].start, now[0].end),
+                ("route", 0, 10)
+            );
+            assert_eq!(
+                (now[1].kind.as_str(), now[1].start, now[1].end),
+                ("verify", 10, 20)
+            );
+        }
+        assert_eq!(w.working().len(), 1, "the finished part left the list");
+        drop(a);
+        assert!(w.working().is_empty());
+    }
+}
