@@ -150,9 +150,10 @@ fn compute(
         roots: roots.as_deref(),
     };
     let t = std::time::Instant::now();
-    let routing = match on_workers(cfg, engine, fabric) {
-        Some(w) => w.run(cfg, fabric, &opts)?,
-        None => engine.route(fabric, &opts)?,
+    let routing = if on_workers(cfg, engine, fabric) {
+        route_on_workers(cfg, fabric, &opts)?
+    } else {
+        engine.route(fabric, &opts)?
     };
     let route_seconds = t.elapsed().as_secs_f64();
     metrics::histogram!("ibfabric_agent_route_seconds", "engine" => engine.name())
@@ -170,76 +171,60 @@ fn compute(
     Ok((routing, route_seconds))
 }
 
-/// A DF-DN job for the configured workers, when there are some and the
-/// engine and base split ([`fabric::routing::shard`]).
-struct OnWorkers;
-
-fn on_workers(cfg: &AgentConfig, engine: &dyn RoutingEngine, f: &Fabric) -> Option<OnWorkers> {
+/// Whether the configured workers take this routing: there are some, and
+/// the engine and base split ([`fabric::routing::shard::splits`]).
+fn on_workers(cfg: &AgentConfig, engine: &dyn RoutingEngine, f: &Fabric) -> bool {
     if cfg.workers.is_empty() || f.switches().is_empty() {
-        return None;
+        return false;
     }
-    if engine.kind() != fabric::routing::EngineKind::Dfdn {
-        tracing::info!(
-            engine = engine.name(),
-            "routing here: only dfdn is cut across workers"
-        );
-        return None;
-    }
-    match fabric::routing::shard::splits(cfg.base) {
-        Ok(()) => Some(OnWorkers),
-        Err(why) => {
-            tracing::info!("routing here: {why}");
-            None
-        }
-    }
+    fabric::routing::shard::splits(engine.kind(), cfg.base)
+        .map_err(|why| tracing::info!("routing here: {why}"))
+        .is_ok()
 }
 
-impl OnWorkers {
-    fn run(
-        self,
-        cfg: &AgentConfig,
-        f: &Fabric,
-        opts: &EngineOptions,
-    ) -> Result<Routing, RouteError> {
-        // The workers parse what this fabric writes, so they route the
-        // fabric as discovered now, not a file that may lag behind.
-        let topology = fabric::formats::ibnetdiscover::write(f).into_bytes();
-        let transport = cfg.transport();
-        let coord = worker::coordinator::Options::default();
-        let job =
-            worker::coordinator::route_dfdn(f, &topology, &cfg.workers, &transport, &coord, opts);
-        // Called from blocking threads of the agent's runtime, or from
-        // none (one-shot use): either way this thread may block.
-        let done = match tokio::runtime::Handle::try_current() {
-            Ok(h) => h.block_on(job),
-            Err(_) => tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| fabric::Error::Routing {
-                    engine: "dfdn".into(),
-                    reason: format!("no runtime for the workers: {e}"),
-                })?
-                .block_on(job),
-        };
-        let (routing, run) = done.map_err(|e| match e {
-            worker::coordinator::CoordError::Route(e) => RouteError::Fabric(e),
-            e => RouteError::Fabric(fabric::Error::Routing {
+/// DF-DN's routing of `f` on the configured workers.
+fn route_on_workers(
+    cfg: &AgentConfig,
+    f: &Fabric,
+    opts: &EngineOptions,
+) -> Result<Routing, RouteError> {
+    // The workers parse what this fabric writes, so they route the
+    // fabric as discovered now, not a file that may lag behind.
+    let topology = fabric::formats::ibnetdiscover::write(f).into_bytes();
+    let transport = cfg.transport();
+    let coord = worker::coordinator::Options::default();
+    let job = worker::coordinator::route_dfdn(f, &topology, &cfg.workers, &transport, &coord, opts);
+    // Called from blocking threads of the agent's runtime, or from
+    // none (one-shot use): either way this thread may block.
+    let done = match tokio::runtime::Handle::try_current() {
+        Ok(h) => h.block_on(job),
+        Err(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| fabric::Error::Routing {
                 engine: "dfdn".into(),
-                reason: format!("on workers: {e}"),
-            }),
-        })?;
-        let lost = run.workers.iter().filter(|w| w.lost.is_some()).count();
-        tracing::info!(
-            job = %run.job,
-            parts = run.parts,
-            workers = run.workers.len(),
-            lost,
-            local_parts = run.local_parts,
-            secs = run.seconds,
-            "routed on workers"
-        );
-        Ok(routing)
-    }
+                reason: format!("no runtime for the workers: {e}"),
+            })?
+            .block_on(job),
+    };
+    let (routing, run) = done.map_err(|e| match e {
+        worker::coordinator::CoordError::Route(e) => RouteError::Fabric(e),
+        e => RouteError::Fabric(fabric::Error::Routing {
+            engine: "dfdn".into(),
+            reason: format!("on workers: {e}"),
+        }),
+    })?;
+    let lost = run.workers.iter().filter(|w| w.lost.is_some()).count();
+    tracing::info!(
+        job = %run.job,
+        parts = run.parts,
+        workers = run.workers.len(),
+        lost,
+        local_parts = run.local_parts,
+        secs = run.seconds,
+        "routed on workers"
+    );
+    Ok(routing)
 }
 
 /// Writes a table set where OpenSM (or its plugin) reads it, when the

@@ -128,6 +128,15 @@ pub fn run(a: RouteArgs) -> Result<i32> {
     run_with(&a, &f, kind.engine().as_ref(), reason)
 }
 
+/// What `--workers` needs: how to reach them, the topology text they
+/// parse, how to cut, and a runtime to wait on them.
+struct Farm {
+    transport: ibtls::Transport,
+    topology: Vec<u8>,
+    coord: worker::coordinator::Options,
+    rt: tokio::runtime::Runtime,
+}
+
 /// `route` with the engine given (tests hand it engines the registry does
 /// not have).
 fn run_with(
@@ -176,39 +185,34 @@ fn run_with(
     let farm = if a.workers.is_empty() {
         None
     } else {
-        let topology = std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?;
-        let coord = worker::coordinator::Options {
-            parts_per_worker: a.parts_per_worker as usize,
-            ..Default::default()
-        };
-        Some((
-            a.tls.transport()?,
-            topology,
-            coord,
-            super::runtime::runtime()?,
-        ))
+        Some(Farm {
+            transport: a.tls.transport()?,
+            topology: std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?,
+            coord: worker::coordinator::Options {
+                parts_per_worker: a.parts_per_worker as usize,
+                ..Default::default()
+            },
+            rt: super::runtime::runtime()?,
+        })
     };
-    let split = match (&farm, engine.kind()) {
-        (None, _) => None,
-        (Some(_), EngineKind::Dfdn) => match fabric::routing::shard::splits(a.base) {
-            Ok(()) => farm.as_ref(),
-            Err(why) => {
-                tracing::warn!("routing here, not on the workers: {why}");
-                None
-            }
-        },
-        (Some(_), k) => {
-            tracing::warn!(
-                "routing here, not on the workers: {} is not cut across workers (dfdn is); the verification still runs on them",
-                k.name()
-            );
-            None
-        }
-    };
+    let split = farm.as_ref().filter(|_| {
+        fabric::routing::shard::splits(engine.kind(), a.base)
+            .map_err(|why| {
+                tracing::warn!(
+                    "routing here, not on the workers: {why}; the verification still runs on them"
+                )
+            })
+            .is_ok()
+    });
     let routing = match split {
-        Some((transport, topology, coord, rt)) => {
-            let (r, job) = rt.block_on(worker::coordinator::route_dfdn(
-                f, topology, &a.workers, transport, coord, &opts,
+        Some(w) => {
+            let (r, job) = w.rt.block_on(worker::coordinator::route_dfdn(
+                f,
+                &w.topology,
+                &a.workers,
+                &w.transport,
+                &w.coord,
+                &opts,
             ))?;
             jobs.push(job);
             r
@@ -246,9 +250,14 @@ fn run_with(
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
     let outcome = match &farm {
         None => verify::accept(f, engine, routing, policy),
-        Some((transport, topology, coord, rt)) => {
-            let (report, job) = rt.block_on(worker::coordinator::verify(
-                f, &routing, topology, &a.workers, transport, coord,
+        Some(w) => {
+            let (report, job) = w.rt.block_on(worker::coordinator::verify(
+                f,
+                &routing,
+                &w.topology,
+                &a.workers,
+                &w.transport,
+                &w.coord,
             ))?;
             jobs.push(job);
             verify::gate::accept_merged(f, engine, routing, report, policy)
@@ -270,7 +279,7 @@ fn run_with(
         super::print_json(
             "route",
             &RouteJson {
-                jobs: jobs.clone(),
+                jobs,
                 engine: engine.kind(),
                 engine_reason: reason.clone(),
                 dry_run: a.dry_run,

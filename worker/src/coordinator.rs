@@ -130,8 +130,26 @@ enum AskError {
 /// A part's result, its worker-side seconds and its reply bytes.
 type Answer<T> = Result<(T, f64, u64), AskError>;
 type AskFuture<T> = Pin<Box<dyn Future<Output = Answer<T>> + Send>>;
-/// Asks a worker for part `i` of the cut.
-type Ask<T> = Arc<dyn Fn(Client, usize) -> AskFuture<T> + Send + Sync>;
+/// Asks a worker for part `i` of the cut, which covers `range`.
+type Ask<T> = Arc<dyn Fn(Client, usize, (usize, usize)) -> AskFuture<T> + Send + Sync>;
+
+/// The range a returned part says it covers; a part that answers another
+/// range than it was asked for is refused and its worker given up on.
+trait Covers {
+    fn covers(&self) -> (usize, usize);
+}
+
+impl Covers for Part {
+    fn covers(&self) -> (usize, usize) {
+        (self.start, self.end)
+    }
+}
+
+impl Covers for RoutePart {
+    fn covers(&self) -> (usize, usize) {
+        (self.start, self.end)
+    }
+}
 
 struct Queue<T> {
     /// Parts nobody holds, as indices into the cut.
@@ -161,15 +179,22 @@ fn job_id(topology: &[u8], tables: &[u8], kind: &str) -> String {
 }
 
 /// Runs the parts of `ranges` on the workers at `addrs`; what no worker
-/// could take runs here through `local`. Returns the parts in cut order.
-async fn run_parts<T: Send + 'static>(
+/// could take runs here through `local`. Returns the parts in cut order and
+/// the job's run; the caller merges and fills in `seconds` and
+/// `merge_seconds` (and `column_bytes` when the parts carried columns).
+async fn run_parts<T: Covers + Send + 'static>(
     addrs: &[String],
     transport: &ibtls::Transport,
     load: Load,
+    kind: &'static str,
     ranges: &[(usize, usize)],
     ask: Ask<T>,
     local: impl Fn(usize) -> Result<T, CoordError>,
-) -> Result<(Vec<T>, Vec<WorkerRun>, Vec<PartRun>, usize, u64), CoordError> {
+) -> Result<(Vec<T>, JobRun), CoordError> {
+    let (job, bytes_per_load) = (
+        load.job.clone(),
+        (load.topology.len() + load.tables.len()) as u64,
+    );
     let q = Arc::new(Mutex::new(Queue {
         open: (0..ranges.len()).collect(),
         in_flight: 0,
@@ -222,17 +247,26 @@ async fn run_parts<T: Send + 'static>(
     let mut done = std::mem::take(&mut q.lock().unwrap_or_else(|p| p.into_inner()).done);
     done.sort_by_key(|d| d.0);
     let mut parts = Vec::with_capacity(done.len());
-    let mut runs = Vec::with_capacity(done.len());
+    let mut part_runs = Vec::with_capacity(done.len());
     for (_, p, r) in done {
         parts.push(p);
-        runs.push(r);
+        part_runs.push(r);
     }
     Ok((
         parts,
-        workers,
-        runs,
-        local_parts,
-        replies.load(std::sync::atomic::Ordering::Relaxed),
+        JobRun {
+            job,
+            kind,
+            parts: ranges.len(),
+            workers,
+            part_runs,
+            local_parts,
+            bytes_per_load,
+            column_bytes: 0,
+            reply_bytes: replies.load(std::sync::atomic::Ordering::Relaxed),
+            seconds: 0.0,
+            merge_seconds: 0.0,
+        },
     ))
 }
 
@@ -286,11 +320,9 @@ pub async fn verify(
     let column_bytes = columns.as_ref().map_or(0, |c| {
         c.iter().map(|(l, s)| (l.len() + s.len()) as u64).sum()
     });
-    let bytes_per_load = (topology.len() + tables.len()) as u64;
     let ask: Ask<Part> = {
-        let (job, ranges) = (job.clone(), Arc::new(ranges.clone()));
-        Arc::new(move |mut c: Client, i: usize| {
-            let (a, b) = ranges[i];
+        let job = job.clone();
+        Arc::new(move |mut c: Client, i: usize, (a, b): (usize, usize)| {
             let cols = columns.as_ref().and_then(|c| c.get(i));
             let req = v1::VerifyPartRequest {
                 job: job.clone(),
@@ -309,47 +341,27 @@ pub async fn verify(
                 let bytes = prost::Message::encoded_len(&r) as u64;
                 let p =
                     crate::wire::part_from_wire(&r).map_err(|e| AskError::Reply(e.to_string()))?;
-                if (p.start, p.end) != (a, b) {
-                    return Err(AskError::Reply(format!(
-                        "asked {a}..{b}, answered {}..{}",
-                        p.start, p.end
-                    )));
-                }
                 Ok((p, r.seconds, bytes))
             })
         })
     };
     let load = Load {
-        job: job.clone(),
+        job,
         topology,
         tables,
         chunk: opts.chunk_bytes,
     };
-    let (parts, workers, part_runs, local_parts, reply_bytes) =
-        run_parts(addrs, transport, load, &ranges, ask, |i| {
-            let (a, b) = ranges[i];
-            Ok(fabric::verify::verify_part(f, routing, a..b))
-        })
-        .await?;
+    let (parts, mut run) = run_parts(addrs, transport, load, "verify", &ranges, ask, |i| {
+        let (a, b) = ranges[i];
+        Ok(fabric::verify::verify_part(f, routing, a..b))
+    })
+    .await?;
     let t = Instant::now();
     let report = merge_parts(f, routing, &parts)?;
-    let merge_seconds = t.elapsed().as_secs_f64();
-    Ok((
-        report,
-        JobRun {
-            job,
-            kind: "verify",
-            parts: ranges.len(),
-            workers,
-            part_runs,
-            local_parts,
-            bytes_per_load,
-            column_bytes,
-            reply_bytes,
-            seconds: t0.elapsed().as_secs_f64(),
-            merge_seconds,
-        },
-    ))
+    run.merge_seconds = t.elapsed().as_secs_f64();
+    run.column_bytes = column_bytes;
+    run.seconds = t0.elapsed().as_secs_f64();
+    Ok((report, run))
 }
 
 /// Routes `f` with DF-DN on the workers at `addrs`: each part is a range of
@@ -368,12 +380,14 @@ pub async fn route_dfdn(
     if addrs.is_empty() {
         return Err(CoordError::NoWorkers);
     }
-    fabric::routing::shard::splits(engine_opts.base).map_err(|reason| {
-        CoordError::Route(fabric::Error::Routing {
-            engine: "dfdn".into(),
-            reason,
-        })
-    })?;
+    fabric::routing::shard::splits(fabric::routing::EngineKind::Dfdn, engine_opts.base).map_err(
+        |reason| {
+            CoordError::Route(fabric::Error::Routing {
+                engine: "dfdn".into(),
+                reason,
+            })
+        },
+    )?;
     let t0 = Instant::now();
     let topology = Arc::new(topology.to_vec());
     let job = job_id(&topology, &[], "route dfdn");
@@ -389,9 +403,8 @@ pub async fn route_dfdn(
     );
     tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "routing job cut");
     let ask: Ask<RoutePart> = {
-        let (job, ranges) = (job.clone(), Arc::new(ranges.clone()));
-        Arc::new(move |mut c: Client, i: usize| {
-            let (a, b) = ranges[i];
+        let job = job.clone();
+        Arc::new(move |mut c: Client, _: usize, (a, b): (usize, usize)| {
             let req = v1::RoutePartRequest {
                 job: job.clone(),
                 start: a as u64,
@@ -407,12 +420,6 @@ pub async fn route_dfdn(
                 let secs = r.seconds;
                 let p = crate::wire::route_part_from_wire(r)
                     .map_err(|e| AskError::Reply(e.to_string()))?;
-                if (p.start, p.end) != (a, b) {
-                    return Err(AskError::Reply(format!(
-                        "asked switches {a}..{b}, answered {}..{}",
-                        p.start, p.end
-                    )));
-                }
                 if p.next.len() != (b - a) * n {
                     return Err(AskError::Reply(format!(
                         "{} column bytes for switches {a}..{b}, expected {}",
@@ -424,44 +431,28 @@ pub async fn route_dfdn(
             })
         })
     };
-    let bytes_per_load = topology.len() as u64;
     let load = Load {
-        job: job.clone(),
+        job,
         topology,
         tables: Arc::new(Vec::new()),
         chunk: opts.chunk_bytes,
     };
     // Built once, and only if some part has to run here.
     let trees = std::sync::OnceLock::new();
-    let (parts, workers, part_runs, local_parts, reply_bytes) =
-        run_parts(addrs, transport, load, &ranges, ask, |i| {
-            let (a, b) = ranges[i];
-            let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
-            Ok(fabric::routing::shard::route_part(f, t, a..b))
-        })
-        .await?;
+    let (parts, mut run) = run_parts(addrs, transport, load, "route", &ranges, ask, |i| {
+        let (a, b) = ranges[i];
+        let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
+        Ok(fabric::routing::shard::route_part(f, t, a..b))
+    })
+    .await?;
     let t = Instant::now();
     let routing = merge_dfdn(f, &parts, engine_opts)?;
-    let merge_seconds = t.elapsed().as_secs_f64();
-    Ok((
-        routing,
-        JobRun {
-            job,
-            kind: "route",
-            parts: ranges.len(),
-            workers,
-            part_runs,
-            local_parts,
-            bytes_per_load,
-            column_bytes: 0,
-            reply_bytes,
-            seconds: t0.elapsed().as_secs_f64(),
-            merge_seconds,
-        },
-    ))
+    run.merge_seconds = t.elapsed().as_secs_f64();
+    run.seconds = t0.elapsed().as_secs_f64();
+    Ok((routing, run))
 }
 
-async fn run_worker<T: Send + 'static>(
+async fn run_worker<T: Covers + Send + 'static>(
     addr: String,
     t: ibtls::Transport,
     q: Arc<Mutex<Queue<T>>>,
@@ -521,15 +512,21 @@ async fn run_worker<T: Send + 'static>(
         };
         let (a, b) = ranges[i];
         tracing::debug!(worker = %addr, start = a, end = b, "part handed out");
-        let mut reply = ask(c.clone(), i).await;
+        let mut reply = ask(c.clone(), i, (a, b)).await;
         if matches!(&reply, Err(AskError::Status(s)) if s.code() == tonic::Code::FailedPrecondition)
         {
             // Restarted or dropped the job: load it again, once.
             reply = match send_load(&c).await {
-                Ok(_) => ask(c.clone(), i).await,
+                Ok(_) => ask(c.clone(), i, (a, b)).await,
                 Err(e) => Err(AskError::Status(e)),
             };
         }
+        let reply = reply.and_then(|(p, secs, bytes)| match p.covers() {
+            got if got == (a, b) => Ok((p, secs, bytes)),
+            (x, y) => Err(AskError::Reply(format!(
+                "asked {a}..{b}, answered {x}..{y}"
+            ))),
+        });
         let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
         g.in_flight -= 1;
         match reply {

@@ -3,10 +3,9 @@
 //! of destinations ([`fabric::verify::verify_part`]), and DF-DN's base
 //! routing toward a range of destination switches
 //! ([`fabric::routing::shard::route_part`]; a job loaded without tables).
-//! The caller
-//! ([`coordinator`]) cuts the job, hands parts to workers, gives a lost
-//! worker's parts to the others, and merges ([`fabric::verify::merge_parts`]):
-//! the report equals one process's, whatever the cut.
+//! The caller ([`coordinator`]) cuts the job, hands parts to workers, gives
+//! a lost worker's parts to the others, and merges: the result equals one
+//! process's, whatever the cut.
 
 pub mod config;
 pub mod coordinator;
@@ -28,7 +27,7 @@ pub struct Job {
     pub fabric: Fabric,
     pub routing: Option<Routing>,
     /// The BFS trees of a routing job, built by its first part.
-    trees: std::sync::OnceLock<Arc<fabric::routing::trees::TreeParents>>,
+    trees: std::sync::OnceLock<fabric::routing::trees::TreeParents>,
 }
 
 impl Job {
@@ -48,7 +47,7 @@ pub struct Worker {
     max_jobs: usize,
     jobs: Mutex<VecDeque<(String, Arc<Job>)>>,
     parts_done: AtomicU64,
-    /// Parts being computed: (ticket, job, kind, start, end, since).
+    /// Parts being computed, oldest first.
     working: Mutex<Vec<Working>>,
     tickets: AtomicU64,
 }
@@ -65,6 +64,18 @@ struct Working {
 struct OnPart<'a> {
     worker: &'a Worker,
     ticket: u64,
+    since: std::time::Instant,
+}
+
+impl OnPart<'_> {
+    /// Counts the part as done; its seconds.
+    fn finish(self) -> f64 {
+        self.worker.parts_done.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("ibfabric_worker_parts_total").increment(1);
+        let secs = self.since.elapsed().as_secs_f64();
+        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
+        secs
+    }
 }
 
 impl Drop for OnPart<'_> {
@@ -109,6 +120,7 @@ impl Worker {
     /// Lists a part as in progress until the guard drops.
     fn on_part(&self, job: &str, kind: &'static str, start: u64, end: u64) -> OnPart<'_> {
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
+        let since = std::time::Instant::now();
         self.working
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -117,11 +129,12 @@ impl Worker {
                 job: job.to_string(),
                 kind,
                 range: (start, end),
-                since: std::time::Instant::now(),
+                since,
             });
         OnPart {
             worker: self,
             ticket,
+            since,
         }
     }
 
@@ -139,15 +152,6 @@ impl Worker {
                 seconds: w.since.elapsed().as_secs_f64(),
             })
             .collect()
-    }
-
-    /// Counts a part begun at `t`; its seconds.
-    fn part_done(&self, t: std::time::Instant) -> f64 {
-        self.parts_done.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("ibfabric_worker_parts_total").increment(1);
-        let secs = t.elapsed().as_secs_f64();
-        metrics::histogram!("ibfabric_worker_part_seconds").record(secs);
-        secs
     }
 
     fn insert(&self, id: String, job: Job) {
@@ -268,8 +272,7 @@ impl WorkerRpc for Service {
                 r.start, r.end
             )));
         }
-        let _on = self.worker.on_part(&r.job, "verify", r.start, r.end);
-        let t = std::time::Instant::now();
+        let on = self.worker.on_part(&r.job, "verify", r.start, r.end);
         let part = tokio::task::spawn_blocking(move || {
             let range = r.start as usize..r.end as usize;
             let Some(routing) = job.routing.as_ref() else {
@@ -291,8 +294,7 @@ impl WorkerRpc for Service {
         .await
         .map_err(|e| Status::internal(format!("verify task: {e}")))?
         .map_err(Status::invalid_argument)?;
-        let secs = self.worker.part_done(t);
-        Ok(Response::new(wire::part_to_wire(&part, secs)))
+        Ok(Response::new(wire::part_to_wire(&part, on.finish())))
     }
 
     async fn route_part(
@@ -309,23 +311,16 @@ impl WorkerRpc for Service {
                 r.start, r.end
             )));
         }
-        let _on = self.worker.on_part(&r.job, "route", r.start, r.end);
-        let t = std::time::Instant::now();
+        let on = self.worker.on_part(&r.job, "route", r.start, r.end);
         let part = tokio::task::spawn_blocking(move || {
             let trees = job
                 .trees
-                .get_or_init(|| Arc::new(fabric::routing::trees::TreeParents::new(&job.fabric)))
-                .clone();
-            fabric::routing::shard::route_part(
-                &job.fabric,
-                &trees,
-                r.start as usize..r.end as usize,
-            )
+                .get_or_init(|| fabric::routing::trees::TreeParents::new(&job.fabric));
+            fabric::routing::shard::route_part(&job.fabric, trees, r.start as usize..r.end as usize)
         })
         .await
         .map_err(|e| Status::internal(format!("route task: {e}")))?;
-        let secs = self.worker.part_done(t);
-        Ok(Response::new(wire::route_part_to_wire(&part, secs)))
+        Ok(Response::new(wire::route_part_to_wire(&part, on.finish())))
     }
 
     async fn state(
@@ -382,8 +377,18 @@ mod tests {
                 ("verify", 10, 20)
             );
         }
-        assert_eq!(w.working().len(), 1, "the finished part left the list");
-        drop(a);
+        assert_eq!(w.working().len(), 1, "the failed part left the list");
+        assert_eq!(
+            w.parts_done.load(Ordering::Relaxed),
+            0,
+            "and was not counted"
+        );
+        a.finish();
         assert!(w.working().is_empty());
+        assert_eq!(
+            w.parts_done.load(Ordering::Relaxed),
+            1,
+            "the finished one was"
+        );
     }
 }

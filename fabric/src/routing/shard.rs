@@ -15,7 +15,7 @@
 //! destination wrote): a job on those bases runs in one place.
 
 use super::trees::{lfts_from_next, load_toward, TreeParents};
-use super::{Base, EngineOptions};
+use super::{Base, EngineKind, EngineOptions};
 use crate::error::{Error, Result};
 use crate::load::LoadSums;
 use crate::model::Fabric;
@@ -34,9 +34,15 @@ pub struct RoutePart {
     pub load: LoadSums,
 }
 
-/// Whether a DF-DN job on `base` (None: the engine's default) can be cut;
-/// `Err` says why not.
-pub fn splits(base: Option<Base>) -> std::result::Result<(), String> {
+/// Whether a job of `engine` on `base` (None: the engine's default) can be
+/// cut across workers; `Err` says why not.
+pub fn splits(engine: EngineKind, base: Option<Base>) -> std::result::Result<(), String> {
+    if engine != EngineKind::Dfdn {
+        return Err(format!(
+            "{} is not cut across workers (dfdn is)",
+            engine.name()
+        ));
+    }
     match base {
         None | Some(Base::Trees) | Some(Base::Auto) => Ok(()),
         Some(b) => Err(format!(
@@ -69,7 +75,7 @@ fn bad(reason: String) -> Error {
 /// switch once) and finishes it: the base choice, the SL choice. The
 /// tables equal `DfDn.route(f, opts)`, byte for byte.
 pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Result<Routing> {
-    splits(opts.base).map_err(bad)?;
+    splits(EngineKind::Dfdn, opts.base).map_err(bad)?;
     let n = f.switches().len();
     let mut order: Vec<&RoutePart> = parts.iter().collect();
     order.sort_by_key(|p| p.start);
@@ -214,6 +220,8 @@ mod tests {
             base: Some(Base::MinHop),
             ..EngineOptions::default()
         };
-        assert!(splits(minhop.base).is_err());
+        assert!(splits(EngineKind::Dfdn, minhop.base).is_err());
+        assert!(splits(EngineKind::Nue, None).is_err());
+        assert!(splits(EngineKind::Dfdn, None).is_ok());
     }
 }
