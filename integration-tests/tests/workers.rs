@@ -485,3 +485,158 @@ fn status_asks_the_workers() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert!(v["workers_asked"][0]["error"].is_string(), "{v}");
 }
+
+/// Workers with a `[store]` register under a lease in a real etcd; `route
+/// --workers-from` finds them there. A worker frozen (SIGSTOP) once it
+/// loads a job keeps its TCP connection, but its lease ends: the
+/// coordinator gives it up for that reason, its part goes to the others,
+/// and the tables stay the one process's. The next job no longer finds it.
+#[test]
+fn workers_found_and_given_up_through_their_leases_in_etcd() {
+    let etcd = controller::testing::EtcdServer::start();
+    let ns = controller::testing::unique_namespace("workers-leases");
+    let store = format!(
+        "[store]\nkind = \"etcd\"\nendpoints = [\"{}\"]\ninsecure = true\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\n",
+        etcd.endpoint()
+    );
+    let s = Setup::new();
+    let mut ws = Vec::new();
+    for name in ["l1", "l2", "l3"] {
+        let tls =
+            issue_into(s.dir.path(), &s.ca, &Identity::Worker { name: name.into() }).expect("cert");
+        let port = free_port().expect("port");
+        let cfg = s.dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "name = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nadvertise = \"http://127.0.0.1:{port}\"\n\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\n{store}",
+                tls.ca.display(),
+                tls.cert.display(),
+                tls.key.display()
+            ),
+        )
+        .expect("config");
+        let p = Proc::spawn(
+            name,
+            &["worker", "--config", &cfg.display().to_string()],
+            s.dir.path(),
+        )
+        .expect("worker starts");
+        ws.push((p, format!("http://127.0.0.1:{port}")));
+    }
+    let registered = |name: &str| {
+        std::fs::read_to_string(s.dir.path().join(format!("{name}.log")))
+            .unwrap_or_default()
+            .contains("registered in the store")
+    };
+    let t = Instant::now();
+    while !["l1", "l2", "l3"].iter().all(|n| registered(n)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "workers never registered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let store_file = s.path("store.toml");
+    std::fs::write(&store_file, &store).expect("store file");
+    let net = s.path("dfl.net");
+    ibfabric(&["gen", "dragonfly", "--p", "5", "-o", &net]).expect("gen");
+    let one = s.path("dfl-one");
+    route_json(&net, "dfdn", &one, &[]);
+    let mut extra = vec![
+        "--workers-from".to_string(),
+        store_file.clone(),
+        "--parts-per-worker".into(),
+        "20".into(),
+    ];
+    extra.extend(s.client_args());
+
+    let out = s.path("dfl-all");
+    let v = route_json(&net, "dfdn", &out, &extra);
+    assert_eq!(
+        tables(&out),
+        tables(&one),
+        "found in the store: same tables"
+    );
+    let r = job(&v, "route").expect("routing job");
+    let mut found: Vec<String> = r["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["address"].as_str().unwrap_or("").to_string())
+        .collect();
+    found.sort();
+    let mut want: Vec<String> = ws.iter().map(|(_, a)| a.clone()).collect();
+    want.sort();
+    assert_eq!(
+        found, want,
+        "every registered worker, by its advertised URL"
+    );
+    assert!(lost_in(r).is_empty(), "{r}");
+
+    // Frozen, not dead: only the lease tells.
+    let log = s.dir.path().join("l2.log");
+    let pid = ws[1].0.pid();
+    let before = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .matches("job loaded")
+        .count();
+    let stopper = std::thread::spawn(move || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            let n = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .matches("job loaded")
+                .count();
+            if n > before {
+                let _ = std::process::Command::new("kill")
+                    .args(["-STOP", &pid.to_string()])
+                    .status();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    });
+    let out = s.path("dfl-frozen");
+    let t = Instant::now();
+    let v = route_json(&net, "dfdn", &out, &extra);
+    let took = t.elapsed();
+    eprintln!("job with a frozen worker (lease ttl 1 s): {took:?}");
+    assert!(stopper.join().expect("stopper"), "l2 never loaded the job");
+    assert_eq!(
+        tables(&out),
+        tables(&one),
+        "a frozen worker changes nothing"
+    );
+    let r = job(&v, "route").expect("routing job");
+    let l2 = r["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .find(|w| w["address"] == ws[1].1.as_str())
+        .expect("l2 in the job");
+    let why = l2["lost"].as_str().unwrap_or_default();
+    assert!(why.contains("lease in the store ended"), "l2: {l2}");
+    // The connection's keepalive would take 15 s; the lease about 1-3 s.
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+
+    // Its key is gone: the next job does not find it.
+    let out = s.path("dfl-next");
+    let v = route_json(&net, "dfdn", &out, &extra);
+    assert_eq!(tables(&out), tables(&one));
+    let r = job(&v, "route").expect("routing job");
+    let addrs: Vec<&str> = r["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .filter_map(|w| w["address"].as_str())
+        .collect();
+    assert_eq!(addrs.len(), 2, "{addrs:?}");
+    assert!(!addrs.contains(&ws[1].1.as_str()));
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status();
+    drop(ws);
+    drop(etcd);
+}

@@ -74,6 +74,12 @@ pub struct RouteArgs {
     /// here (said so) and verify on the workers.
     #[arg(long = "workers", value_delimiter = ',')]
     workers: Vec<String>,
+    /// Find the workers in the store this TOML file's `[store]` names (a
+    /// controller's config will do): the workers registered there under a
+    /// lease (`ibfabric worker` with `[store]`). A worker whose lease ends
+    /// during the job is given up on at once and its open part requeued.
+    #[arg(long, value_name = "FILE", conflicts_with = "workers")]
+    workers_from: Option<PathBuf>,
     /// With --workers: parts per worker.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
     parts_per_worker: u32,
@@ -134,6 +140,8 @@ struct Farm {
     transport: ibtls::Transport,
     topology: Vec<u8>,
     coord: worker::coordinator::Options,
+    /// Their addresses, given or found in the store.
+    workers: Vec<String>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -182,18 +190,34 @@ fn run_with(
     };
     let t = Instant::now();
     let mut jobs = Vec::new();
-    let farm = if a.workers.is_empty() {
+    let farm = if a.workers.is_empty() && a.workers_from.is_none() {
         None
     } else {
+        let rt = super::runtime::runtime()?;
+        let (workers, leases) = match &a.workers_from {
+            None => (a.workers.clone(), None),
+            Some(p) => {
+                let l = rt.block_on(super::runtime::registered_workers(p))?;
+                (l.urls(), Some(l))
+            }
+        };
+        if workers.is_empty() {
+            // The issue is the workers', not the job's: it still runs.
+            tracing::warn!("no worker is registered in the store: routing and verifying here");
+            eprintln!("warning: no worker is registered in the store; routing and verifying here");
+        }
         Some(Farm {
             transport: a.tls.transport()?,
             topology: std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?,
             coord: worker::coordinator::Options {
                 parts_per_worker: a.parts_per_worker as usize,
+                leases,
                 ..Default::default()
             },
-            rt: super::runtime::runtime()?,
+            workers,
+            rt,
         })
+        .filter(|w| !w.workers.is_empty())
     };
     let split = farm.as_ref().filter(|_| {
         fabric::routing::shard::splits(engine.kind(), a.base)
@@ -209,7 +233,7 @@ fn run_with(
             let (r, job) = w.rt.block_on(worker::coordinator::route_dfdn(
                 f,
                 &w.topology,
-                &a.workers,
+                &w.workers,
                 &w.transport,
                 &w.coord,
                 &opts,
@@ -255,7 +279,7 @@ fn run_with(
                 f,
                 &routing,
                 &w.topology,
-                &a.workers,
+                &w.workers,
                 &w.transport,
                 &w.coord,
             ))?;
@@ -393,6 +417,7 @@ mod tests {
             require_deadlock_free: false,
             load_svg: None,
             workers: Vec::new(),
+            workers_from: None,
             parts_per_worker: 4,
             tls: super::super::runtime::ClientTls {
                 ca: None,

@@ -204,3 +204,25 @@ pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()
     }
     Ok(())
 }
+
+/// The workers registered in the store `path`'s `[store]` names, with their
+/// leases watched.
+pub async fn registered_workers(path: &std::path::Path) -> Result<worker::registry::Leases> {
+    use settings::ConfigFile;
+    let f = worker::registry::StoreFile::load(path)?;
+    let Some(sc) = f.store else {
+        anyhow::bail!("{}: no [store] table", path.display());
+    };
+    let store = controller::store::open(&sc)
+        .await
+        .with_context(|| format!("opening the store {} names", path.display()))?;
+    let l = worker::registry::discover(store.clone())
+        .await
+        .with_context(|| format!("listing the workers registered in {}", store.describe()))?;
+    tracing::info!(
+        store = %store.describe(),
+        workers = ?l.workers.iter().map(|w| format!("{}={}", w.name, w.url)).collect::<Vec<_>>(),
+        "workers found in the store"
+    );
+    Ok(l)
+}

@@ -22,9 +22,36 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let w = worker::Worker::new(cfg.name.clone(), cfg.max_jobs);
         super::runtime::serve_metrics(cfg.metrics_listen, || {})?;
         super::runtime::reload_needs_restart(path, cfg.clone());
+        // Registered once it listens: a coordinator that finds the key can
+        // connect.
+        let _registration = match (&cfg.store, &cfg.advertise) {
+            (Some(sc), Some(url)) => {
+                let store = controller::store::open(sc).await.with_context(|| {
+                    format!("opening the store the worker registers in ({})", sc.kind)
+                })?;
+                Some(AbortOnDrop(worker::registry::register(
+                    store,
+                    cfg.name.clone(),
+                    url.clone(),
+                    std::time::Duration::from_secs(sc.election_ttl_seconds.max(1)),
+                    std::time::Duration::from_secs(1),
+                )))
+            }
+            _ => None,
+        };
         tracing::info!(name = %cfg.name, listen = %cfg.listen, "worker up");
         super::runtime::notify_ready();
         worker::serve(w, cfg.transport(), listener, shutdown_on_signal()).await?;
         Ok(super::exit::OK)
     })
+}
+
+/// Ends the registration (and so deletes the worker's key once the lease
+/// runs out) when the service stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

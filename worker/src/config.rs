@@ -6,12 +6,25 @@
 //! max_jobs = 2                         # optional: jobs held at once (oldest dropped)
 //! metrics_listen = "127.0.0.1:9467"    # optional: Prometheus /metrics (plain HTTP)
 //!
+//! advertise = "https://w1:7400"        # with [store]: the URL coordinators reach it at
+//!
 //! [tls]                                # or insecure = true
 //! ca = "ca.pem"
 //! cert = "worker-w1.pem"
 //! key = "worker-w1-key.pem"
+//!
+//! [store]                              # optional: register in etcd under a lease
+//! kind = "etcd"                        # (the controller's [store] table; etcd only)
+//! endpoints = ["https://etcd:2379"]
+//! prefix = "/ibfabric/prod/"
+//! election_ttl_seconds = 2             # a dead worker's key goes after this long
+//! [store.tls]
+//! ca = "etcd-ca.pem"
+//! cert = "worker-w1.pem"
+//! key = "worker-w1-key.pem"
 //! ```
 
+use controller::config::{StoreConfig, StoreKind};
 use serde::Deserialize;
 use settings::Invalid;
 pub use settings::{ConfigError, ConfigFile};
@@ -30,6 +43,13 @@ pub struct WorkerConfig {
     pub max_jobs: usize,
     #[serde(default)]
     pub metrics_listen: Option<SocketAddr>,
+    /// The URL coordinators reach this worker at, as registered in the store.
+    #[serde(default)]
+    pub advertise: Option<String>,
+    /// Where the worker registers under a lease, so that coordinators find
+    /// it and notice when it is gone.
+    #[serde(default)]
+    pub store: Option<StoreConfig>,
 }
 
 fn default_jobs() -> usize {
@@ -48,11 +68,34 @@ impl ConfigFile for WorkerConfig {
                 "max_jobs is 0: a worker holds at least one job".into(),
             ));
         }
+        match (&self.store, &self.advertise) {
+            (Some(s), _) if !matches!(s.kind, StoreKind::Etcd { .. }) => {
+                return Err(Invalid(
+                    "store.kind must be \"etcd\": a memory store lives in one process, where no coordinator can see it".into(),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(Invalid(
+                    "[store] needs advertise = \"https://host:port\": the URL coordinators reach this worker at".into(),
+                ))
+            }
+            (_, Some(u)) if !(u.starts_with("https://") || u.starts_with("http://")) => {
+                return Err(Invalid(format!(
+                    "advertise = \"{u}\": expected https://host:port (http:// with insecure = true)"
+                )))
+            }
+            _ => {}
+        }
         Ok(())
     }
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
+        let store_tls = self.store.as_mut().and_then(|s| match &mut s.kind {
+            StoreKind::Etcd { tls, .. } => tls.as_mut(),
+            StoreKind::Memory { .. } => None,
+        });
         self.tls
             .iter_mut()
+            .chain(store_tls)
             .flat_map(ibtls::TlsSettings::paths_mut)
             .collect()
     }

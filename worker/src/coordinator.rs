@@ -29,6 +29,9 @@ pub struct Options {
     /// its columns: the tables cross the network once in all instead of
     /// once per worker.
     pub columns: bool,
+    /// The workers' leases when they were found in the store: a worker
+    /// whose lease ends is given up on at once, its open part requeued.
+    pub leases: Option<crate::registry::Leases>,
 }
 
 impl Default for Options {
@@ -37,6 +40,7 @@ impl Default for Options {
             parts_per_worker: 4,
             chunk_bytes: 4 << 20,
             columns: true,
+            leases: None,
         }
     }
 }
@@ -182,8 +186,10 @@ fn job_id(topology: &[u8], tables: &[u8], kind: &str) -> String {
 /// could take runs here through `local`. Returns the parts in cut order and
 /// the job's run; the caller merges and fills in `seconds` and
 /// `merge_seconds` (and `column_bytes` when the parts carried columns).
+#[allow(clippy::too_many_arguments)]
 async fn run_parts<T: Covers + Send + 'static>(
     addrs: &[String],
+    leases: Option<&crate::registry::Leases>,
     transport: &ibtls::Transport,
     load: Load,
     kind: &'static str,
@@ -207,8 +213,19 @@ async fn run_parts<T: Covers + Send + 'static>(
     for addr in addrs {
         let (addr, t, q, load) = (addr.clone(), transport.clone(), q.clone(), load.clone());
         let (ask, ranges, replies) = (ask.clone(), ranges_arc.clone(), replies.clone());
+        let gone = leases.map(|l| l.gone(&addr));
         tasks.push(tokio::spawn(async move {
-            run_worker(addr, t, q, load, ranges, ask, replies).await
+            let w = Work {
+                q,
+                load,
+                ranges,
+                ask,
+                replies,
+            };
+            match gone {
+                None => run_worker(addr, t, w, std::future::pending()).await,
+                Some(g) => run_worker(addr, t, w, g).await,
+            }
         }));
     }
     let mut workers = Vec::new();
@@ -351,10 +368,19 @@ pub async fn verify(
         tables,
         chunk: opts.chunk_bytes,
     };
-    let (parts, mut run) = run_parts(addrs, transport, load, "verify", &ranges, ask, |i| {
-        let (a, b) = ranges[i];
-        Ok(fabric::verify::verify_part(f, routing, a..b))
-    })
+    let (parts, mut run) = run_parts(
+        addrs,
+        opts.leases.as_ref(),
+        transport,
+        load,
+        "verify",
+        &ranges,
+        ask,
+        |i| {
+            let (a, b) = ranges[i];
+            Ok(fabric::verify::verify_part(f, routing, a..b))
+        },
+    )
     .await?;
     let t = Instant::now();
     let report = merge_parts(f, routing, &parts)?;
@@ -439,11 +465,20 @@ pub async fn route_dfdn(
     };
     // Built once, and only if some part has to run here.
     let trees = std::sync::OnceLock::new();
-    let (parts, mut run) = run_parts(addrs, transport, load, "route", &ranges, ask, |i| {
-        let (a, b) = ranges[i];
-        let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
-        Ok(fabric::routing::shard::route_part(f, t, a..b))
-    })
+    let (parts, mut run) = run_parts(
+        addrs,
+        opts.leases.as_ref(),
+        transport,
+        load,
+        "route",
+        &ranges,
+        ask,
+        |i| {
+            let (a, b) = ranges[i];
+            let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
+            Ok(fabric::routing::shard::route_part(f, t, a..b))
+        },
+    )
     .await?;
     let t = Instant::now();
     let routing = merge_dfdn(f, &parts, engine_opts)?;
@@ -452,15 +487,34 @@ pub async fn route_dfdn(
     Ok((routing, run))
 }
 
-async fn run_worker<T: Covers + Send + 'static>(
-    addr: String,
-    t: ibtls::Transport,
+/// What every worker's task shares.
+struct Work<T> {
     q: Arc<Mutex<Queue<T>>>,
     load: Arc<Load>,
     ranges: Arc<Vec<(usize, usize)>>,
     ask: Ask<T>,
     replies: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Why a worker whose lease ended is given up on.
+const LEASE_ENDED: &str = "its lease in the store ended";
+
+/// Feeds one worker parts until the queue is empty or the worker is lost;
+/// `gone` resolves when its lease in the store ends.
+async fn run_worker<T: Covers + Send + 'static>(
+    addr: String,
+    t: ibtls::Transport,
+    w: Work<T>,
+    gone: impl Future<Output = ()> + Send,
 ) -> WorkerRun {
+    let Work {
+        q,
+        load,
+        ranges,
+        ask,
+        replies,
+    } = w;
+    tokio::pin!(gone);
     let mut run = WorkerRun {
         address: addr.clone(),
         parts: 0,
@@ -488,7 +542,14 @@ async fn run_worker<T: Covers + Send + 'static>(
         async move { c.load(tokio_stream::iter(chunks)).await }
     };
     let t_load = Instant::now();
-    if let Err(e) = send_load(&c).await {
+    let loaded = tokio::select! {
+        r = send_load(&c) => r,
+        _ = &mut gone => {
+            lose(&mut run, format!("load: {LEASE_ENDED}"));
+            return run;
+        }
+    };
+    if let Err(e) = loaded {
         lose(&mut run, format!("load: {}", e.message()));
         return run;
     }
@@ -512,15 +573,22 @@ async fn run_worker<T: Covers + Send + 'static>(
         };
         let (a, b) = ranges[i];
         tracing::debug!(worker = %addr, start = a, end = b, "part handed out");
-        let mut reply = ask(c.clone(), i, (a, b)).await;
-        if matches!(&reply, Err(AskError::Status(s)) if s.code() == tonic::Code::FailedPrecondition)
-        {
-            // Restarted or dropped the job: load it again, once.
-            reply = match send_load(&c).await {
-                Ok(_) => ask(c.clone(), i, (a, b)).await,
-                Err(e) => Err(AskError::Status(e)),
-            };
-        }
+        let attempt = async {
+            let reply = ask(c.clone(), i, (a, b)).await;
+            if matches!(&reply, Err(AskError::Status(s)) if s.code() == tonic::Code::FailedPrecondition)
+            {
+                // Restarted or dropped the job: load it again, once.
+                return match send_load(&c).await {
+                    Ok(_) => ask(c.clone(), i, (a, b)).await,
+                    Err(e) => Err(AskError::Status(e)),
+                };
+            }
+            reply
+        };
+        let reply = tokio::select! {
+            r = attempt => r,
+            _ = &mut gone => Err(AskError::Reply(LEASE_ENDED.into())),
+        };
         let reply = reply.and_then(|(p, secs, bytes)| match p.covers() {
             got if got == (a, b) => Ok((p, secs, bytes)),
             (x, y) => Err(AskError::Reply(format!(

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod coordinator;
+pub mod registry;
 pub mod wire;
 
 use fabric::tables::Routing;
