@@ -29,6 +29,9 @@
 //!                                       # report it applied (no report in time: go on)
 //! workers = ["https://w1:7400"]         # optional: compute dfdn's base routes on these
 //!                                       # workers (`ibfabric worker`); same tables as alone
+//! # [workers_store]                     # or: the workers registered in this etcd (a
+//! # kind = "etcd"                       # controller's [store] table), each under a lease
+//! # endpoints = ["https://etcd:2379"]
 //!
 //! [fabric]                              # optional: follow the live fabric instead of a file
 //! ca = "mlx5_0"                         # optional: the SM's CA for the diag tools (-C)
@@ -112,6 +115,11 @@ pub struct AgentConfig {
     /// ignore it (logged). The agent's own certificate is its identity.
     #[serde(default)]
     pub workers: Vec<String>,
+    /// `[workers_store]`: find the workers in this store instead (etcd,
+    /// the controller's `[store]` table), where each holds its key under a
+    /// lease; one whose lease ends during a job is given up on at once.
+    #[serde(default)]
+    pub workers_store: Option<controller::config::StoreConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -189,6 +197,19 @@ impl ConfigFile for AgentConfig {
                 self.max_sls
             )));
         }
+        if !self.workers.is_empty() && self.workers_store.is_some() {
+            return Err(Invalid(
+                "workers and [workers_store] both given: name the workers or where they register, not both".into(),
+            ));
+        }
+        if let Some(st) = &self.workers_store {
+            if !matches!(st.kind, controller::config::StoreKind::Etcd { .. }) {
+                return Err(Invalid(
+                    "workers_store.kind must be \"etcd\": workers register in a shared store"
+                        .into(),
+                ));
+            }
+        }
         if self.agent_id.trim().is_empty() {
             return Err(Invalid("agent_id is empty".into()));
         }
@@ -220,6 +241,15 @@ impl ConfigFile for AgentConfig {
                     .chain(l.opensm_pid_file.iter_mut())
             }))
             .chain(self.tls.iter_mut().flat_map(ibtls::TlsSettings::paths_mut))
+            .chain(
+                self.workers_store
+                    .iter_mut()
+                    .filter_map(|s| match &mut s.kind {
+                        controller::config::StoreKind::Etcd { tls, .. } => tls.as_mut(),
+                        controller::config::StoreKind::Memory { .. } => None,
+                    })
+                    .flat_map(ibtls::TlsSettings::paths_mut),
+            )
             .collect()
     }
 }

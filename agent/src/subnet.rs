@@ -150,10 +150,14 @@ fn compute(
         roots: roots.as_deref(),
     };
     let t = std::time::Instant::now();
-    let routing = if on_workers(cfg, engine, fabric) {
+    let on = if on_workers(cfg, engine, fabric) {
         route_on_workers(cfg, fabric, &opts)?
     } else {
-        engine.route(fabric, &opts)?
+        None
+    };
+    let routing = match on {
+        Some(r) => r,
+        None => engine.route(fabric, &opts)?,
     };
     let route_seconds = t.elapsed().as_secs_f64();
     metrics::histogram!("ibfabric_agent_route_seconds", "engine" => engine.name())
@@ -174,7 +178,7 @@ fn compute(
 /// Whether the configured workers take this routing: there are some, and
 /// the engine and base split ([`fabric::routing::shard::splits`]).
 fn on_workers(cfg: &AgentConfig, engine: &dyn RoutingEngine, f: &Fabric) -> bool {
-    if cfg.workers.is_empty() || f.switches().is_empty() {
+    if (cfg.workers.is_empty() && cfg.workers_store.is_none()) || f.switches().is_empty() {
         return false;
     }
     fabric::routing::shard::splits(engine.kind(), cfg.base)
@@ -182,18 +186,46 @@ fn on_workers(cfg: &AgentConfig, engine: &dyn RoutingEngine, f: &Fabric) -> bool
         .is_ok()
 }
 
-/// DF-DN's routing of `f` on the configured workers.
+/// DF-DN's routing of `f` on the configured workers; None when the store
+/// names none (or cannot be read): the caller routes here.
 fn route_on_workers(
     cfg: &AgentConfig,
     f: &Fabric,
     opts: &EngineOptions,
-) -> Result<Routing, RouteError> {
+) -> Result<Option<Routing>, RouteError> {
     // The workers parse what this fabric writes, so they route the
     // fabric as discovered now, not a file that may lag behind.
     let topology = fabric::formats::ibnetdiscover::write(f).into_bytes();
     let transport = cfg.transport();
-    let coord = worker::coordinator::Options::default();
-    let job = worker::coordinator::route_dfdn(f, &topology, &cfg.workers, &transport, &coord, opts);
+    let job = async {
+        let (addrs, leases) = match &cfg.workers_store {
+            None => (cfg.workers.clone(), None),
+            Some(sc) => {
+                let found = match controller::store::open(sc).await {
+                    Ok(store) => worker::registry::discover(store).await,
+                    Err(e) => Err(e),
+                };
+                match found {
+                    Ok(l) => (l.urls(), Some(l)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list the workers in the store: routing here");
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        if addrs.is_empty() {
+            tracing::warn!("no worker is registered in the store: routing here");
+            return Ok(None);
+        }
+        let coord = worker::coordinator::Options {
+            leases,
+            ..Default::default()
+        };
+        worker::coordinator::route_dfdn(f, &topology, &addrs, &transport, &coord, opts)
+            .await
+            .map(Some)
+    };
     // Called from blocking threads of the agent's runtime, or from
     // none (one-shot use): either way this thread may block.
     let done = match tokio::runtime::Handle::try_current() {
@@ -207,13 +239,16 @@ fn route_on_workers(
             })?
             .block_on(job),
     };
-    let (routing, run) = done.map_err(|e| match e {
+    let Some((routing, run)) = done.map_err(|e| match e {
         worker::coordinator::CoordError::Route(e) => RouteError::Fabric(e),
         e => RouteError::Fabric(fabric::Error::Routing {
             engine: "dfdn".into(),
             reason: format!("on workers: {e}"),
         }),
-    })?;
+    })?
+    else {
+        return Ok(None);
+    };
     let lost = run.workers.iter().filter(|w| w.lost.is_some()).count();
     tracing::info!(
         job = %run.job,
@@ -224,7 +259,7 @@ fn route_on_workers(
         secs = run.seconds,
         "routed on workers"
     );
-    Ok(routing)
+    Ok(Some(routing))
 }
 
 /// Writes a table set where OpenSM (or its plugin) reads it, when the

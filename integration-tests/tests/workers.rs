@@ -573,6 +573,24 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         "every registered worker, by its advertised URL"
     );
     assert!(lost_in(r).is_empty(), "{r}");
+    // status finds them too, each answering as the name it leased.
+    let mut args = vec![
+        "status".to_string(),
+        "--workers-from".into(),
+        store_file.clone(),
+        "--json".into(),
+    ];
+    args.extend(s.client_args());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let st: serde_json::Value =
+        serde_json::from_str(&ibfabric(&argv).expect("status")).expect("JSON");
+    let asked = st["workers_asked"].as_array().expect("workers_asked");
+    assert_eq!(asked.len(), 3, "{st}");
+    for w in asked {
+        assert_eq!(w["registered_as"], w["name"], "{w}");
+        assert!(w["jobs"].as_array().is_some_and(|j| !j.is_empty()), "{w}");
+    }
+    assert_eq!(st["lagging"].as_array().map(Vec::len), Some(0), "{st}");
 
     // Frozen, not dead: only the lease tells.
     let log = s.dir.path().join("l2.log");
@@ -602,7 +620,7 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
     let t = Instant::now();
     let v = route_json(&net, "dfdn", &out, &extra);
     let took = t.elapsed();
-    eprintln!("job with a frozen worker (lease ttl 1 s): {took:?}");
+    eprintln!("route + verify with a frozen worker (lease ttl 1 s): {took:?}");
     assert!(stopper.join().expect("stopper"), "l2 never loaded the job");
     assert_eq!(
         tables(&out),
@@ -618,8 +636,24 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         .expect("l2 in the job");
     let why = l2["lost"].as_str().unwrap_or_default();
     assert!(why.contains("lease in the store ended"), "l2: {l2}");
-    // The connection's keepalive would take 15 s; the lease about 1-3 s.
-    assert!(took < Duration::from_secs(12), "took {took:?}");
+    // The connection's keepalive would take 15 s; the lease ends in about
+    // 1-3 s. The verification job after it does not even wait for a
+    // connection to the frozen worker (a connect would time out in 5 s).
+    let route_s = r["seconds"].as_f64().unwrap_or(f64::MAX);
+    assert!(route_s < 6.0, "routing job took {route_s} s");
+    let ver = job(&v, "verify").expect("verification job");
+    let l2v = ver["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .find(|w| w["address"] == ws[1].1.as_str())
+        .expect("l2 in the verification job");
+    assert!(
+        l2v["lost"]
+            .as_str()
+            .is_some_and(|w| w.contains("lease in the store ended")),
+        "{l2v}"
+    );
 
     // Its key is gone: the next job does not find it.
     let out = s.path("dfl-next");
@@ -634,6 +668,64 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         .collect();
     assert_eq!(addrs.len(), 2, "{addrs:?}");
     assert!(!addrs.contains(&ws[1].1.as_str()));
+    // An agent with [workers_store] finds the two left the same way and
+    // writes the tables it computes alone.
+    let anet = s.path("agent-l.net");
+    ibfabric(&["gen", "dragonfly", "--p", "3", "-o", &anet]).expect("gen");
+    let aone = s.path("agent-l-one");
+    route_json(&anet, "dfdn", &aone, &[]);
+    let prefix = 0xfec0_0000_0000_0009u64;
+    let tls = issue_into(s.dir.path(), &s.ca, &Identity::Agent { prefix }).expect("cert");
+    let aout = s.path("agent-l-out");
+    let acfg = s.path("agent-l.toml");
+    std::fs::write(
+        &acfg,
+        format!(
+            "agent_id = \"sub9\"\nsubnet_prefix = \"{prefix:#018x}\"\ntopology = \"{anet}\"\nengine = \"dfdn\"\n\
+             out_dir = \"{aout}\"\n\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\n{}",
+            tls.ca.display(),
+            tls.cert.display(),
+            tls.key.display(),
+            store.replace("[store]", "[workers_store]")
+        ),
+    )
+    .expect("config");
+    let loads = |name: &str| {
+        std::fs::read_to_string(s.dir.path().join(format!("{name}.log")))
+            .unwrap_or_default()
+            .matches("job loaded")
+            .count()
+    };
+    let (l1_before, l3_before) = (loads("l1"), loads("l3"));
+    let mut agent =
+        Proc::spawn("agent-l", &["agent", "--config", &acfg], s.dir.path()).expect("agent");
+    let t = Instant::now();
+    let files = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
+    while !files
+        .iter()
+        .all(|f| std::path::Path::new(&format!("{aout}/{f}")).exists())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the agent wrote no tables: {}",
+            agent.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        tables(&aout),
+        tables(&aone),
+        "the agent's tables on leased workers"
+    );
+    let alog = std::fs::read_to_string(&agent.log).unwrap_or_default();
+    assert!(alog.contains("routed on workers"), "{alog}");
+    assert!(
+        loads("l1") > l1_before && loads("l3") > l3_before,
+        "both live workers got the agent's job"
+    );
+    agent.kill();
+
     let _ = std::process::Command::new("kill")
         .args(["-CONT", &pid.to_string()])
         .status();

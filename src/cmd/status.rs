@@ -18,7 +18,7 @@ pub struct StatusArgs {
         long = "controller",
         short,
         value_delimiter = ',',
-        required_unless_present = "workers"
+        required_unless_present_any = ["workers", "workers_from"]
     )]
     controllers: Vec<String>,
     /// Router firmware services to ask as well (what they hold in force).
@@ -29,6 +29,12 @@ pub struct StatusArgs {
     /// kind, range, for how long). Without --controller, only these.
     #[arg(long = "worker", value_delimiter = ',')]
     workers: Vec<String>,
+    /// Ask the workers registered in the store this TOML file's `[store]`
+    /// names (a controller's config will do), each under its lease; one
+    /// that answers with another name than it registered under is
+    /// flagged.
+    #[arg(long, value_name = "FILE")]
+    workers_from: Option<std::path::PathBuf>,
     #[command(flatten)]
     tls: super::runtime::ClientTls,
     /// Machine-readable output.
@@ -85,6 +91,9 @@ struct LagJson {
 #[derive(Serialize)]
 struct WorkerAskedJson {
     address: String,
+    /// The name it holds its lease under, when found in the store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registered_as: Option<String>,
     error: Option<String>,
     name: Option<String>,
     jobs: Vec<String>,
@@ -198,26 +207,48 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
         });
     }
     let mut workers_asked = Vec::new();
-    for addr in &a.workers {
+    let mut targets: Vec<(String, Option<String>)> =
+        a.workers.iter().map(|w| (w.clone(), None)).collect();
+    if let Some(p) = &a.workers_from {
+        let leases = super::runtime::registered_workers(p).await?;
+        if leases.workers.is_empty() {
+            lagging.push(LagJson {
+                what: format!("workers in {}", p.display()),
+                why: "no worker is registered".into(),
+            });
+        }
+        targets.extend(leases.workers.into_iter().map(|w| (w.url, Some(w.name))));
+    }
+    for (addr, registered_as) in &targets {
+        let (addr, registered_as) = (addr, registered_as.clone());
         workers_asked.push(match worker_state(addr, &transport).await {
-            Ok(w) => WorkerAskedJson {
-                address: addr.clone(),
-                error: None,
-                name: Some(w.name),
-                jobs: w.jobs,
-                parts_done: w.parts_done,
-                working: w
-                    .working
-                    .into_iter()
-                    .map(|p| WorkingJson {
-                        job: p.job,
-                        kind: p.kind,
-                        start: p.start,
-                        end: p.end,
-                        seconds: p.seconds,
-                    })
-                    .collect(),
-            },
+            Ok(w) => {
+                if let Some(r) = registered_as.as_ref().filter(|r| **r != w.name) {
+                    lagging.push(LagJson {
+                        what: format!("worker {addr}"),
+                        why: format!("registered as '{r}' but answers as '{}'", w.name),
+                    });
+                }
+                WorkerAskedJson {
+                    address: addr.clone(),
+                    registered_as,
+                    error: None,
+                    name: Some(w.name),
+                    jobs: w.jobs,
+                    parts_done: w.parts_done,
+                    working: w
+                        .working
+                        .into_iter()
+                        .map(|p| WorkingJson {
+                            job: p.job,
+                            kind: p.kind,
+                            start: p.start,
+                            end: p.end,
+                            seconds: p.seconds,
+                        })
+                        .collect(),
+                }
+            }
             Err(e) => {
                 lagging.push(LagJson {
                     what: format!("worker {addr}"),
@@ -225,6 +256,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
                 });
                 WorkerAskedJson {
                     address: addr.clone(),
+                    registered_as,
                     error: Some(super::error_text(&e)),
                     name: None,
                     jobs: Vec::new(),
@@ -351,9 +383,13 @@ fn print(s: &StatusJson) {
         match &w.error {
             None => {
                 println!(
-                    "worker asked    {} ({}): {} jobs held, {} parts done, {} in progress",
+                    "worker asked    {} ({}{}): {} jobs held, {} parts done, {} in progress",
                     w.address,
                     w.name.as_deref().unwrap_or(""),
+                    w.registered_as
+                        .as_deref()
+                        .map(|r| format!(", leased as {r}"))
+                        .unwrap_or_default(),
                     w.jobs.len(),
                     w.parts_done,
                     w.working.len()

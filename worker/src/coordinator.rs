@@ -526,7 +526,16 @@ async fn run_worker<T: Covers + Send + 'static>(
         tracing::warn!(worker = %addr, "worker lost: {why}");
         run.lost = Some(why);
     };
-    let ch = match proto::client::connect(&addr, &t, ibtls::Role::Worker).await {
+    // A frozen worker accepts the TCP connection and never finishes the
+    // handshake: its lease says so before the connect timeout does.
+    let connected = tokio::select! {
+        r = proto::client::connect(&addr, &t, ibtls::Role::Worker) => r,
+        _ = &mut gone => {
+            lose(&mut run, format!("connect: {LEASE_ENDED}"));
+            return run;
+        }
+    };
+    let ch = match connected {
         Ok(c) => c,
         Err(e) => {
             lose(&mut run, e.to_string());
