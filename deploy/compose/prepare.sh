@@ -80,17 +80,28 @@ $(tls controller)
 TOML
 done
 
+# The etcd table every role that finds or registers workers carries, with
+# that role's certificate as its etcd client identity.
+store_table() {
+    printf '\n[%s]\nkind = "etcd"\nendpoints = ["https://etcd-1:2379", "https://etcd-2:2379", "https://etcd-3:2379"]\nprefix = "/ibfabric/compose/"\nelection_ttl_seconds = 2\n\n[%s.tls]\nca = "ca.pem"\ncert = "%s.pem"\nkey = "%s-key.pem"\n' "$1" "$1" "$2" "$2"
+}
+
+# Workers register in etcd under a lease, at the URL they advertise.
 for w in worker-1 worker-2; do
     issue "$w" worker --name "$w" --dns "$w"
     cat > "$S/$w/worker.toml" <<TOML
 name = "$w"
 listen = "0.0.0.0:7400"
 metrics_listen = "0.0.0.0:9467"
+advertise = "https://$w:7400"
+$(store_table store "worker-$w")
 $(tls "worker-$w")
 TOML
 done
 
-# subnet0 routes with DF-DN, its base routes computed on the two workers.
+# subnet0 routes with DF-DN, its base routes computed on the two workers
+# (named: at its first routing the workers may not have registered yet;
+# `[workers_store]` would find them in etcd).
 i=0
 for prefix in 0xfec0000000000001 0xfec0000000000002; do
     a=subnet$i
@@ -128,4 +139,6 @@ TOML
 done
 
 issue tester worker --name tester
+# `route --workers-from` and `status --workers-from` read this.
+store_table store worker-tester > "$S/tester/store.toml"
 echo "prepared $S"

@@ -4,7 +4,8 @@
 //! Debian's etcd), the state made by deploy/compose/prepare.sh, and
 //! `ibfabric status` run in a container on the stack's network; workers in
 //! containers compute subnet0's DF-DN base routes and a `route --workers`
-//! job run from a container, before and after one worker is killed.
+//! job run from a container, with both workers, found through their
+//! leases in etcd, with one frozen (its lease ends) and one killed.
 //! Skips, saying why, without a Docker daemon, docker-compose or etcd.
 
 use integration_tests::chaos::docker_unavailable;
@@ -106,6 +107,43 @@ impl Stack {
         }
         c.arg(&self.images[0]);
         c
+    }
+
+    /// `ibfabric ARGS` in a tester container on both of the stack's
+    /// networks (the workers' and etcd's): a container joins one network
+    /// when created and the other before it starts.
+    fn tester_on_both(&self, state: &Path, mounts: &[(&Path, &str)], args: &[&str]) -> Output {
+        let create = self.tester(state, mounts);
+        // `tester` builds `docker run --rm ...`: the same as `create`.
+        let argv: Vec<String> = create
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .filter(|a| a != "run" && a != "--rm")
+            .collect();
+        let o = run(Command::new("docker")
+            .arg("create")
+            .args(&argv)
+            .args(args)
+            .args(TESTER_TLS));
+        let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        run(Command::new("docker").args([
+            "network",
+            "connect",
+            &format!("{}_store", self.project),
+            &id,
+        ]));
+        let out = Command::new("docker")
+            .args(["start", "-a", &id])
+            .output()
+            .expect("docker start");
+        let _ = Command::new("docker").args(["rm", "-f", &id]).output();
+        assert!(
+            out.status.success(),
+            "tester {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
     }
 
     /// `ibfabric status --json` from a container on the stack's network,
@@ -261,24 +299,33 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
         .arg(&df)
         .arg("-o")
         .arg(jobs.join("one")));
-    let farm = |out: &str| -> serde_json::Value {
-        let o = run(s
-            .tester(&state, &[(&jobs, "/jobs")])
-            .args([
-                "route",
-                "-e",
-                "dfdn",
-                "-t",
-                "/jobs/df.net",
-                "-o",
-                &format!("/jobs/{out}"),
-                "--json",
-                "--workers",
-                "https://worker-1:7400,https://worker-2:7400",
-            ])
-            .args(TESTER_TLS));
+    // `found`: the workers registered in etcd (prepare.sh's tester
+    // store.toml), else the two named.
+    let farm_with = |out: &str, found: bool| -> serde_json::Value {
+        let dir = format!("/jobs/{out}");
+        let mut args = vec![
+            "route",
+            "-e",
+            "dfdn",
+            "-t",
+            "/jobs/df.net",
+            "-o",
+            &dir,
+            "--json",
+        ];
+        let o = if found {
+            args.extend(["--workers-from", "/etc/ibfabric/store.toml"]);
+            s.tester_on_both(&state, &[(&jobs, "/jobs")], &args)
+        } else {
+            args.extend(["--workers", "https://worker-1:7400,https://worker-2:7400"]);
+            run(s
+                .tester(&state, &[(&jobs, "/jobs")])
+                .args(&args)
+                .args(TESTER_TLS))
+        };
         serde_json::from_slice(&o.stdout).expect("route --json")
     };
+    let farm = |out: &str| farm_with(out, false);
     let same = |out: &str| {
         for f in ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"] {
             let a = std::fs::read(jobs.join("one").join(f)).expect("one");
@@ -296,6 +343,16 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
             .map(|w| w["address"].as_str().unwrap_or("").to_string())
             .collect()
     };
+    let job_workers = |v: &serde_json::Value, kind: &str| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|j| j["kind"] == kind)
+            .flat_map(|j| j["workers"].as_array().cloned().unwrap_or_default())
+            .map(|w| w["address"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
     let v = farm("both");
     same("both");
     assert!(lost(&v).is_empty(), "{v}");
@@ -307,6 +364,39 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
         .filter(|p| p["by"] != "local")
         .count();
     assert!(on_workers > 0, "{v}");
+    // Found through their leases in the 3-member etcd: both, by the URLs
+    // they advertise.
+    let v = farm_with("found", true);
+    same("found");
+    let mut found: Vec<String> = job_workers(&v, "route");
+    found.sort();
+    assert_eq!(
+        found,
+        ["https://worker-1:7400", "https://worker-2:7400"],
+        "{v}"
+    );
+    assert!(lost(&v).is_empty(), "{v}");
+    // worker-2 frozen (paused): its connections stay open, its lease
+    // ends; a job started now either no longer finds it or gives it up
+    // for its lease, and the tables do not change.
+    run(&mut s.cmd(&["pause", "worker-2"]));
+    let v = farm_with("frozen", true);
+    run(&mut s.cmd(&["unpause", "worker-2"]));
+    same("frozen");
+    for j in v["jobs"].as_array().into_iter().flatten() {
+        for w in j["workers"].as_array().into_iter().flatten() {
+            if w["address"] == "https://worker-2:7400" {
+                assert!(
+                    w["lost"]
+                        .as_str()
+                        .is_some_and(|l| l.contains("lease in the store ended")),
+                    "worker-2 frozen: {w}"
+                );
+            } else {
+                assert!(w["lost"].is_null(), "{w}");
+            }
+        }
+    }
     run(&mut s.cmd(&["kill", "worker-2"]));
     let v = farm("one-killed");
     same("one-killed");
