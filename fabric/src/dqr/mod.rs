@@ -286,10 +286,21 @@ pub fn reroute(
     };
     let hosts = crate::verify::switch_hosts(f);
     let mut searcher = search::Searcher::new(f, list.vls());
+    let host_switch: Vec<u32> = hosts
+        .iter()
+        .map(|&h| f.switch_index(f.node_of(f.remote(h))).unwrap_or(NONE))
+        .collect();
     let mut unrouted = 0u64;
     let mut first_unrouted = None;
     let mut changed_dests = Vec::new();
     let mut state = vec![Reach::Unknown; f.switches().len()];
+    let mut chain = Vec::new();
+    // Per destination: (source switch, SL, VL of the first hop) of the
+    // flows rerouted on their own SL. Another host of that switch with the
+    // same SL and first VL follows the same fixed entries from there, with
+    // the same dependencies, all in the list already: its search would
+    // find that path again and add nothing.
+    let mut routed_from: Vec<(u32, u8, u8)> = Vec::new();
     // Sources toward a destination, counted without walking them: every
     // host but the destination, and no router port toward a router port
     // (transit, the inter-subnet check's).
@@ -310,17 +321,17 @@ pub fn reroute(
         }
         state.fill(Reach::Unknown);
         for si in 0..state.len() {
-            classify(f, &new, d, dlid, si as u32, &mut state);
+            classify(f, &new, d, dlid, si as u32, &mut state, &mut chain);
         }
+        routed_from.clear();
         let mut affected = false;
-        for &h in &hosts {
-            if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
+        for (&h, &si0) in hosts.iter().zip(&host_switch) {
+            // Most sources sit on switches the fault left alone: the
+            // cheapest test first.
+            if si0 == NONE || state[si0 as usize] == Reach::Good {
                 continue;
             }
-            let Some(si0) = f.switch_index(f.node_of(f.remote(h))) else {
-                continue;
-            };
-            if state[si0 as usize] == Reach::Good {
+            if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
                 continue;
             }
             let slid = f.lid_of_slot(h);
@@ -331,6 +342,22 @@ pub fn reroute(
             }
             stats.flows_broken += 1;
             affected = true;
+            // The VL this host's packets take out of its switch now, when
+            // that switch's entry is fixed.
+            let first_vl = |new: &Routing, state: &[Reach]| {
+                state[si0 as usize].fixed().then(|| {
+                    let out = new.lfts.get(si0, dlid);
+                    new.sl2vl
+                        .as_ref()
+                        .map_or(0, |t| t.switch_vl(si0, f.port_of(f.remote(h)), out, sl))
+                })
+            };
+            if let Some(v) = first_vl(&new, &state) {
+                if routed_from.contains(&(si0, sl, v)) {
+                    stats.flows_rerouted += 1;
+                    continue;
+                }
+            }
             let mut tries: Vec<u8> = vec![sl];
             tries.extend(layers.iter().copied().filter(|&l| l != sl));
             let mut done = false;
@@ -351,6 +378,11 @@ pub fn reroute(
                     opts.turns,
                 );
                 if found {
+                    if try_sl == sl {
+                        if let Some(v) = first_vl(&new, &state) {
+                            routed_from.push((si0, sl, v));
+                        }
+                    }
                     if try_sl != sl {
                         if let Some(p) = new.path_sl.as_mut() {
                             p.set_pair(slid, dlid, try_sl);
@@ -377,17 +409,13 @@ pub fn reroute(
         return Err(DqrError::NoPath { unrouted, src, dst });
     }
     stats.switch_entries_changed = repair_switch_lids(f, &mut new, &affected_lid);
-    stats.entries_changed = (0..f.switches().len() as u32)
-        .map(|si| {
-            changed_dests
-                .iter()
-                .filter(|&&d| {
-                    let l = f.lid_of_slot(d);
-                    old.lfts.get(si, l) != new.lfts.get(si, l)
-                })
-                .count() as u64
-        })
-        .sum();
+    // Only entries a path set can differ (each set once): counting them
+    // spares a pass over every switch for every destination.
+    stats.entries_changed = searcher
+        .set
+        .iter()
+        .filter(|&&(si, l)| old.lfts.get(si, l) != new.lfts.get(si, l))
+        .count() as u64;
     stats.dependencies_added = list.added().saturating_sub(added0);
     stats.reorders = list.reorders().saturating_sub(reorders0);
     if opts.verify_result {
@@ -407,7 +435,7 @@ pub fn reroute(
                     let dlid = f.lid_of_slot(dst);
                     state.fill(Reach::Unknown);
                     for si in 0..state.len() as u32 {
-                        classify(f, old, dst, dlid, si, &mut state);
+                        classify(f, old, dst, dlid, si, &mut state, &mut chain);
                         if state[si as usize] == Reach::Broken {
                             d.lfts.set(si, dlid, NO_PATH);
                         }
@@ -620,11 +648,19 @@ impl Reach {
 
 /// Follows switch `si`'s entries toward `d`, marking every switch on the
 /// way good or broken.
-fn classify(f: &Fabric, r: &Routing, d: Slot, dlid: u16, si: u32, state: &mut [Reach]) {
+fn classify(
+    f: &Fabric,
+    r: &Routing,
+    d: Slot,
+    dlid: u16,
+    si: u32,
+    state: &mut [Reach],
+    chain: &mut Vec<u32>,
+) {
     if state[si as usize] != Reach::Unknown {
         return;
     }
-    let mut chain = Vec::new();
+    chain.clear();
     let mut cur = si;
     let verdict = loop {
         match state[cur as usize] {
@@ -647,7 +683,7 @@ fn classify(f: &Fabric, r: &Routing, d: Slot, dlid: u16, si: u32, state: &mut [R
             None => break Reach::Broken,
         }
     };
-    for s in chain {
+    for &s in chain.iter() {
         state[s as usize] = verdict;
     }
 }

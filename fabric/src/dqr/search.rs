@@ -37,6 +37,9 @@ pub(crate) struct Searcher {
     tag: u32,
     heap: BinaryHeap<Reverse<(u32, u32)>>,
     forbidden: Vec<(Vertex, Vertex)>,
+    /// Every (switch index, LID) entry a committed path set, once each (a
+    /// switch given an entry is fixed from then on).
+    pub(crate) set: Vec<(u32, u16)>,
 }
 
 impl Searcher {
@@ -51,6 +54,7 @@ impl Searcher {
             tag: 0,
             heap: BinaryHeap::new(),
             forbidden: Vec::new(),
+            set: Vec::new(),
         }
     }
 
@@ -70,7 +74,7 @@ impl Searcher {
             let Some(path) = self.search(f, r, list, flow, state, turns) else {
                 return false;
             };
-            match commit(f, r, list, flow, state, &path, &self.is_s2s) {
+            match commit(f, r, list, flow, state, &path, &self.is_s2s, &mut self.set) {
                 Ok(()) => return true,
                 Err(turn) => self.forbidden.push(turn),
             }
@@ -207,6 +211,7 @@ fn commit(
     state: &mut [Reach],
     path: &[(Slot, u8)],
     is_s2s: &[bool],
+    set: &mut Vec<(u32, u16)>,
 ) -> Result<(), (Vertex, Vertex)> {
     let s2s = |s: Slot| is_s2s[s as usize];
     // The path's own dependencies, then (when the SL changes) those of the
@@ -262,6 +267,7 @@ fn commit(
         if !state[si as usize].fixed() {
             r.lfts.set(si, flow.dlid, f.port_of(o));
             state[si as usize] = Reach::Assigned;
+            set.push((si, flow.dlid));
         }
     }
     Ok(())
