@@ -74,8 +74,17 @@ impl Searcher {
             let Some(path) = self.search(f, r, list, flow, state, turns) else {
                 return false;
             };
-            match commit(f, r, list, flow, state, &path, &self.is_s2s, &mut self.set) {
-                Ok(()) => return true,
+            // The switches the commit gives an entry: those not fixed yet.
+            let free: Vec<u32> = path[1..]
+                .iter()
+                .filter_map(|&(o, _)| f.switch_index(f.node_of(o)))
+                .filter(|&si| !state[si as usize].fixed())
+                .collect();
+            match commit(f, r, list, flow, state, &path, &self.is_s2s) {
+                Ok(()) => {
+                    self.set.extend(free.into_iter().map(|si| (si, flow.dlid)));
+                    return true;
+                }
                 Err(turn) => self.forbidden.push(turn),
             }
         }
@@ -211,7 +220,6 @@ fn commit(
     state: &mut [Reach],
     path: &[(Slot, u8)],
     is_s2s: &[bool],
-    set: &mut Vec<(u32, u16)>,
 ) -> Result<(), (Vertex, Vertex)> {
     let s2s = |s: Slot| is_s2s[s as usize];
     // The path's own dependencies, then (when the SL changes) those of the
@@ -267,7 +275,6 @@ fn commit(
         if !state[si as usize].fixed() {
             r.lfts.set(si, flow.dlid, f.port_of(o));
             state[si as usize] = Reach::Assigned;
-            set.push((si, flow.dlid));
         }
     }
     Ok(())
