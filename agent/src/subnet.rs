@@ -151,7 +151,7 @@ fn compute(
     };
     let t = std::time::Instant::now();
     let on = if on_workers(cfg, engine, fabric) {
-        route_on_workers(cfg, fabric, &opts)?
+        route_on_workers(cfg, engine.kind(), fabric, &opts)?
     } else {
         None
     };
@@ -190,6 +190,7 @@ fn on_workers(cfg: &AgentConfig, engine: &dyn RoutingEngine, f: &Fabric) -> bool
 /// names none (or cannot be read): the caller routes here.
 fn route_on_workers(
     cfg: &AgentConfig,
+    kind: fabric::routing::EngineKind,
     f: &Fabric,
     opts: &EngineOptions,
 ) -> Result<Option<Routing>, RouteError> {
@@ -222,9 +223,15 @@ fn route_on_workers(
             leases,
             ..Default::default()
         };
-        worker::coordinator::route_dfdn(f, &topology, &addrs, &transport, &coord, opts)
-            .await
-            .map(Some)
+        if kind == fabric::routing::EngineKind::Minhop {
+            worker::coordinator::route_minhop(f, &topology, &addrs, &transport, &coord)
+                .await
+                .map(Some)
+        } else {
+            worker::coordinator::route_dfdn(f, &topology, &addrs, &transport, &coord, opts)
+                .await
+                .map(Some)
+        }
     };
     // Called from blocking threads of the agent's runtime, or from
     // none (one-shot use): either way this thread may block.
@@ -234,7 +241,7 @@ fn route_on_workers(
             .enable_all()
             .build()
             .map_err(|e| fabric::Error::Routing {
-                engine: "dfdn".into(),
+                engine: kind.name().into(),
                 reason: format!("no runtime for the workers: {e}"),
             })?
             .block_on(job),
@@ -242,7 +249,7 @@ fn route_on_workers(
     let Some((routing, run)) = done.map_err(|e| match e {
         worker::coordinator::CoordError::Route(e) => RouteError::Fabric(e),
         e => RouteError::Fabric(fabric::Error::Routing {
-            engine: "dfdn".into(),
+            engine: kind.name().into(),
             reason: format!("on workers: {e}"),
         }),
     })?

@@ -340,6 +340,30 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         assert!(job(&v, "verify").is_some());
     }
 
+    // MinHop splits by source switch: each worker computes LFT rows, and
+    // the stacked rows are the one process's LFTs (on the fat tree, where
+    // MinHop is deadlock free; the unit test covers a Dragonfly and a
+    // torus).
+    let none: [&str; 0] = [];
+    for (name, extra) in [("ft", &none[..])] {
+        let net = s.path(&format!("{name}.net"));
+        let plain: Vec<String> = extra.iter().map(|m| m.to_string()).collect();
+        let one = s.path(&format!("{name}-minhop-one"));
+        route_json(&net, "minhop", &one, &plain);
+        for (k, parts) in [(1, "1"), (3, "3")] {
+            let out = s.path(&format!("{name}-minhop-{k}"));
+            let v = route_json(&net, "minhop", &out, &with(k, parts, extra));
+            let lft = |d: &str| std::fs::read(format!("{d}/opensm-lfts.dump")).expect("lfts");
+            assert_eq!(lft(&out), lft(&one), "minhop {name}: {k} workers");
+            let r = job(&v, "route").expect("minhop routed on the workers");
+            assert_eq!(r["local_parts"], 0, "{r}");
+            assert_eq!(
+                r["parts"].as_u64(),
+                Some((k * parts.parse::<usize>().unwrap_or(1)) as u64)
+            );
+        }
+    }
+
     // A worker killed once it holds the routing job of a larger fabric:
     // its parts go to the others (or, if it was quick, it is missed by the
     // verification job); the tables do not change.

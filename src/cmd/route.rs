@@ -68,7 +68,8 @@ pub struct RouteArgs {
     /// http://host:port, repeated or comma-separated). dfdn on its default,
     /// trees or auto base: each worker computes the base routes and their
     /// link load toward a range of destination switches, the SL choice runs
-    /// here; the verifier's walks are cut by destination. Lost workers'
+    /// here; minhop: each worker computes the LFT rows of a range of
+    /// switches; the verifier's walks are cut by destination. Lost workers'
     /// parts go to the others; with none left they run here. The tables
     /// equal one process's, byte for byte. Other engines and bases route
     /// here (said so) and verify on the workers.
@@ -230,14 +231,24 @@ fn run_with(
     });
     let routing = match split {
         Some(w) => {
-            let (r, job) = w.rt.block_on(worker::coordinator::route_dfdn(
-                f,
-                &w.topology,
-                &w.workers,
-                &w.transport,
-                &w.coord,
-                &opts,
-            ))?;
+            let (r, job) = if engine.kind() == EngineKind::Minhop {
+                w.rt.block_on(worker::coordinator::route_minhop(
+                    f,
+                    &w.topology,
+                    &w.workers,
+                    &w.transport,
+                    &w.coord,
+                ))?
+            } else {
+                w.rt.block_on(worker::coordinator::route_dfdn(
+                    f,
+                    &w.topology,
+                    &w.workers,
+                    &w.transport,
+                    &w.coord,
+                    &opts,
+                ))?
+            };
             jobs.push(job);
             r
         }

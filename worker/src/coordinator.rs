@@ -149,6 +149,12 @@ impl Covers for Part {
     }
 }
 
+impl Covers for fabric::routing::shard::RowsPart {
+    fn covers(&self) -> (usize, usize) {
+        (self.start, self.end)
+    }
+}
+
 impl Covers for RoutePart {
     fn covers(&self) -> (usize, usize) {
         (self.start, self.end)
@@ -435,6 +441,7 @@ pub async fn route_dfdn(
                 job: job.clone(),
                 start: a as u64,
                 end: b as u64,
+                engine: "dfdn".into(),
             };
             Box::pin(async move {
                 let r = c
@@ -482,6 +489,93 @@ pub async fn route_dfdn(
     .await?;
     let t = Instant::now();
     let routing = merge_dfdn(f, &parts, engine_opts)?;
+    run.merge_seconds = t.elapsed().as_secs_f64();
+    run.seconds = t0.elapsed().as_secs_f64();
+    Ok((routing, run))
+}
+
+/// MinHop on the workers at `addrs`: each computes the LFT rows of a range
+/// of switches (each row balances on its own switch's counters alone,
+/// [`fabric::routing::shard::minhop_part`]); the rows are stacked here. The
+/// tables equal one process's, byte for byte.
+pub async fn route_minhop(
+    f: &Fabric,
+    topology: &[u8],
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    opts: &Options,
+) -> Result<(Routing, JobRun), CoordError> {
+    if addrs.is_empty() {
+        return Err(CoordError::NoWorkers);
+    }
+    let t0 = Instant::now();
+    let topology = Arc::new(topology.to_vec());
+    let job = job_id(&topology, &[], "route minhop");
+    let n = f.switches().len();
+    let width = f.max_lid() as usize + 1;
+    let ranges = cut(
+        n,
+        parts_for(n, width, 0, addrs.len() * opts.parts_per_worker.max(1)),
+    );
+    tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "minhop job cut");
+    let ask: Ask<fabric::routing::shard::RowsPart> = {
+        let job = job.clone();
+        Arc::new(move |mut c: Client, _: usize, (a, b): (usize, usize)| {
+            let req = v1::RoutePartRequest {
+                job: job.clone(),
+                start: a as u64,
+                end: b as u64,
+                engine: "minhop".into(),
+            };
+            Box::pin(async move {
+                let r = c
+                    .route_part(req)
+                    .await
+                    .map_err(AskError::Status)?
+                    .into_inner();
+                let bytes = prost::Message::encoded_len(&r) as u64;
+                let secs = r.seconds;
+                let p = crate::wire::rows_part_from_wire(r);
+                if p.rows.len() != (b - a) * width {
+                    return Err(AskError::Reply(format!(
+                        "{} row bytes for switches {a}..{b}, expected {}",
+                        p.rows.len(),
+                        (b - a) * width
+                    )));
+                }
+                Ok((p, secs, bytes))
+            })
+        })
+    };
+    let load = Load {
+        job,
+        topology,
+        tables: Arc::new(Vec::new()),
+        chunk: opts.chunk_bytes,
+    };
+    // Built once, and only if some part has to run here.
+    let hops = std::sync::OnceLock::new();
+    let (parts, mut run) = run_parts(
+        addrs,
+        opts.leases.as_ref(),
+        transport,
+        load,
+        "route",
+        &ranges,
+        ask,
+        |i| {
+            let (a, b) = ranges[i];
+            let (g, h) = hops.get_or_init(|| {
+                let g = fabric::graph::SwitchGraph::new(f);
+                let h = g.hop_matrix();
+                (g, h)
+            });
+            Ok(fabric::routing::shard::minhop_part(f, g, h, a..b))
+        },
+    )
+    .await?;
+    let t = Instant::now();
+    let routing = fabric::routing::shard::merge_rows(f, &parts)?;
     run.merge_seconds = t.elapsed().as_secs_f64();
     run.seconds = t0.elapsed().as_secs_f64();
     Ok((routing, run))

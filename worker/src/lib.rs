@@ -29,6 +29,8 @@ pub struct Job {
     pub routing: Option<Routing>,
     /// The BFS trees of a routing job, built by its first part.
     trees: std::sync::OnceLock<fabric::routing::trees::TreeParents>,
+    /// The switch graph and its hop matrix, for MinHop parts.
+    hops: std::sync::OnceLock<(fabric::graph::SwitchGraph, Vec<u8>)>,
 }
 
 impl Job {
@@ -37,6 +39,7 @@ impl Job {
             fabric,
             routing,
             trees: std::sync::OnceLock::new(),
+            hops: std::sync::OnceLock::new(),
         }
     }
 }
@@ -312,16 +315,38 @@ impl WorkerRpc for Service {
                 r.start, r.end
             )));
         }
-        let on = self.worker.on_part(&r.job, "route", r.start, r.end);
-        let part = tokio::task::spawn_blocking(move || {
-            let trees = job
-                .trees
-                .get_or_init(|| fabric::routing::trees::TreeParents::new(&job.fabric));
-            fabric::routing::shard::route_part(&job.fabric, trees, r.start as usize..r.end as usize)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("route task: {e}")))?;
-        Ok(Response::new(wire::route_part_to_wire(&part, on.finish())))
+        let range = r.start as usize..r.end as usize;
+        match r.engine.as_str() {
+            "" | "dfdn" => {
+                let on = self.worker.on_part(&r.job, "route", r.start, r.end);
+                let part = tokio::task::spawn_blocking(move || {
+                    let trees = job
+                        .trees
+                        .get_or_init(|| fabric::routing::trees::TreeParents::new(&job.fabric));
+                    fabric::routing::shard::route_part(&job.fabric, trees, range)
+                })
+                .await
+                .map_err(|e| Status::internal(format!("route task: {e}")))?;
+                Ok(Response::new(wire::route_part_to_wire(&part, on.finish())))
+            }
+            "minhop" => {
+                let on = self.worker.on_part(&r.job, "route minhop", r.start, r.end);
+                let part = tokio::task::spawn_blocking(move || {
+                    let (g, hops) = job.hops.get_or_init(|| {
+                        let g = fabric::graph::SwitchGraph::new(&job.fabric);
+                        let h = g.hop_matrix();
+                        (g, h)
+                    });
+                    fabric::routing::shard::minhop_part(&job.fabric, g, hops, range)
+                })
+                .await
+                .map_err(|e| Status::internal(format!("route task: {e}")))?;
+                Ok(Response::new(wire::rows_part_to_wire(&part, on.finish())))
+            }
+            other => Err(Status::invalid_argument(format!(
+                "engine '{other}' is not cut across workers (dfdn and minhop are)"
+            ))),
+        }
     }
 
     async fn state(

@@ -1,7 +1,7 @@
 //! A verification or routing part on the wire and back.
 
 use fabric::load::LoadSums;
-use fabric::routing::shard::RoutePart;
+use fabric::routing::shard::{RoutePart, RowsPart};
 use fabric::verify::{BrokenPair, PairFault, Part};
 use proto::v1;
 
@@ -88,6 +88,7 @@ pub fn route_part_to_wire(p: &RoutePart, seconds: f64) -> v1::RoutePartReply {
             .collect(),
         unrouted: p.load.unrouted,
         seconds,
+        rows: Vec::new(),
     }
 }
 
@@ -109,4 +110,22 @@ pub fn route_part_from_wire(r: v1::RoutePartReply) -> Result<RoutePart, PartErro
             unrouted: r.unrouted,
         },
     })
+}
+
+pub fn rows_part_to_wire(p: &RowsPart, seconds: f64) -> v1::RoutePartReply {
+    v1::RoutePartReply {
+        start: p.start as u64,
+        end: p.end as u64,
+        rows: p.rows.clone(),
+        seconds,
+        ..Default::default()
+    }
+}
+
+pub fn rows_part_from_wire(r: v1::RoutePartReply) -> RowsPart {
+    RowsPart {
+        start: r.start as usize,
+        end: r.end as usize,
+        rows: r.rows,
+    }
 }

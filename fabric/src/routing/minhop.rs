@@ -80,16 +80,8 @@ impl RoutingEngine for MinHop {
 
 /// Fills LFTs from a hop matrix; shared with engines that start from MinHop.
 pub(crate) fn minhop_lfts(f: &Fabric, g: &SwitchGraph, hops: &[u8], opts: &EngineOptions) -> Lfts {
-    let n = g.len();
     balanced_lfts(f, g, opts, |si, j, out| {
-        let h = hops[si as usize * n + j as usize];
-        if h != UNREACHABLE && h > 0 {
-            for &(nb, slot) in g.neighbours(si) {
-                if hops[nb as usize * n + j as usize] == h - 1 {
-                    out.push(f.port_of(slot));
-                }
-            }
-        }
+        minhop_candidates(f, g, hops, si, j, out)
     })
 }
 
@@ -114,38 +106,8 @@ where
     let done = AtomicU64::new(0);
     lfts.par_rows_mut().enumerate().for_each_init(
         || (Vec::<u8>::new(), Vec::<u32>::new(), Vec::<u32>::new()),
-        |(cand, cand_off, load), (si, row)| {
-            let si = si as u32;
-            let sw = f.switches()[si as usize];
-            // Candidate ports per destination switch, computed once and
-            // shared by every LID on that switch.
-            cand.clear();
-            cand_off.clear();
-            cand_off.push(0);
-            for j in 0..n as u32 {
-                if j != si {
-                    candidates(si, j, cand);
-                }
-                cand_off.push(cand.len() as u32);
-            }
-            load.clear();
-            load.resize(f.num_ports(sw) as usize + 1, 0);
-            for (lid, t) in targets.iter().enumerate() {
-                if t.switch == NONE {
-                    continue;
-                }
-                let port = if t.switch == si {
-                    t.port
-                } else {
-                    let c = &cand[cand_off[t.switch as usize] as usize
-                        ..cand_off[t.switch as usize + 1] as usize];
-                    least_loaded(c, load)
-                };
-                row[lid] = port;
-                if t.end_port && port != NO_PATH {
-                    load[port as usize] += 1;
-                }
-            }
+        |scratch, (si, row)| {
+            fill_row(f, g, &targets, si as u32, &candidates, scratch, row);
             let d = done.fetch_add(1, Ordering::Relaxed) + 1;
             if d.is_multiple_of(64) || d == n as u64 {
                 opts.report(d, n as u64);
@@ -153,6 +115,97 @@ where
         },
     );
     lfts
+}
+
+/// MinHop's LFT rows of switches `rows` (indices), concatenated: each row
+/// depends on its own switch's counters only, so rows computed apart are
+/// the rows [`MinHop`] computes in one pass, byte for byte.
+pub fn minhop_rows(
+    f: &Fabric,
+    g: &SwitchGraph,
+    hops: &[u8],
+    rows: std::ops::Range<usize>,
+) -> Vec<u8> {
+    let n = g.len();
+    let rows = rows.start.min(n)..rows.end.min(n);
+    let width = f.max_lid() as usize + 1;
+    let targets = lid_targets(f);
+    let mut out = vec![NO_PATH; rows.len() * width];
+    let candidates = |si: u32, j: u32, out: &mut Vec<u8>| minhop_candidates(f, g, hops, si, j, out);
+    out.par_chunks_mut(width.max(1)).enumerate().for_each_init(
+        || (Vec::<u8>::new(), Vec::<u32>::new(), Vec::<u32>::new()),
+        |scratch, (i, row)| {
+            fill_row(
+                f,
+                g,
+                &targets,
+                (rows.start + i) as u32,
+                &candidates,
+                scratch,
+                row,
+            );
+        },
+    );
+    out
+}
+
+/// Switch `si`'s ports on a shortest path toward switch `j`, ascending.
+fn minhop_candidates(f: &Fabric, g: &SwitchGraph, hops: &[u8], si: u32, j: u32, out: &mut Vec<u8>) {
+    let n = g.len();
+    let h = hops[si as usize * n + j as usize];
+    if h != UNREACHABLE && h > 0 {
+        for &(nb, slot) in g.neighbours(si) {
+            if hops[nb as usize * n + j as usize] == h - 1 {
+                out.push(f.port_of(slot));
+            }
+        }
+    }
+}
+
+/// One switch's row: every LID in LID order, end ports spread over the
+/// candidates by this switch's own port counters.
+fn fill_row<C>(
+    f: &Fabric,
+    g: &SwitchGraph,
+    targets: &[LidTarget],
+    si: u32,
+    candidates: &C,
+    (cand, cand_off, load): &mut (Vec<u8>, Vec<u32>, Vec<u32>),
+    row: &mut [u8],
+) where
+    C: Fn(u32, u32, &mut Vec<u8>),
+{
+    let n = g.len();
+    let sw = f.switches()[si as usize];
+    // Candidate ports per destination switch, computed once and shared by
+    // every LID on that switch.
+    cand.clear();
+    cand_off.clear();
+    cand_off.push(0);
+    for j in 0..n as u32 {
+        if j != si {
+            candidates(si, j, cand);
+        }
+        cand_off.push(cand.len() as u32);
+    }
+    load.clear();
+    load.resize(f.num_ports(sw) as usize + 1, 0);
+    for (lid, t) in targets.iter().enumerate() {
+        if t.switch == NONE {
+            continue;
+        }
+        let port = if t.switch == si {
+            t.port
+        } else {
+            let c = &cand
+                [cand_off[t.switch as usize] as usize..cand_off[t.switch as usize + 1] as usize];
+            least_loaded(c, load)
+        };
+        row[lid] = port;
+        if t.end_port && port != NO_PATH {
+            load[port as usize] += 1;
+        }
+    }
 }
 
 /// The candidate with the fewest end-port destinations so far; candidates

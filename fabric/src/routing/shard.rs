@@ -1,4 +1,5 @@
-//! DF-DN cut by destination switch, for workers on other hosts.
+//! Routing jobs cut into parts for workers on other hosts: DF-DN by
+//! destination switch, MinHop by source switch.
 //!
 //! What splits: the base routing (the BFS trees, [`super::trees`]: every
 //! destination switch's column depends on the trees only) and its link
@@ -10,9 +11,15 @@
 //! What does not split: DF-DN's SL choice is a greedy colouring in a fixed
 //! destination order (each route takes the lowest SL its turns allow, given
 //! every route before it); cutting it would change the tables, so it runs
-//! where the parts are merged ([`merge_dfdn`]). Neither do MinHop's and
-//! SSSP's balancing (each destination's choice reads counters every earlier
-//! destination wrote): a job on those bases runs in one place.
+//! where the parts are merged ([`merge_dfdn`]).
+//!
+//! MinHop balances each switch on that switch's own port counters, so its
+//! rows are independent: a part is a range of switches and returns their
+//! LFT rows ([`minhop_part`]); the merge stacks them ([`merge_rows`]). What
+//! does not split: SSSP's balancing (each destination's tree reads the
+//! link weights every earlier destination raised), and DF-DN on the MinHop
+//! or SSSP base (its SL choice needs the whole base first): those run in
+//! one place.
 
 use super::trees::{lfts_from_next, load_toward, TreeParents};
 use super::{Base, EngineKind, EngineOptions};
@@ -37,9 +44,12 @@ pub struct RoutePart {
 /// Whether a job of `engine` on `base` (None: the engine's default) can be
 /// cut across workers; `Err` says why not.
 pub fn splits(engine: EngineKind, base: Option<Base>) -> std::result::Result<(), String> {
+    if engine == EngineKind::Minhop {
+        return Ok(());
+    }
     if engine != EngineKind::Dfdn {
         return Err(format!(
-            "{} is not cut across workers (dfdn is)",
+            "{} is not cut across workers (dfdn and minhop are)",
             engine.name()
         ));
     }
@@ -62,6 +72,71 @@ pub fn route_part(f: &Fabric, trees: &TreeParents, xs: Range<usize>) -> RoutePar
         next,
         load,
     }
+}
+
+/// One part of a MinHop job: the LFT rows of switches `start..end`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowsPart {
+    pub start: usize,
+    pub end: usize,
+    /// `end - start` rows of `max_lid + 1` entries, in switch order.
+    pub rows: Vec<u8>,
+}
+
+/// Computes MinHop's rows of switches `xs` (`hops`: the switch graph's hop
+/// matrix, [`crate::graph::SwitchGraph::hop_matrix`]).
+pub fn minhop_part(
+    f: &Fabric,
+    g: &crate::graph::SwitchGraph,
+    hops: &[u8],
+    xs: Range<usize>,
+) -> RowsPart {
+    let xs = xs.start.min(g.len())..xs.end.min(g.len());
+    RowsPart {
+        start: xs.start,
+        end: xs.end,
+        rows: super::minhop::minhop_rows(f, g, hops, xs.clone()),
+    }
+}
+
+/// Stacks the parts of a MinHop job (any order, any cut that covers every
+/// switch once): the tables equal `MinHop.route(f, _)`, byte for byte.
+pub fn merge_rows(f: &Fabric, parts: &[RowsPart]) -> Result<Routing> {
+    let bad = |reason: String| Error::Routing {
+        engine: "minhop".into(),
+        reason,
+    };
+    let n = f.switches().len();
+    let width = f.max_lid() as usize + 1;
+    let mut order: Vec<&RowsPart> = parts.iter().collect();
+    order.sort_by_key(|p| p.start);
+    let mut lfts = crate::tables::Lfts::for_fabric(f);
+    let mut next = 0;
+    for p in order {
+        if p.start != next || p.end < p.start || p.end > n {
+            return Err(bad(format!(
+                "parts do not tile the {n} switches: switches {}..{} after {next}",
+                p.start, p.end
+            )));
+        }
+        if p.rows.len() != (p.end - p.start) * width {
+            return Err(bad(format!(
+                "switches {}..{}: {} row bytes, expected {}",
+                p.start,
+                p.end,
+                p.rows.len(),
+                (p.end - p.start) * width
+            )));
+        }
+        for (i, row) in p.rows.chunks_exact(width.max(1)).enumerate() {
+            lfts.row_mut((p.start + i) as u32).copy_from_slice(row);
+        }
+        next = p.end;
+    }
+    if next != n {
+        return Err(bad(format!("parts cover switches 0..{next} of {n}")));
+    }
+    Ok(Routing::lfts_only(lfts))
 }
 
 fn bad(reason: String) -> Error {
@@ -169,6 +244,49 @@ mod tests {
     }
 
     #[test]
+    fn minhop_rows_stacked_equal_one_process() {
+        for t in [
+            Topology::Dragonfly { p: 3, hosts: None },
+            Topology::KaryNTree { k: 4, n: 3 },
+            Topology::Mesh {
+                dims: vec![4, 4],
+                torus: true,
+                hosts: 2,
+            },
+        ] {
+            let f = generate(&t).unwrap();
+            let one = by_name("minhop")
+                .unwrap()
+                .route(&f, &EngineOptions::default())
+                .unwrap();
+            let g = crate::graph::SwitchGraph::new(&f);
+            let hops = g.hop_matrix();
+            let n = f.switches().len();
+            for k in [1, 2, 5, n] {
+                let mut parts: Vec<RowsPart> = cut(n, k)
+                    .into_iter()
+                    .map(|r| minhop_part(&f, &g, &hops, r))
+                    .collect();
+                parts.reverse();
+                let merged = merge_rows(&f, &parts).unwrap();
+                assert_eq!(merged.to_bytes(), one.to_bytes(), "{t:?}, {k} parts");
+            }
+            let mut parts: Vec<RowsPart> = cut(n, 3)
+                .into_iter()
+                .map(|r| minhop_part(&f, &g, &hops, r))
+                .collect();
+            parts.remove(1);
+            assert!(merge_rows(&f, &parts).is_err(), "a gap is refused");
+            let mut short = cut(n, 2)
+                .into_iter()
+                .map(|r| minhop_part(&f, &g, &hops, r))
+                .collect::<Vec<_>>();
+            short[0].rows.pop();
+            assert!(merge_rows(&f, &short).is_err(), "a short row is refused");
+        }
+    }
+
+    #[test]
     fn merged_tables_equal_one_process() {
         identical(&generate(&Topology::Dragonfly { p: 3, hosts: None }).unwrap());
         identical(&generate(&Topology::SlimFly { q: 5, hosts: None }).unwrap());
@@ -223,5 +341,7 @@ mod tests {
         assert!(splits(EngineKind::Dfdn, minhop.base).is_err());
         assert!(splits(EngineKind::Nue, None).is_err());
         assert!(splits(EngineKind::Dfdn, None).is_ok());
+        assert!(splits(EngineKind::Minhop, None).is_ok());
+        assert!(splits(EngineKind::Sssp, None).is_err());
     }
 }
