@@ -1,4 +1,4 @@
-//! The path search of one broken flow: Dijkstra over (channel, VL) states
+//! The path search of one broken flow: A* over (channel, VL) states
 //! whose every dependency goes up the channel list or can be made to, then
 //! the commit of the path found into the list and the LFTs.
 
@@ -40,6 +40,13 @@ pub(crate) struct Searcher {
     /// Every (switch index, LID) entry a committed path set, once each (a
     /// switch given an entry is fixed from then on).
     pub(crate) set: Vec<(u32, u16)>,
+    graph: crate::graph::SwitchGraph,
+    /// Hops from every switch to `to_sw` on the fabric after the fault:
+    /// the search's lower bound of the cost still to go (A*), which keeps
+    /// it from spreading away from the destination.
+    to_dst: Vec<u8>,
+    to_sw: u32,
+    queue: Vec<u32>,
 }
 
 impl Searcher {
@@ -55,6 +62,10 @@ impl Searcher {
             heap: BinaryHeap::new(),
             forbidden: Vec::new(),
             set: Vec::new(),
+            graph: crate::graph::SwitchGraph::new(f),
+            to_dst: vec![crate::graph::UNREACHABLE; f.switches().len()],
+            to_sw: NONE,
+            queue: Vec::new(),
         }
     }
 
@@ -108,13 +119,38 @@ impl Searcher {
         self.tag += 1;
         let tag = self.tag;
         self.heap.clear();
+        let dsw = f
+            .switch_index(f.node_of(f.remote(flow.dst)))
+            .unwrap_or(NONE);
+        if dsw != NONE && dsw != self.to_sw {
+            self.graph.bfs_into(dsw, &mut self.to_dst, &mut self.queue);
+            self.to_sw = dsw;
+        }
+        // Lower bound of what a state still costs: a hop per switch still to
+        // cross, and the last link. None: the destination is out of reach.
+        let to_dst = &self.to_dst;
+        let bound = |c: Slot| -> Option<u32> {
+            let rem = f.remote(c);
+            if rem == flow.dst || dsw == NONE {
+                return Some(0);
+            }
+            if rem == NONE {
+                return None;
+            }
+            let si = f.switch_index(f.node_of(rem))?;
+            let h = to_dst[si as usize];
+            (h != crate::graph::UNREACHABLE).then(|| HOP * (h as u32 + 1))
+        };
         let start = flow.src * vls;
         self.stamp[start as usize] = tag;
         self.dist[start as usize] = 0;
         self.parent[start as usize] = u32::MAX;
-        self.heap.push(Reverse((0, start)));
-        while let Some(Reverse((cost, s))) = self.heap.pop() {
-            if self.dist[s as usize] < cost {
+        self.heap
+            .push(Reverse((bound(flow.src).unwrap_or(0), start)));
+        while let Some(Reverse((key, s))) = self.heap.pop() {
+            let cost = self.dist[s as usize];
+            if bound(s / vls).is_none_or(|h| cost + h != key) {
+                // Superseded by a cheaper way to the same state.
                 continue;
             }
             let (c, vc) = (s / vls, (s % vls) as u8);
@@ -170,11 +206,12 @@ impl Searcher {
                 }
                 let ns = o * vls + vo as u32;
                 let nc = cost + step;
+                let Some(h) = bound(o) else { continue };
                 if self.stamp[ns as usize] != tag || nc < self.dist[ns as usize] {
                     self.stamp[ns as usize] = tag;
                     self.dist[ns as usize] = nc;
                     self.parent[ns as usize] = s;
-                    self.heap.push(Reverse((nc, ns)));
+                    self.heap.push(Reverse((nc + h, ns)));
                 }
             }
         }
