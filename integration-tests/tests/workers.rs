@@ -28,6 +28,12 @@ impl Setup {
 
     /// Starts worker `name`; returns it and its address.
     fn worker(&self, name: &str) -> (Proc, String) {
+        self.worker_with(name, false, "")
+    }
+
+    /// Starts worker `name` with `more` appended to its config (tables
+    /// after its `[tls]`), advertising its address when `advertise`.
+    fn worker_with(&self, name: &str, advertise: bool, more: &str) -> (Proc, String) {
         let tls = issue_into(
             self.dir.path(),
             &self.ca,
@@ -35,11 +41,17 @@ impl Setup {
         )
         .expect("cert");
         let port = free_port().expect("port");
+        let addr = format!("http://127.0.0.1:{port}");
+        let adv = if advertise {
+            format!("advertise = \"{addr}\"\n")
+        } else {
+            String::new()
+        };
         let cfg = self.dir.path().join(format!("{name}.toml"));
         std::fs::write(
             &cfg,
             format!(
-                "name = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\n\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+                "name = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\n{adv}\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\n{more}",
                 tls.ca.display(),
                 tls.cert.display(),
                 tls.key.display()
@@ -52,7 +64,7 @@ impl Setup {
             self.dir.path(),
         )
         .expect("worker starts");
-        (p, format!("http://127.0.0.1:{port}"))
+        (p, addr)
     }
 
     /// Starts the workers `names` and waits until each listens.
@@ -225,6 +237,28 @@ fn parts_verified_on_workers_merge_to_the_one_process_report() {
 }
 
 /// The three table files `route` writes, as bytes.
+/// Starts agent `name` with config `cfg` and waits until it has written
+/// its three table files into `out`.
+fn agent_writes_tables(s: &Setup, name: &str, cfg: &str, out: &str) -> Proc {
+    let agent = Proc::spawn(name, &["agent", "--config", cfg], s.dir.path()).expect("agent");
+    let t = Instant::now();
+    let files = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
+    while !files
+        .iter()
+        .all(|f| std::path::Path::new(&format!("{out}/{f}")).exists())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the agent wrote no tables: {}",
+            agent.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Files are replaced whole; the last one written may still be moving in.
+    std::thread::sleep(Duration::from_millis(300));
+    agent
+}
+
 fn tables(dir: &str) -> Vec<Vec<u8>> {
     ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"]
         .iter()
@@ -429,23 +463,7 @@ fn an_agent_routes_its_subnet_on_workers() {
         ),
     )
     .expect("config");
-    let mut agent =
-        Proc::spawn("agent", &["agent", "--config", &cfg], s.dir.path()).expect("agent");
-    let t = Instant::now();
-    let files = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
-    while !files
-        .iter()
-        .all(|f| std::path::Path::new(&format!("{out}/{f}")).exists())
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the agent wrote no tables: {}",
-            agent.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // Files are replaced whole; the last one written may still be moving in.
-    std::thread::sleep(Duration::from_millis(300));
+    let mut agent = agent_writes_tables(&s, "agent", &cfg, &out);
     assert_eq!(tables(&out), tables(&one), "the agent's tables on workers");
     let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
     assert!(log.contains("routed on workers"), "{log}");
@@ -524,30 +542,10 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         etcd.endpoint()
     );
     let s = Setup::new();
-    let mut ws = Vec::new();
-    for name in ["l1", "l2", "l3"] {
-        let tls =
-            issue_into(s.dir.path(), &s.ca, &Identity::Worker { name: name.into() }).expect("cert");
-        let port = free_port().expect("port");
-        let cfg = s.dir.path().join(format!("{name}.toml"));
-        std::fs::write(
-            &cfg,
-            format!(
-                "name = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\nadvertise = \"http://127.0.0.1:{port}\"\n\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\n{store}",
-                tls.ca.display(),
-                tls.cert.display(),
-                tls.key.display()
-            ),
-        )
-        .expect("config");
-        let p = Proc::spawn(
-            name,
-            &["worker", "--config", &cfg.display().to_string()],
-            s.dir.path(),
-        )
-        .expect("worker starts");
-        ws.push((p, format!("http://127.0.0.1:{port}")));
-    }
+    let ws: Vec<(Proc, String)> = ["l1", "l2", "l3"]
+        .iter()
+        .map(|n| s.worker_with(n, true, &store))
+        .collect();
     let registered = |name: &str| {
         std::fs::read_to_string(s.dir.path().join(format!("{name}.log")))
             .unwrap_or_default()
@@ -721,22 +719,7 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
             .count()
     };
     let (l1_before, l3_before) = (loads("l1"), loads("l3"));
-    let mut agent =
-        Proc::spawn("agent-l", &["agent", "--config", &acfg], s.dir.path()).expect("agent");
-    let t = Instant::now();
-    let files = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
-    while !files
-        .iter()
-        .all(|f| std::path::Path::new(&format!("{aout}/{f}")).exists())
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the agent wrote no tables: {}",
-            agent.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let mut agent = agent_writes_tables(&s, "agent-l", &acfg, &aout);
     assert_eq!(
         tables(&aout),
         tables(&aone),

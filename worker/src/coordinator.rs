@@ -434,42 +434,18 @@ pub async fn route_dfdn(
         ),
     );
     tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "routing job cut");
-    let ask: Ask<RoutePart> = {
-        let job = job.clone();
-        Arc::new(move |mut c: Client, _: usize, (a, b): (usize, usize)| {
-            let req = v1::RoutePartRequest {
-                job: job.clone(),
-                start: a as u64,
-                end: b as u64,
-                engine: "dfdn".into(),
-            };
-            Box::pin(async move {
-                let r = c
-                    .route_part(req)
-                    .await
-                    .map_err(AskError::Status)?
-                    .into_inner();
-                let bytes = prost::Message::encoded_len(&r) as u64;
-                let secs = r.seconds;
-                let p = crate::wire::route_part_from_wire(r)
-                    .map_err(|e| AskError::Reply(e.to_string()))?;
-                if p.next.len() != (b - a) * n {
-                    return Err(AskError::Reply(format!(
-                        "{} column bytes for switches {a}..{b}, expected {}",
-                        p.next.len(),
-                        (b - a) * n
-                    )));
-                }
-                Ok((p, secs, bytes))
-            })
-        })
-    };
-    let load = Load {
-        job,
-        topology,
-        tables: Arc::new(Vec::new()),
-        chunk: opts.chunk_bytes,
-    };
+    let ask = route_ask(job.clone(), "dfdn", move |r, (a, b)| {
+        let p = crate::wire::route_part_from_wire(r).map_err(|e| AskError::Reply(e.to_string()))?;
+        if p.next.len() != (b - a) * n {
+            return Err(AskError::Reply(format!(
+                "{} column bytes for switches {a}..{b}, expected {}",
+                p.next.len(),
+                (b - a) * n
+            )));
+        }
+        Ok(p)
+    });
+    let load = topology_only(job, topology, opts);
     // Built once, and only if some part has to run here.
     let trees = std::sync::OnceLock::new();
     let (parts, mut run) = run_parts(
@@ -518,41 +494,18 @@ pub async fn route_minhop(
         parts_for(n, width, 0, addrs.len() * opts.parts_per_worker.max(1)),
     );
     tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "minhop job cut");
-    let ask: Ask<fabric::routing::shard::RowsPart> = {
-        let job = job.clone();
-        Arc::new(move |mut c: Client, _: usize, (a, b): (usize, usize)| {
-            let req = v1::RoutePartRequest {
-                job: job.clone(),
-                start: a as u64,
-                end: b as u64,
-                engine: "minhop".into(),
-            };
-            Box::pin(async move {
-                let r = c
-                    .route_part(req)
-                    .await
-                    .map_err(AskError::Status)?
-                    .into_inner();
-                let bytes = prost::Message::encoded_len(&r) as u64;
-                let secs = r.seconds;
-                let p = crate::wire::rows_part_from_wire(r);
-                if p.rows.len() != (b - a) * width {
-                    return Err(AskError::Reply(format!(
-                        "{} row bytes for switches {a}..{b}, expected {}",
-                        p.rows.len(),
-                        (b - a) * width
-                    )));
-                }
-                Ok((p, secs, bytes))
-            })
-        })
-    };
-    let load = Load {
-        job,
-        topology,
-        tables: Arc::new(Vec::new()),
-        chunk: opts.chunk_bytes,
-    };
+    let ask = route_ask(job.clone(), "minhop", move |r, (a, b)| {
+        let p = crate::wire::rows_part_from_wire(r);
+        if p.rows.len() != (b - a) * width {
+            return Err(AskError::Reply(format!(
+                "{} row bytes for switches {a}..{b}, expected {}",
+                p.rows.len(),
+                (b - a) * width
+            )));
+        }
+        Ok(p)
+    });
+    let load = topology_only(job, topology, opts);
     // Built once, and only if some part has to run here.
     let hops = std::sync::OnceLock::new();
     let (parts, mut run) = run_parts(
@@ -579,6 +532,45 @@ pub async fn route_minhop(
     run.merge_seconds = t.elapsed().as_secs_f64();
     run.seconds = t0.elapsed().as_secs_f64();
     Ok((routing, run))
+}
+
+/// Asks a worker for part `(a, b)` of routing job `job` on `engine`;
+/// `decode` turns the reply into the part, or refuses it.
+fn route_ask<T: Send + 'static>(
+    job: String,
+    engine: &'static str,
+    decode: impl Fn(v1::RoutePartReply, (usize, usize)) -> Result<T, AskError> + Send + Sync + 'static,
+) -> Ask<T> {
+    let decode = Arc::new(decode);
+    Arc::new(move |mut c: Client, _: usize, (a, b): (usize, usize)| {
+        let req = v1::RoutePartRequest {
+            job: job.clone(),
+            start: a as u64,
+            end: b as u64,
+            engine: engine.into(),
+        };
+        let decode = decode.clone();
+        Box::pin(async move {
+            let r = c
+                .route_part(req)
+                .await
+                .map_err(AskError::Status)?
+                .into_inner();
+            let bytes = prost::Message::encoded_len(&r) as u64;
+            let secs = r.seconds;
+            Ok((decode(r, (a, b))?, secs, bytes))
+        })
+    })
+}
+
+/// What every worker of a routing job loads: the topology alone.
+fn topology_only(job: String, topology: Arc<Vec<u8>>, opts: &Options) -> Load {
+    Load {
+        job,
+        topology,
+        tables: Arc::new(Vec::new()),
+        chunk: opts.chunk_bytes,
+    }
 }
 
 /// What every worker's task shares.
