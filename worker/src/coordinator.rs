@@ -436,13 +436,7 @@ pub async fn route_dfdn(
     tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "routing job cut");
     let ask = route_ask(job.clone(), "dfdn", move |r, (a, b)| {
         let p = crate::wire::route_part_from_wire(r).map_err(|e| AskError::Reply(e.to_string()))?;
-        if p.next.len() != (b - a) * n {
-            return Err(AskError::Reply(format!(
-                "{} column bytes for switches {a}..{b}, expected {}",
-                p.next.len(),
-                (b - a) * n
-            )));
-        }
+        sized(p.next.len(), (b - a) * n, "column", (a, b))?;
         Ok(p)
     });
     let load = topology_only(job, topology, opts);
@@ -496,13 +490,7 @@ pub async fn route_minhop(
     tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "minhop job cut");
     let ask = route_ask(job.clone(), "minhop", move |r, (a, b)| {
         let p = crate::wire::rows_part_from_wire(r);
-        if p.rows.len() != (b - a) * width {
-            return Err(AskError::Reply(format!(
-                "{} row bytes for switches {a}..{b}, expected {}",
-                p.rows.len(),
-                (b - a) * width
-            )));
-        }
+        sized(p.rows.len(), (b - a) * width, "row", (a, b))?;
         Ok(p)
     });
     let load = topology_only(job, topology, opts);
@@ -561,6 +549,17 @@ fn route_ask<T: Send + 'static>(
             Ok((decode(r, (a, b))?, secs, bytes))
         })
     })
+}
+
+/// A reply's `what` bytes for switches `a..b` are `want` long, or the
+/// part is refused.
+fn sized(got: usize, want: usize, what: &str, (a, b): (usize, usize)) -> Result<(), AskError> {
+    if got == want {
+        return Ok(());
+    }
+    Err(AskError::Reply(format!(
+        "{got} {what} bytes for switches {a}..{b}, expected {want}"
+    )))
 }
 
 /// What every worker of a routing job loads: the topology alone.
