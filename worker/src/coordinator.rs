@@ -420,48 +420,33 @@ pub async fn route_dfdn(
             })
         },
     )?;
-    let t0 = Instant::now();
-    let topology = Arc::new(topology.to_vec());
-    let job = job_id(&topology, &[], "route dfdn");
     let n = f.switches().len();
-    let ranges = cut(
-        n,
-        parts_for(
-            n,
-            n,
-            8 * f.num_slots(),
-            addrs.len() * opts.parts_per_worker.max(1),
-        ),
-    );
-    tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "routing job cut");
-    let ask = route_ask(job.clone(), "dfdn", move |r, (a, b)| {
-        let p = crate::wire::route_part_from_wire(r).map_err(|e| AskError::Reply(e.to_string()))?;
-        sized(p.next.len(), (b - a) * n, "column", (a, b))?;
-        Ok(p)
-    });
-    let load = topology_only(job, topology, opts);
     // Built once, and only if some part has to run here.
     let trees = std::sync::OnceLock::new();
-    let (parts, mut run) = run_parts(
+    route_job(
+        f,
+        topology,
         addrs,
-        opts.leases.as_ref(),
         transport,
-        load,
-        "route",
-        &ranges,
-        ask,
-        |i| {
-            let (a, b) = ranges[i];
-            let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
-            Ok(fabric::routing::shard::route_part(f, t, a..b))
+        opts,
+        RouteJob {
+            engine: "dfdn",
+            per_switch: n,
+            fixed: 8 * f.num_slots(),
+            decode: move |r, (a, b)| {
+                let p = crate::wire::route_part_from_wire(r)
+                    .map_err(|e| AskError::Reply(e.to_string()))?;
+                sized(p.next.len(), (b - a) * n, "column", (a, b))?;
+                Ok(p)
+            },
+            local: |a, b| {
+                let t = trees.get_or_init(|| fabric::routing::trees::TreeParents::new(f));
+                fabric::routing::shard::route_part(f, t, a..b)
+            },
+            merge: |parts: &[RoutePart]| Ok(merge_dfdn(f, parts, engine_opts)?),
         },
     )
-    .await?;
-    let t = Instant::now();
-    let routing = merge_dfdn(f, &parts, engine_opts)?;
-    run.merge_seconds = t.elapsed().as_secs_f64();
-    run.seconds = t0.elapsed().as_secs_f64();
-    Ok((routing, run))
+    .await
 }
 
 /// MinHop on the workers at `addrs`: each computes the LFT rows of a range
@@ -475,27 +460,88 @@ pub async fn route_minhop(
     transport: &ibtls::Transport,
     opts: &Options,
 ) -> Result<(Routing, JobRun), CoordError> {
+    let width = f.max_lid() as usize + 1;
+    // Built once, and only if some part has to run here.
+    let hops = std::sync::OnceLock::new();
+    route_job(
+        f,
+        topology,
+        addrs,
+        transport,
+        opts,
+        RouteJob {
+            engine: "minhop",
+            per_switch: width,
+            fixed: 0,
+            decode: move |r, (a, b)| {
+                let p = crate::wire::rows_part_from_wire(r);
+                sized(p.rows.len(), (b - a) * width, "row", (a, b))?;
+                Ok(p)
+            },
+            local: |a, b| {
+                let (g, h) = hops.get_or_init(|| {
+                    let g = fabric::graph::SwitchGraph::new(f);
+                    let h = g.hop_matrix();
+                    (g, h)
+                });
+                fabric::routing::shard::minhop_part(f, g, h, a..b)
+            },
+            merge: |parts: &[fabric::routing::shard::RowsPart]| {
+                Ok(fabric::routing::shard::merge_rows(f, parts)?)
+            },
+        },
+    )
+    .await
+}
+
+/// What differs between routing jobs: the engine the workers run, the
+/// bytes a part carries per switch of its range and in all, how a reply
+/// becomes a part, the part computed here, and the merge.
+struct RouteJob<D, L, M> {
+    engine: &'static str,
+    per_switch: usize,
+    fixed: usize,
+    decode: D,
+    local: L,
+    merge: M,
+}
+
+/// A routing job cut by switch: the parts on the workers at `addrs`, what
+/// none took here, then the merge.
+async fn route_job<T, D, L, M>(
+    f: &Fabric,
+    topology: &[u8],
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    opts: &Options,
+    j: RouteJob<D, L, M>,
+) -> Result<(Routing, JobRun), CoordError>
+where
+    T: Covers + Send + 'static,
+    D: Fn(v1::RoutePartReply, (usize, usize)) -> Result<T, AskError> + Send + Sync + 'static,
+    L: Fn(usize, usize) -> T,
+    M: FnOnce(&[T]) -> Result<Routing, CoordError>,
+{
     if addrs.is_empty() {
         return Err(CoordError::NoWorkers);
     }
     let t0 = Instant::now();
     let topology = Arc::new(topology.to_vec());
-    let job = job_id(&topology, &[], "route minhop");
+    let job = job_id(&topology, &[], &format!("route {}", j.engine));
     let n = f.switches().len();
-    let width = f.max_lid() as usize + 1;
     let ranges = cut(
         n,
-        parts_for(n, width, 0, addrs.len() * opts.parts_per_worker.max(1)),
+        parts_for(
+            n,
+            j.per_switch,
+            j.fixed,
+            addrs.len() * opts.parts_per_worker.max(1),
+        ),
     );
-    tracing::info!(%job, parts = ranges.len(), workers = addrs.len(), "minhop job cut");
-    let ask = route_ask(job.clone(), "minhop", move |r, (a, b)| {
-        let p = crate::wire::rows_part_from_wire(r);
-        sized(p.rows.len(), (b - a) * width, "row", (a, b))?;
-        Ok(p)
-    });
+    tracing::info!(%job, engine = j.engine, parts = ranges.len(), workers = addrs.len(), "routing job cut");
+    let ask = route_ask(job.clone(), j.engine, j.decode);
     let load = topology_only(job, topology, opts);
-    // Built once, and only if some part has to run here.
-    let hops = std::sync::OnceLock::new();
+    let local = j.local;
     let (parts, mut run) = run_parts(
         addrs,
         opts.leases.as_ref(),
@@ -506,17 +552,12 @@ pub async fn route_minhop(
         ask,
         |i| {
             let (a, b) = ranges[i];
-            let (g, h) = hops.get_or_init(|| {
-                let g = fabric::graph::SwitchGraph::new(f);
-                let h = g.hop_matrix();
-                (g, h)
-            });
-            Ok(fabric::routing::shard::minhop_part(f, g, h, a..b))
+            Ok(local(a, b))
         },
     )
     .await?;
     let t = Instant::now();
-    let routing = fabric::routing::shard::merge_rows(f, &parts)?;
+    let routing = (j.merge)(&parts)?;
     run.merge_seconds = t.elapsed().as_secs_f64();
     run.seconds = t0.elapsed().as_secs_f64();
     Ok((routing, run))
