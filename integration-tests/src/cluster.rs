@@ -95,8 +95,35 @@ impl Drop for Proc {
     }
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, from below the kernel's
+/// ephemeral range: a port the kernel hands out for `bind(0)` is also one
+/// it may give the next outgoing connection (of this test or one running
+/// beside it) before the service that was to listen on it binds.
 pub fn free_port() -> Result<u16> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (from, to) = (10_000u16, low.saturating_sub(1));
+    if to > from + 1_000 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut x =
+            nanos ^ (u64::from(std::process::id()) << 32) ^ SEQ.fetch_add(1, Ordering::Relaxed);
+        for _ in 0..200 {
+            // xorshift: tests in other processes draw other sequences.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let port = from + (x % u64::from(to - from)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(l.local_addr()?.port())
 }
