@@ -85,15 +85,10 @@ impl Searcher {
             let Some(path) = self.search(f, r, list, flow, state, turns) else {
                 return false;
             };
-            // The switches the commit gives an entry: those not fixed yet.
-            let free: Vec<u32> = path[1..]
-                .iter()
-                .filter_map(|&(o, _)| f.switch_index(f.node_of(o)))
-                .filter(|&si| !state[si as usize].fixed())
-                .collect();
             match commit(f, r, list, flow, state, &path, &self.is_s2s) {
-                Ok(()) => {
-                    self.set.extend(free.into_iter().map(|si| (si, flow.dlid)));
+                Ok(assigned) => {
+                    self.set
+                        .extend(assigned.into_iter().map(|si| (si, flow.dlid)));
                     return true;
                 }
                 Err(turn) => self.forbidden.push(turn),
@@ -248,7 +243,8 @@ impl Searcher {
 }
 
 /// Adds the path's dependencies to the list (all or none), then gives its
-/// free switches their entries. Returns the dependency that did not fit.
+/// free switches their entries; returns those switches, or the dependency
+/// that did not fit.
 fn commit(
     f: &Fabric,
     r: &mut Routing,
@@ -257,7 +253,7 @@ fn commit(
     state: &mut [Reach],
     path: &[(Slot, u8)],
     is_s2s: &[bool],
-) -> Result<(), (Vertex, Vertex)> {
+) -> Result<Vec<u32>, (Vertex, Vertex)> {
     let s2s = |s: Slot| is_s2s[s as usize];
     // The path's own dependencies, then (when the SL changes) those of the
     // same path under the SL the source still holds.
@@ -304,6 +300,7 @@ fn commit(
             }
         }
     }
+    let mut assigned = Vec::new();
     for &(o, _) in &path[1..] {
         let node = f.node_of(o);
         let Some(si) = f.switch_index(node) else {
@@ -312,7 +309,8 @@ fn commit(
         if !state[si as usize].fixed() {
             r.lfts.set(si, flow.dlid, f.port_of(o));
             state[si as usize] = Reach::Assigned;
+            assigned.push(si);
         }
     }
-    Ok(())
+    Ok(assigned)
 }
