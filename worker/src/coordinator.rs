@@ -409,9 +409,6 @@ pub async fn route_dfdn(
     opts: &Options,
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
-    if addrs.is_empty() {
-        return Err(CoordError::NoWorkers);
-    }
     fabric::routing::shard::splits(fabric::routing::EngineKind::Dfdn, engine_opts.base).map_err(
         |reason| {
             CoordError::Route(fabric::Error::Routing {
@@ -449,6 +446,25 @@ pub async fn route_dfdn(
     .await
 }
 
+/// Routes `f` with `engine` on the workers at `addrs`: [`route_minhop`]
+/// for MinHop, [`route_dfdn`] otherwise (callers check
+/// [`fabric::routing::shard::splits`] first).
+pub async fn route(
+    engine: fabric::routing::EngineKind,
+    f: &Fabric,
+    topology: &[u8],
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    opts: &Options,
+    engine_opts: &EngineOptions<'_>,
+) -> Result<(Routing, JobRun), CoordError> {
+    if engine == fabric::routing::EngineKind::Minhop {
+        route_minhop(f, topology, addrs, transport, opts).await
+    } else {
+        route_dfdn(f, topology, addrs, transport, opts, engine_opts).await
+    }
+}
+
 /// MinHop on the workers at `addrs`: each computes the LFT rows of a range
 /// of switches (each row balances on its own switch's counters alone,
 /// [`fabric::routing::shard::minhop_part`]); the rows are stacked here. The
@@ -479,12 +495,8 @@ pub async fn route_minhop(
                 Ok(p)
             },
             local: |a, b| {
-                let (g, h) = hops.get_or_init(|| {
-                    let g = fabric::graph::SwitchGraph::new(f);
-                    let h = g.hop_matrix();
-                    (g, h)
-                });
-                fabric::routing::shard::minhop_part(f, g, h, a..b)
+                let base = hops.get_or_init(|| fabric::routing::shard::MinhopBase::new(f));
+                fabric::routing::shard::minhop_part(f, base, a..b)
             },
             merge: |parts: &[fabric::routing::shard::RowsPart]| {
                 Ok(fabric::routing::shard::merge_rows(f, parts)?)
@@ -540,7 +552,13 @@ where
     );
     tracing::info!(%job, engine = j.engine, parts = ranges.len(), workers = addrs.len(), "routing job cut");
     let ask = route_ask(job.clone(), j.engine, j.decode);
-    let load = topology_only(job, topology, opts);
+    // Routing jobs carry the topology alone.
+    let load = Load {
+        job,
+        topology,
+        tables: Arc::new(Vec::new()),
+        chunk: opts.chunk_bytes,
+    };
     let local = j.local;
     let (parts, mut run) = run_parts(
         addrs,
@@ -601,16 +619,6 @@ fn sized(got: usize, want: usize, what: &str, (a, b): (usize, usize)) -> Result<
     Err(AskError::Reply(format!(
         "{got} {what} bytes for switches {a}..{b}, expected {want}"
     )))
-}
-
-/// What every worker of a routing job loads: the topology alone.
-fn topology_only(job: String, topology: Arc<Vec<u8>>, opts: &Options) -> Load {
-    Load {
-        job,
-        topology,
-        tables: Arc::new(Vec::new()),
-        chunk: opts.chunk_bytes,
-    }
 }
 
 /// What every worker's task shares.

@@ -30,7 +30,7 @@ pub struct Job {
     /// The BFS trees of a routing job, built by its first part.
     trees: std::sync::OnceLock<fabric::routing::trees::TreeParents>,
     /// The switch graph and its hop matrix, for MinHop parts.
-    hops: std::sync::OnceLock<(fabric::graph::SwitchGraph, Vec<u8>)>,
+    hops: std::sync::OnceLock<fabric::routing::shard::MinhopBase>,
 }
 
 impl Job {
@@ -311,7 +311,7 @@ impl WorkerRpc for Service {
         let n = job.fabric.switches().len() as u64;
         if r.start > r.end || r.end > n {
             return Err(Status::invalid_argument(format!(
-                "destination switches {}..{} of a job with {n}",
+                "switches {}..{} of a job with {n}",
                 r.start, r.end
             )));
         }
@@ -332,12 +332,10 @@ impl WorkerRpc for Service {
             "minhop" => {
                 let on = self.worker.on_part(&r.job, "route minhop", r.start, r.end);
                 let part = tokio::task::spawn_blocking(move || {
-                    let (g, hops) = job.hops.get_or_init(|| {
-                        let g = fabric::graph::SwitchGraph::new(&job.fabric);
-                        let h = g.hop_matrix();
-                        (g, h)
-                    });
-                    fabric::routing::shard::minhop_part(&job.fabric, g, hops, range)
+                    let base = job
+                        .hops
+                        .get_or_init(|| fabric::routing::shard::MinhopBase::new(&job.fabric));
+                    fabric::routing::shard::minhop_part(&job.fabric, base, range)
                 })
                 .await
                 .map_err(|e| Status::internal(format!("route task: {e}")))?;

@@ -83,19 +83,29 @@ pub struct RowsPart {
     pub rows: Vec<u8>,
 }
 
-/// Computes MinHop's rows of switches `xs` (`hops`: the switch graph's hop
-/// matrix, [`crate::graph::SwitchGraph::hop_matrix`]).
-pub fn minhop_part(
-    f: &Fabric,
-    g: &crate::graph::SwitchGraph,
-    hops: &[u8],
-    xs: Range<usize>,
-) -> RowsPart {
-    let xs = xs.start.min(g.len())..xs.end.min(g.len());
+/// What every part of a MinHop job reads: the switch graph and its hop
+/// matrix, built once per job where parts are computed.
+pub struct MinhopBase {
+    graph: crate::graph::SwitchGraph,
+    hops: Vec<u8>,
+}
+
+impl MinhopBase {
+    pub fn new(f: &Fabric) -> Self {
+        let graph = crate::graph::SwitchGraph::new(f);
+        let hops = graph.hop_matrix();
+        Self { graph, hops }
+    }
+}
+
+/// Computes MinHop's rows of switches `xs`.
+pub fn minhop_part(f: &Fabric, base: &MinhopBase, xs: Range<usize>) -> RowsPart {
+    let n = base.graph.len();
+    let xs = xs.start.min(n)..xs.end.min(n);
     RowsPart {
         start: xs.start,
         end: xs.end,
-        rows: super::minhop::minhop_rows(f, g, hops, xs.clone()),
+        rows: super::minhop::minhop_rows(f, &base.graph, &base.hops, xs.clone()),
     }
 }
 
@@ -106,19 +116,10 @@ pub fn merge_rows(f: &Fabric, parts: &[RowsPart]) -> Result<Routing> {
         engine: "minhop".into(),
         reason,
     };
-    let n = f.switches().len();
     let width = f.max_lid() as usize + 1;
-    let mut order: Vec<&RowsPart> = parts.iter().collect();
-    order.sort_by_key(|p| p.start);
+    let order = tiled(f.switches().len(), parts, |p| (p.start, p.end)).map_err(bad)?;
     let mut lfts = crate::tables::Lfts::for_fabric(f);
-    let mut next = 0;
     for p in order {
-        if p.start != next || p.end < p.start || p.end > n {
-            return Err(bad(format!(
-                "parts do not tile the {n} switches: switches {}..{} after {next}",
-                p.start, p.end
-            )));
-        }
         if p.rows.len() != (p.end - p.start) * width {
             return Err(bad(format!(
                 "switches {}..{}: {} row bytes, expected {}",
@@ -131,12 +132,33 @@ pub fn merge_rows(f: &Fabric, parts: &[RowsPart]) -> Result<Routing> {
         for (i, row) in p.rows.chunks_exact(width.max(1)).enumerate() {
             lfts.row_mut((p.start + i) as u32).copy_from_slice(row);
         }
-        next = p.end;
-    }
-    if next != n {
-        return Err(bad(format!("parts cover switches 0..{next} of {n}")));
     }
     Ok(Routing::lfts_only(lfts))
+}
+
+/// `parts` sorted by their first switch, if their ranges (`range_of`)
+/// tile switches `0..n` once; else why not.
+fn tiled<P>(
+    n: usize,
+    parts: &[P],
+    range_of: impl Fn(&P) -> (usize, usize),
+) -> std::result::Result<Vec<&P>, String> {
+    let mut order: Vec<&P> = parts.iter().collect();
+    order.sort_by_key(|p| range_of(p).0);
+    let mut at = 0;
+    for p in &order {
+        let (start, end) = range_of(p);
+        if start != at || end < start || end > n {
+            return Err(format!(
+                "parts do not tile the {n} switches: expected one from switch {at}, got {start}..{end}"
+            ));
+        }
+        at = end;
+    }
+    if at != n {
+        return Err(format!("parts cover switches 0..{at} of {n}"));
+    }
+    Ok(order)
 }
 
 fn bad(reason: String) -> Error {
@@ -152,18 +174,10 @@ fn bad(reason: String) -> Error {
 pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Result<Routing> {
     splits(EngineKind::Dfdn, opts.base).map_err(bad)?;
     let n = f.switches().len();
-    let mut order: Vec<&RoutePart> = parts.iter().collect();
-    order.sort_by_key(|p| p.start);
+    let order = tiled(n, parts, |p| (p.start, p.end)).map_err(bad)?;
     let mut next = Vec::with_capacity(n * n);
     let mut load = LoadSums::zero(f);
-    let mut at = 0;
     for p in order {
-        if p.start != at || p.end < p.start || p.end > n {
-            return Err(bad(format!(
-                "parts do not tile the {n} switches: expected one from switch {at}, got {}..{}",
-                p.start, p.end
-            )));
-        }
         if p.next.len() != (p.end - p.start) * n || p.load.per_slot.len() != f.num_slots() {
             return Err(bad(format!(
                 "part {}..{} has {} column bytes and {} load slots, expected {} and {}",
@@ -177,10 +191,6 @@ pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Resu
         }
         next.extend_from_slice(&p.next);
         load.add(&p.load);
-        at = p.end;
-    }
-    if at != n {
-        return Err(bad(format!("parts cover switches 0..{at} of {n}")));
     }
     let trees = lfts_from_next(f, &next);
     let lfts = match opts.base {
@@ -259,13 +269,12 @@ mod tests {
                 .unwrap()
                 .route(&f, &EngineOptions::default())
                 .unwrap();
-            let g = crate::graph::SwitchGraph::new(&f);
-            let hops = g.hop_matrix();
+            let base = MinhopBase::new(&f);
             let n = f.switches().len();
             for k in [1, 2, 5, n] {
                 let mut parts: Vec<RowsPart> = cut(n, k)
                     .into_iter()
-                    .map(|r| minhop_part(&f, &g, &hops, r))
+                    .map(|r| minhop_part(&f, &base, r))
                     .collect();
                 parts.reverse();
                 let merged = merge_rows(&f, &parts).unwrap();
@@ -273,13 +282,13 @@ mod tests {
             }
             let mut parts: Vec<RowsPart> = cut(n, 3)
                 .into_iter()
-                .map(|r| minhop_part(&f, &g, &hops, r))
+                .map(|r| minhop_part(&f, &base, r))
                 .collect();
             parts.remove(1);
             assert!(merge_rows(&f, &parts).is_err(), "a gap is refused");
             let mut short = cut(n, 2)
                 .into_iter()
-                .map(|r| minhop_part(&f, &g, &hops, r))
+                .map(|r| minhop_part(&f, &base, r))
                 .collect::<Vec<_>>();
             short[0].rows.pop();
             assert!(merge_rows(&f, &short).is_err(), "a short row is refused");
