@@ -90,18 +90,23 @@ impl Stack {
     /// `ibfabric ...` in a container on the stack's `fabric` network, the
     /// tester's certificate at /etc/ibfabric and `mounts` (host, container).
     fn tester(&self, state: &Path, mounts: &[(&Path, &str)]) -> Command {
+        self.tester_cmd("run", state, mounts)
+    }
+
+    /// `docker VERB` (`run`, which also removes the container, or
+    /// `create`) of a tester container on the `fabric` network.
+    fn tester_cmd(&self, verb: &str, state: &Path, mounts: &[(&Path, &str)]) -> Command {
         let mut c = Command::new("docker");
-        c.args([
-            "run",
-            "--rm",
-            "--network",
-            &format!("{}_fabric", self.project),
-        ])
-        .arg("-v")
-        .arg(format!(
-            "{}:/etc/ibfabric:ro",
-            state.join("tester").display()
-        ));
+        c.arg(verb);
+        if verb == "run" {
+            c.arg("--rm");
+        }
+        c.args(["--network", &format!("{}_fabric", self.project)])
+            .arg("-v")
+            .arg(format!(
+                "{}:/etc/ibfabric:ro",
+                state.join("tester").display()
+            ));
         for (host, inside) in mounts {
             c.arg("-v").arg(format!("{}:{inside}", host.display()));
         }
@@ -113,16 +118,8 @@ impl Stack {
     /// networks (the workers' and etcd's): a container joins one network
     /// when created and the other before it starts.
     fn tester_on_both(&self, state: &Path, mounts: &[(&Path, &str)], args: &[&str]) -> Output {
-        let create = self.tester(state, mounts);
-        // `tester` builds `docker run --rm ...`: the same as `create`.
-        let argv: Vec<String> = create
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .filter(|a| a != "run" && a != "--rm")
-            .collect();
-        let o = run(Command::new("docker")
-            .arg("create")
-            .args(&argv)
+        let o = run(self
+            .tester_cmd("create", state, mounts)
             .args(args)
             .args(TESTER_TLS));
         let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
