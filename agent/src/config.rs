@@ -203,7 +203,7 @@ impl ConfigFile for AgentConfig {
             ));
         }
         if let Some(st) = &self.workers_store {
-            if !matches!(st.kind, controller::config::StoreKind::Etcd { .. }) {
+            if !st.shared() {
                 return Err(Invalid(
                     "workers_store.kind must be \"etcd\": workers register in a shared store"
                         .into(),
@@ -244,10 +244,7 @@ impl ConfigFile for AgentConfig {
             .chain(
                 self.workers_store
                     .iter_mut()
-                    .filter_map(|s| match &mut s.kind {
-                        controller::config::StoreKind::Etcd { tls, .. } => tls.as_mut(),
-                        controller::config::StoreKind::Memory { .. } => None,
-                    })
+                    .filter_map(controller::config::StoreConfig::etcd_tls_mut)
                     .flat_map(ibtls::TlsSettings::paths_mut),
             )
             .collect()

@@ -201,19 +201,13 @@ fn route_on_workers(
     let job = async {
         let (addrs, leases) = match &cfg.workers_store {
             None => (cfg.workers.clone(), None),
-            Some(sc) => {
-                let found = match controller::store::open(sc).await {
-                    Ok(store) => worker::registry::discover(store).await,
-                    Err(e) => Err(e),
-                };
-                match found {
-                    Ok(l) => (l.urls(), Some(l)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot list the workers in the store: routing here");
-                        return Ok(None);
-                    }
+            Some(sc) => match worker::registry::find(sc).await {
+                Ok(l) => (l.urls(), Some(l)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the workers in the store: routing here");
+                    return Ok(None);
                 }
-            }
+            },
         };
         if addrs.is_empty() {
             tracing::warn!("no worker is registered in the store: routing here");
@@ -223,15 +217,9 @@ fn route_on_workers(
             leases,
             ..Default::default()
         };
-        if kind == fabric::routing::EngineKind::Minhop {
-            worker::coordinator::route_minhop(f, &topology, &addrs, &transport, &coord)
-                .await
-                .map(Some)
-        } else {
-            worker::coordinator::route_dfdn(f, &topology, &addrs, &transport, &coord, opts)
-                .await
-                .map(Some)
-        }
+        worker::coordinator::route(kind, f, &topology, &addrs, &transport, &coord, opts)
+            .await
+            .map(Some)
     };
     // Called from blocking threads of the agent's runtime, or from
     // none (one-shot use): either way this thread may block.

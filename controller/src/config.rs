@@ -162,6 +162,23 @@ impl std::fmt::Display for StoreKind {
     }
 }
 
+impl StoreConfig {
+    /// Whether processes on other hosts can share this store: etcd is, the
+    /// memory store lives in one process.
+    pub fn shared(&self) -> bool {
+        matches!(self.kind, StoreKind::Etcd { .. })
+    }
+
+    /// The etcd client certificate settings, whose paths a config file
+    /// resolves against its directory.
+    pub fn etcd_tls_mut(&mut self) -> Option<&mut ibtls::TlsSettings> {
+        match &mut self.kind {
+            StoreKind::Etcd { tls, .. } => tls.as_mut(),
+            StoreKind::Memory { .. } => None,
+        }
+    }
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {

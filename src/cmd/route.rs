@@ -206,19 +206,21 @@ fn run_with(
             // The issue is the workers', not the job's: it still runs.
             tracing::warn!("no worker is registered in the store: routing and verifying here");
             eprintln!("warning: no worker is registered in the store; routing and verifying here");
+            None
+        } else {
+            Some(Farm {
+                transport: a.tls.transport()?,
+                topology: std::fs::read(&a.topology)
+                    .map_err(|e| fabric::Error::io(&a.topology, e))?,
+                coord: worker::coordinator::Options {
+                    parts_per_worker: a.parts_per_worker as usize,
+                    leases,
+                    ..Default::default()
+                },
+                workers,
+                rt,
+            })
         }
-        Some(Farm {
-            transport: a.tls.transport()?,
-            topology: std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?,
-            coord: worker::coordinator::Options {
-                parts_per_worker: a.parts_per_worker as usize,
-                leases,
-                ..Default::default()
-            },
-            workers,
-            rt,
-        })
-        .filter(|w| !w.workers.is_empty())
     };
     let split = farm.as_ref().filter(|_| {
         fabric::routing::shard::splits(engine.kind(), a.base)
@@ -231,24 +233,15 @@ fn run_with(
     });
     let routing = match split {
         Some(w) => {
-            let (r, job) = if engine.kind() == EngineKind::Minhop {
-                w.rt.block_on(worker::coordinator::route_minhop(
-                    f,
-                    &w.topology,
-                    &w.workers,
-                    &w.transport,
-                    &w.coord,
-                ))?
-            } else {
-                w.rt.block_on(worker::coordinator::route_dfdn(
-                    f,
-                    &w.topology,
-                    &w.workers,
-                    &w.transport,
-                    &w.coord,
-                    &opts,
-                ))?
-            };
+            let (r, job) = w.rt.block_on(worker::coordinator::route(
+                engine.kind(),
+                f,
+                &w.topology,
+                &w.workers,
+                &w.transport,
+                &w.coord,
+                &opts,
+            ))?;
             jobs.push(job);
             r
         }

@@ -213,14 +213,14 @@ pub async fn registered_workers(path: &std::path::Path) -> Result<worker::regist
     let Some(sc) = f.store else {
         anyhow::bail!("{}: no [store] table", path.display());
     };
-    let store = controller::store::open(&sc)
-        .await
-        .with_context(|| format!("opening the store {} names", path.display()))?;
-    let l = worker::registry::discover(store.clone())
-        .await
-        .with_context(|| format!("listing the workers registered in {}", store.describe()))?;
+    let l = worker::registry::find(&sc).await.with_context(|| {
+        format!(
+            "finding the workers registered in the store {} names",
+            path.display()
+        )
+    })?;
     tracing::info!(
-        store = %store.describe(),
+        store = %path.display(),
         workers = ?l.workers.iter().map(|w| format!("{}={}", w.name, w.url)).collect::<Vec<_>>(),
         "workers found in the store"
     );

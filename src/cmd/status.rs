@@ -219,9 +219,8 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
         }
         targets.extend(leases.workers.into_iter().map(|w| (w.url, Some(w.name))));
     }
-    for (addr, registered_as) in &targets {
-        let (addr, registered_as) = (addr, registered_as.clone());
-        workers_asked.push(match worker_state(addr, &transport).await {
+    for (addr, registered_as) in targets {
+        workers_asked.push(match worker_state(&addr, &transport).await {
             Ok(w) => {
                 if let Some(r) = registered_as.as_ref().filter(|r| **r != w.name) {
                     lagging.push(LagJson {

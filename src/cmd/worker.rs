@@ -29,13 +29,13 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
                 let store = controller::store::open(sc).await.with_context(|| {
                     format!("opening the store the worker registers in ({})", sc.kind)
                 })?;
-                Some(AbortOnDrop(worker::registry::register(
+                Some(worker::registry::register(
                     store,
                     cfg.name.clone(),
                     url.clone(),
                     std::time::Duration::from_secs(sc.election_ttl_seconds.max(1)),
                     std::time::Duration::from_secs(1),
-                )))
+                ))
             }
             _ => None,
         };
@@ -44,14 +44,4 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         worker::serve(w, cfg.transport(), listener, shutdown_on_signal()).await?;
         Ok(super::exit::OK)
     })
-}
-
-/// Ends the registration (and so deletes the worker's key once the lease
-/// runs out) when the service stops.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

@@ -24,7 +24,7 @@
 //! key = "worker-w1-key.pem"
 //! ```
 
-use controller::config::{StoreConfig, StoreKind};
+use controller::config::StoreConfig;
 use serde::Deserialize;
 use settings::Invalid;
 pub use settings::{ConfigError, ConfigFile};
@@ -69,7 +69,7 @@ impl ConfigFile for WorkerConfig {
             ));
         }
         match (&self.store, &self.advertise) {
-            (Some(s), _) if !matches!(s.kind, StoreKind::Etcd { .. }) => {
+            (Some(s), _) if !s.shared() => {
                 return Err(Invalid(
                     "store.kind must be \"etcd\": a memory store lives in one process, where no coordinator can see it".into(),
                 ))
@@ -89,10 +89,7 @@ impl ConfigFile for WorkerConfig {
         Ok(())
     }
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
-        let store_tls = self.store.as_mut().and_then(|s| match &mut s.kind {
-            StoreKind::Etcd { tls, .. } => tls.as_mut(),
-            StoreKind::Memory { .. } => None,
-        });
+        let store_tls = self.store.as_mut().and_then(StoreConfig::etcd_tls_mut);
         self.tls
             .iter_mut()
             .chain(store_tls)

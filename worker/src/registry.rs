@@ -21,17 +21,17 @@ fn election(name: &str) -> String {
     format!("{ELECTION}{name}")
 }
 
-/// Holds `name`'s registration for as long as the returned task runs; when
-/// the lease is lost (the store was out of reach for its length), registers
-/// again every `retry`.
+/// Holds `name`'s registration until the returned guard is dropped (then
+/// the key goes when the lease runs out); when the lease is lost (the store
+/// was out of reach for its length), registers again every `retry`.
 pub fn register(
     store: Arc<dyn Store>,
     name: String,
     url: String,
     ttl: Duration,
     retry: Duration,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+) -> Registration {
+    let task = tokio::spawn(async move {
         loop {
             match store.campaign(&election(&name), &url, ttl).await {
                 Ok(guard) => {
@@ -45,7 +45,15 @@ pub fn register(
             }
             tokio::time::sleep(retry).await;
         }
-    })
+    });
+    Registration {
+        _task: AbortOnDrop(task),
+    }
+}
+
+/// A worker's registration, held while this lives.
+pub struct Registration {
+    _task: AbortOnDrop,
 }
 
 /// One registered worker.
@@ -99,6 +107,11 @@ impl Leases {
             }
         }
     }
+}
+
+/// The workers registered in the store `sc` names (see [`discover`]).
+pub async fn find(sc: &controller::config::StoreConfig) -> Result<Leases, StoreError> {
+    discover(controller::store::open(sc).await?).await
 }
 
 /// The workers registered in `store` now, watched from before they are
@@ -164,7 +177,7 @@ pub struct StoreFile {
 impl settings::ConfigFile for StoreFile {
     fn check(&self) -> Result<(), settings::Invalid> {
         match &self.store {
-            Some(s) if matches!(s.kind, controller::config::StoreKind::Etcd { .. }) => Ok(()),
+            Some(s) if s.shared() => Ok(()),
             Some(_) => Err(settings::Invalid(
                 "store.kind must be \"etcd\": workers register in a shared store, and a memory store lives in one process".into(),
             )),
@@ -176,10 +189,7 @@ impl settings::ConfigFile for StoreFile {
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
         self.store
             .as_mut()
-            .and_then(|s| match &mut s.kind {
-                controller::config::StoreKind::Etcd { tls, .. } => tls.as_mut(),
-                controller::config::StoreKind::Memory { .. } => None,
-            })
+            .and_then(controller::config::StoreConfig::etcd_tls_mut)
             .into_iter()
             .flat_map(ibtls::TlsSettings::paths_mut)
             .collect()
