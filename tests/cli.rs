@@ -425,6 +425,8 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     let svg = dir.path().join("sim.svg");
     let o = ibf(&[
         "sim",
+        "--model",
+        "flow",
         "--manifest",
         manifest.to_str().expect("utf-8 path"),
         "--rings",
@@ -463,6 +465,46 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     assert!(std::fs::read_to_string(&svg)
         .expect("svg")
         .starts_with("<svg"));
+    // The packet model: every packet through credits and buffers; a ring
+    // of short messages is a little under the line rate (the pipeline
+    // fills and drains), and the ordering holds.
+    let o = ibf(&[
+        "sim",
+        "--manifest",
+        manifest.to_str().expect("utf-8 path"),
+        "--rings",
+        "5",
+        "--message-kb",
+        "64",
+        "--isp",
+        "20",
+        "--samples",
+        "1",
+        "--warmup-us",
+        "10",
+        "--window-us",
+        "100",
+        "--json",
+    ]);
+    let v = json(&o);
+    assert_eq!(v["model"], "packet");
+    let res = v["setups"][0]["results"].as_array().expect("results");
+    let figure = |name: &str, key: &str| {
+        res.iter()
+            .find(|r| r["algorithm"] == name)
+            .and_then(|r| r["traffic"][key].as_f64())
+            .expect("figure")
+    };
+    assert!(
+        figure("prefix", "ror_avg_mbs") < figure("isfr", "ror_avg_mbs"),
+        "{res:?}"
+    );
+    for r in res {
+        let nor = r["traffic"]["nor_mbs"].as_f64().expect("NOR");
+        assert!(nor > 1900.0 && nor <= 2000.0, "{r}");
+        let u = r["traffic"]["uniform"][0][1].as_f64().expect("uniform");
+        assert!(u > 0.0 && u <= 100.0, "{r}");
+    }
     // --isp "" skips uniform traffic, as the help says.
     let o = ibf(&[
         "sim",
@@ -470,6 +512,8 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
         manifest.to_str().expect("utf-8 path"),
         "--rings",
         "5",
+        "--message-kb",
+        "64",
         "--isp",
         "",
         "--json",

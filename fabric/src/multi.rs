@@ -196,6 +196,53 @@ impl TreeSubnets {
     }
 }
 
+/// Which reading of the inter-subnet paper's setups to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum PaperLayout {
+    /// As the text sizes them: 72 HCAs per subnet ([`TreeSubnets::paper_text`]).
+    Text,
+    /// The whole 648-HCA system cut into K subnets ([`TreeSubnets::paper`]).
+    Ports648,
+}
+
+impl TreeSubnets {
+    /// The paper's setup with `k` subnets in the given reading.
+    pub fn paper_setup(layout: PaperLayout, k: u32) -> Result<Self> {
+        match layout {
+            PaperLayout::Text => Self::paper_text(k),
+            PaperLayout::Ports648 => Self::paper(k),
+        }
+    }
+
+    /// The inter-subnet paper's setups as its text sizes them: "a 144-node
+    /// fabric" for 2 subnets, "216-node" for 3, each source reaching "11
+    /// [nodes] at the local switch": `k` subnets of 72 HCAs, 6 leaves of 12
+    /// HCAs with 12 links up, 12 spines with one link to every leaf; the
+    /// top of the three-level tree is 12 routers, router `r` linked to
+    /// spine `r` of every subnet by 6 links (as many up as down, so the
+    /// whole stays non-blocking; with 6 subnets a router has 36 ports, the
+    /// radix of the 648-port system's switches the paper starts from).
+    pub fn paper_text(k: u32) -> Result<Self> {
+        if k == 0 || k > 6 {
+            return Err(Error::Multi(format!(
+                "the paper's 72-HCA subnets join through 36-port routers: 1 to 6 subnets, not {k}"
+            )));
+        }
+        Ok(Self {
+            subnets: k,
+            leaves: 6,
+            spines: 12,
+            hosts: 12,
+            routers: 12,
+            router_links: 6,
+            wiring: Wiring::Stripe,
+            join: Join::All,
+        })
+    }
+}
+
 /// `subnets` two-level fat trees (`leaves` leaves with `hosts` HCAs each,
 /// `spines` spines) joined by `routers` routers on top: every router has one
 /// port to every spine of every subnet, as in the inter-subnet paper's
@@ -434,6 +481,33 @@ mod tests {
             }
         }
         assert!(TreeSubnets::paper(5).is_err());
+    }
+
+    #[test]
+    fn the_paper_text_setups_hold_72_hcas_per_subnet_12_per_leaf() {
+        for (k, total) in [(2, 144), (3, 216), (6, 432)] {
+            let m = tree_subnets(&TreeSubnets::paper_text(k).expect("valid")).expect("generates");
+            let hcas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
+            assert_eq!(hcas, total);
+            assert_eq!(m.routers.len(), 12);
+            for r in &m.routers {
+                // 6 links to one spine of each subnet: 36 ports at k = 6.
+                assert_eq!(r.ports.len(), 6 * k as usize, "router {}", r.name);
+            }
+            for s in &m.subnets {
+                let f = &s.fabric;
+                for &sw in f.switches() {
+                    let linked = f
+                        .port_slots(sw)
+                        .filter(|&p| f.remote(p) != crate::model::NONE)
+                        .count();
+                    // Leaves: 12 HCAs + 12 up; spines: 6 down + 6 up.
+                    let want = if f.desc(sw).contains("leaf") { 24 } else { 12 };
+                    assert_eq!(linked, want, "{}", f.desc(sw));
+                }
+            }
+        }
+        assert!(TreeSubnets::paper_text(7).is_err());
     }
 
     #[test]

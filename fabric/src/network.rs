@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::intersubnet::{Gid, GlobalView, InterSubnetRoutes, Tracer};
-use crate::model::{NodeKind, Slot, NONE};
+use crate::model::{Fabric, NodeKind, Slot, NONE};
 use crate::multi::MultiFabric;
 use crate::tables::{Routing, SL_NONE};
 use std::collections::HashMap;
@@ -118,9 +118,6 @@ impl<'a> Network<'a> {
         self.num_links
     }
 
-    /// Appends the channels (link, VL) from `start` (a sending end port
-    /// with LID `slid`) to the end port with `dlid` in subnet `s`,
-    /// following the LFTs, the pair's SL and the SL-to-VL tables.
     fn walk(
         &self,
         s: usize,
@@ -129,56 +126,17 @@ impl<'a> Network<'a> {
         dlid: u16,
         out: &mut Vec<(u32, u8)>,
     ) -> Result<()> {
-        let f = &self.m.subnets[s].fabric;
-        let r = self.routings[s];
-        let name = &self.m.subnets[s].name;
-        let off = self.offsets[s];
-        let sl = r.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
-        if sl == SL_NONE {
-            return Err(net_err(format!(
-                "subnet '{name}' has no SL for LID {slid} -> {dlid}"
-            )));
-        }
-        let mut slot = start;
-        let mut vl = r.sl2vl.as_ref().map_or(0, |t| t.port_vl(start, sl));
-        for _ in 0..=f.switches().len() + 1 {
-            out.push((off + slot, vl));
-            let rem = f.remote(slot);
-            if rem == NONE {
-                return Err(net_err(format!(
-                    "port {} of '{}' is not linked",
-                    f.port_of(slot),
-                    f.desc(f.node_of(slot))
-                )));
-            }
-            let node = f.node_of(rem);
-            match f.switch_index(node) {
-                None if f.lid_of_slot(rem) == dlid => return Ok(()),
-                None => {
-                    return Err(net_err(format!(
-                        "the route to LID {dlid} in '{name}' ends at '{}'",
-                        f.desc(node)
-                    )))
-                }
-                Some(si) => {
-                    let p = r.lfts.get(si, dlid);
-                    if p == 0 || p > f.num_ports(node) {
-                        return Err(net_err(format!(
-                            "switch '{}' in '{name}' has no route to LID {dlid}",
-                            f.desc(node)
-                        )));
-                    }
-                    vl = r
-                        .sl2vl
-                        .as_ref()
-                        .map_or(0, |t| t.switch_vl(si, f.port_of(rem), p, sl));
-                    slot = f.slot(node, p);
-                }
-            }
-        }
-        Err(net_err(format!(
-            "the route to LID {dlid} in '{name}' loops"
-        )))
+        let sub = &self.m.subnets[s];
+        walk(
+            &sub.fabric,
+            self.routings[s],
+            &sub.name,
+            self.offsets[s],
+            start,
+            slid,
+            dlid,
+            out,
+        )
     }
 
     /// Appends the channels (link, VL) of the path from host `src` to host
@@ -228,5 +186,131 @@ impl<'a> Network<'a> {
             f.desc(f.node_of(slot)),
             f.port_of(slot)
         )
+    }
+}
+
+/// Appends the channels (link, VL) from `start` (a sending end port with
+/// LID `slid`) to the end port with `dlid` in one subnet, following the
+/// LFTs, the pair's SL and the SL-to-VL tables; link ids are the sending
+/// slots plus `off`.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    f: &Fabric,
+    r: &Routing,
+    name: &str,
+    off: u32,
+    start: Slot,
+    slid: u16,
+    dlid: u16,
+    out: &mut Vec<(u32, u8)>,
+) -> Result<()> {
+    let sl = r.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
+    if sl == SL_NONE {
+        return Err(net_err(format!(
+            "subnet '{name}' has no SL for LID {slid} -> {dlid}"
+        )));
+    }
+    let mut slot = start;
+    let mut vl = r.sl2vl.as_ref().map_or(0, |t| t.port_vl(start, sl));
+    for _ in 0..=f.switches().len() + 1 {
+        out.push((off + slot, vl));
+        let rem = f.remote(slot);
+        if rem == NONE {
+            return Err(net_err(format!(
+                "port {} of '{}' is not linked",
+                f.port_of(slot),
+                f.desc(f.node_of(slot))
+            )));
+        }
+        let node = f.node_of(rem);
+        match f.switch_index(node) {
+            None if f.lid_of_slot(rem) == dlid => return Ok(()),
+            None => {
+                return Err(net_err(format!(
+                    "the route to LID {dlid} in '{name}' ends at '{}'",
+                    f.desc(node)
+                )))
+            }
+            Some(si) => {
+                let p = r.lfts.get(si, dlid);
+                if p == 0 || p > f.num_ports(node) {
+                    return Err(net_err(format!(
+                        "switch '{}' in '{name}' has no route to LID {dlid}",
+                        f.desc(node)
+                    )));
+                }
+                vl = r
+                    .sl2vl
+                    .as_ref()
+                    .map_or(0, |t| t.switch_vl(si, f.port_of(rem), p, sl));
+                slot = f.slot(node, p);
+            }
+        }
+    }
+    Err(net_err(format!(
+        "the route to LID {dlid} in '{name}' loops"
+    )))
+}
+
+/// What a traffic model needs of a routed fabric: its hosts, its directed
+/// links, and the channels (link, VL) of each host pair's path.
+pub trait Paths: Sync {
+    fn hosts(&self) -> &[Host];
+    fn num_links(&self) -> usize;
+    /// Appends the channels of the path from host `src` to host `dst`.
+    fn path_channels(&self, src: usize, dst: usize, out: &mut Vec<(u32, u8)>) -> Result<()>;
+}
+
+impl Paths for Network<'_> {
+    fn hosts(&self) -> &[Host] {
+        Network::hosts(self)
+    }
+    fn num_links(&self) -> usize {
+        Network::num_links(self)
+    }
+    fn path_channels(&self, src: usize, dst: usize, out: &mut Vec<(u32, u8)>) -> Result<()> {
+        Network::path_channels(self, src, dst, out)
+    }
+}
+
+/// One routed subnet as its packets see it, without routers: link ids are
+/// the sending port slots, as the verifier numbers its channels.
+pub struct SubnetPaths<'a> {
+    f: &'a Fabric,
+    r: &'a Routing,
+    hosts: Vec<Host>,
+}
+
+impl<'a> SubnetPaths<'a> {
+    /// Every linked CA port is a host.
+    pub fn new(f: &'a Fabric, r: &'a Routing) -> Self {
+        let hosts = f
+            .endports()
+            .iter()
+            .filter(|&&e| f.kind(f.node_of(e)) == NodeKind::Ca && f.remote(e) != NONE)
+            .map(|&e| Host {
+                subnet: 0,
+                slot: e,
+                gid: Gid {
+                    prefix: f.subnet_prefix,
+                    guid: f.port_guid(e),
+                },
+                lid: f.lid_of_slot(e),
+            })
+            .collect();
+        Self { f, r, hosts }
+    }
+}
+
+impl Paths for SubnetPaths<'_> {
+    fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+    fn num_links(&self) -> usize {
+        self.f.num_slots()
+    }
+    fn path_channels(&self, src: usize, dst: usize, out: &mut Vec<(u32, u8)>) -> Result<()> {
+        let (hs, hd) = (self.hosts[src], self.hosts[dst]);
+        walk(self.f, self.r, "subnet", 0, hs.slot, hs.lid, hd.lid, out)
     }
 }

@@ -135,3 +135,23 @@ fn shortest_transit_on_a_ring_of_subnets_deadlocks_and_up_down_does_not() {
         }
     }
 }
+
+#[test]
+fn packet_level_rings_on_the_paper_text_setup_rank_prefix_below_issr_below_isfr() {
+    use fabric::sim::packet::Config;
+    use fabric::sim::workload;
+    let m = tree_subnets(&TreeSubnets::paper_text(2).expect("valid")).expect("generates");
+    let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
+    let mut avg = Vec::new();
+    for name in ["prefix", "issr", "isfr"] {
+        let routes = routes_of(&routed, name);
+        let net = Network::new(&m, routed.tables(), &routed.view, &routes).expect("network");
+        let r = workload::rings(&net, Config::default(), 6, 1, 64 * 1024).expect("simulates");
+        assert_eq!(r.deadlock, None, "{name}");
+        // Shifts are non-blocking on a fat tree: the natural ring runs at
+        // nearly the line rate, whatever the algorithm.
+        assert!(r.stats.nor > 0.95, "{name}: NOR {}", r.stats.nor);
+        avg.push(r.stats.ror_avg);
+    }
+    assert!(avg[0] < avg[1] && avg[1] < avg[2], "{avg:?}");
+}

@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use fabric::formats::{ibnetdiscover, write_file};
 use fabric::gen::Topology;
+use fabric::multi::PaperLayout;
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -95,14 +96,19 @@ pub enum GenKind {
     /// as one ibnetdiscover file per subnet plus `manifest.toml` into the
     /// directory given by --out.
     ///
-    /// `--paper K` builds the inter-subnet paper's setup: the 648-HCA
-    /// three-level fat tree cut into K subnets (2, 3 or 6), the 18 top
-    /// switches replaced by routers. Otherwise the other options shape it.
+    /// `--paper K` builds the inter-subnet paper's setup with K subnets (2,
+    /// 3 or 6): by default as its text sizes it (K x 72 HCAs, 12 per leaf,
+    /// 12 routers on top), with `--paper-layout ports648` the 648-HCA
+    /// three-level fat tree cut into K subnets, the 18 top switches
+    /// replaced by routers. Otherwise the other options shape it.
     Multi {
-        /// The paper's 648-HCA setup cut into this many subnets (overrides
-        /// the shape options).
+        /// The paper's setup with this many subnets (overrides the shape
+        /// options).
         #[arg(long)]
         paper: Option<u32>,
+        /// Which reading of the paper's setups `--paper` builds.
+        #[arg(long, value_enum, default_value_t = PaperLayout::Text)]
+        paper_layout: PaperLayout,
         #[command(flatten)]
         shape: TreeShape,
         /// Parallel links from a router to each spine it joins.
@@ -253,8 +259,10 @@ pub enum GenKind {
 /// The multi-subnet shape of `gen multi`.
 pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>> {
     use fabric::multi::{TreeSubnets, Wiring};
+
     let GenKind::Multi {
         paper,
+        paper_layout,
         shape,
         router_links,
         wiring,
@@ -263,7 +271,7 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
         return Ok(None);
     };
     if let Some(k) = paper {
-        return Ok(Some(TreeSubnets::paper(*k)?));
+        return Ok(Some(TreeSubnets::paper_setup(*paper_layout, *k)?));
     }
     let wiring = match wiring.as_str() {
         "all" => Wiring::All,

@@ -1,14 +1,18 @@
-//! `ibfabric sim`: flow-level bandwidth of the inter-subnet algorithms on
-//! routed multi-subnet fabrics (HPCC rings, uniform traffic with hot spots).
+//! `ibfabric sim`: bandwidth of the inter-subnet algorithms on routed
+//! multi-subnet fabrics (HPCC rings, uniform traffic with hot spots), on
+//! the packet model (credit-based flow control, virtual cut-through,
+//! deadlock detection) or the flow model (max-min fair rates).
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use fabric::intersubnet::AlgorithmKind;
-use fabric::multi::{tree_subnets, MultiFabric, TreeSubnets};
+use fabric::multi::{tree_subnets, MultiFabric, PaperLayout, TreeSubnets};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::EngineKind;
+use fabric::sim::packet::Config;
+use fabric::sim::workload::{self, Saturate};
 use fabric::sim::{self, RingStats, Uniform};
 use fabric::verify::{verify_global, GlobalReport};
 use serde::Serialize;
@@ -18,11 +22,15 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct SimArgs {
-    /// The inter-subnet paper's setups: the 648-HCA three-level fat tree cut
-    /// into K two-level subnets with routers on top; a comma list of K
-    /// (2, 3, 6 in the paper).
+    /// The inter-subnet paper's setups with K two-level fat-tree subnets
+    /// under routers; a comma list of K (2, 3, 6 in the paper).
     #[arg(long, value_delimiter = ',', default_value = "2,3,6")]
     paper: Vec<u32>,
+    /// Which reading of the paper's setups: `text` (K x 72 HCAs, 12 per
+    /// leaf, as the paper's text sizes them) or `ports648` (the 648-HCA
+    /// three-level fat tree cut into K subnets).
+    #[arg(long, value_enum, default_value_t = PaperLayout::Text)]
+    paper_layout: PaperLayout,
     /// A multi-subnet manifest (see `ibfabric gen multi`) instead of the
     /// paper setups.
     #[arg(long)]
@@ -58,12 +66,59 @@ pub struct SimArgs {
     /// Link data bandwidth in MB/s (4x DDR, the paper's links: 2000).
     #[arg(long, default_value_t = 2000.0)]
     link_mbs: f64,
+    /// Traffic model: `packet` simulates every packet with IB's link-level
+    /// flow control (credits per VL, virtual cut-through, head-of-line
+    /// blocking, congestion trees; a deadlock stops it with the cycle);
+    /// `flow` shares bandwidth max-min fairly between flows (much faster,
+    /// no congestion dynamics).
+    #[arg(long, value_enum, default_value_t = Model::Packet)]
+    model: Model,
+    /// Packet model: bytes per ring message, in KB (the paper: 1954).
+    #[arg(long, default_value_t = 1954)]
+    message_kb: u64,
+    /// Packet model: largest packet in bytes (the paper: 2048).
+    #[arg(long, default_value_t = 2048)]
+    mtu: u32,
+    /// Packet model: smallest packet of uniform traffic; each 2 KB message
+    /// draws its packet size between this and the MTU (the paper's
+    /// non-uniform traffic: 84). Default: the MTU.
+    #[arg(long)]
+    min_packet: Option<u32>,
+    /// Packet model: input buffer per port and VL, in bytes (default four
+    /// MTUs).
+    #[arg(long)]
+    buffer: Option<u32>,
+    /// Packet model: cable and switch latency per hop, in ns.
+    #[arg(long, default_value_t = 200.0)]
+    latency_ns: f64,
+    /// Packet model, uniform traffic: simulated time before measuring, µs.
+    #[arg(long, default_value_t = 50.0)]
+    warmup_us: f64,
+    /// Packet model, uniform traffic: simulated time measured, µs.
+    #[arg(long, default_value_t = 500.0)]
+    window_us: f64,
     /// Write the results as an SVG plot to this file.
     #[arg(long)]
     svg: Option<PathBuf>,
     /// Machine-readable results on stdout.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    Packet,
+    Flow,
+}
+
+impl std::fmt::Display for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Model::Packet => "packet",
+            Model::Flow => "flow",
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -86,6 +141,21 @@ struct Traffic {
     rings: usize,
     /// (ISP %, throughput as % of the injection bandwidth).
     uniform: Vec<(u32, f64)>,
+    /// Packet model: the first deadlock seen (its run's figures are left
+    /// out of the ring statistics; a uniform point counts what arrived
+    /// before it).
+    deadlock: Option<DeadlockSeen>,
+}
+
+#[derive(Serialize)]
+struct DeadlockSeen {
+    /// `ring` or `uniform ISP n%`.
+    traffic: String,
+    /// Simulated time when the cycle was found.
+    at_us: f64,
+    /// The cycle of full buffers: each channel's head packet waits on the
+    /// next one's buffer.
+    channels: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -99,6 +169,12 @@ struct SetupResult {
 
 #[derive(Serialize)]
 struct SimReport {
+    model: Model,
+    /// The packet model's buffers, latency and MTU (byte times at the link
+    /// rate); absent for the flow model.
+    packet: Option<Config>,
+    /// Packet model: ring message bytes.
+    message_bytes: Option<u64>,
     engine: EngineKind,
     link_mbs: f64,
     seed: u64,
@@ -132,6 +208,7 @@ pub fn run(a: SimArgs) -> Result<i32> {
     if let Some(bad) = a.isp.0.iter().find(|&&p| p > 100) {
         bail!("--isp takes percentages 0..=100, not {bad}");
     }
+    let cfg = packet_config(&a)?;
     let algorithms: Vec<_> = a.algorithms.iter().map(|k| k.algorithm()).collect();
     // Each setup with its subnets' engines (a manifest may name them).
     type Setup = (String, MultiFabric, Vec<Option<EngineKind>>);
@@ -144,7 +221,7 @@ pub fn run(a: SimArgs) -> Result<i32> {
             .paper
             .iter()
             .map(|&k| {
-                let t = TreeSubnets::paper(k)?;
+                let t = TreeSubnets::paper_setup(a.paper_layout, k)?;
                 Ok((
                     format!("paper-{k}"),
                     tree_subnets(&t)?,
@@ -169,7 +246,7 @@ pub fn run(a: SimArgs) -> Result<i32> {
                 tracing::warn!(setup = %name, algorithm = %alg, "global check failed: {} unreachable pairs, cycle: {}", global.unreachable, global.cycle.is_some());
             }
             let traffic = if global.unreachable == 0 {
-                Some(traffic(&net, &a, name, alg)?)
+                Some(traffic(&net, &a, cfg, name, alg)?)
             } else {
                 None
             };
@@ -195,6 +272,9 @@ pub fn run(a: SimArgs) -> Result<i32> {
         b.finish_and_clear();
     }
     let report = SimReport {
+        model: a.model,
+        packet: (a.model == Model::Packet).then_some(cfg),
+        message_bytes: (a.model == Model::Packet).then_some(a.message_kb * 1024),
         engine: a.engine,
         link_mbs: a.link_mbs,
         seed: a.seed,
@@ -211,13 +291,85 @@ pub fn run(a: SimArgs) -> Result<i32> {
     } else {
         print_text(&report);
     }
+    let deadlocked = report
+        .setups
+        .iter()
+        .flat_map(|s| &s.results)
+        .any(|x| x.traffic.as_ref().is_some_and(|t| t.deadlock.is_some()));
+    if deadlocked {
+        return Err(super::exit::Unsafe(
+            "the packet simulation deadlocked (the cycle is in the report)".into(),
+        )
+        .into());
+    }
     Ok(0)
 }
 
-fn traffic(net: &Network<'_>, a: &SimArgs, name: &str, alg: &str) -> Result<Traffic> {
-    let r: RingStats =
-        sim::rings(net, a.rings, a.seed).with_context(|| format!("{name}, {alg}: ring traffic"))?;
+/// The packet model's settings from the options, in byte times of the
+/// link rate.
+fn packet_config(a: &SimArgs) -> Result<Config> {
+    let bytes_per_ns = a.link_mbs / 1000.0;
+    if !(a.latency_ns >= 0.0 && a.latency_ns.is_finite()) {
+        bail!(
+            "--latency-ns must be a non-negative number, not {}",
+            a.latency_ns
+        );
+    }
+    if !(a.window_us > 0.0
+        && a.window_us.is_finite()
+        && a.warmup_us >= 0.0
+        && a.warmup_us.is_finite())
+    {
+        bail!("--window-us must be positive and --warmup-us non-negative");
+    }
+    if a.mtu < 64 {
+        bail!("--mtu must be at least 64 bytes, not {}", a.mtu);
+    }
+    if a.message_kb == 0 {
+        bail!("--message-kb must be at least 1");
+    }
+    let buffer = a.buffer.unwrap_or(4 * a.mtu);
+    if buffer < a.mtu {
+        bail!(
+            "--buffer ({buffer} bytes) must hold one MTU ({} bytes)",
+            a.mtu
+        );
+    }
+    if let Some(p) = a.min_packet {
+        if p == 0 || p > a.mtu {
+            bail!("--min-packet must lie in 1..=MTU ({}), not {p}", a.mtu);
+        }
+    }
+    Ok(Config {
+        buffer,
+        latency: (a.latency_ns * bytes_per_ns).round() as u64,
+        mtu: a.mtu,
+        check_every: 64 * a.mtu as u64,
+    })
+}
+
+fn traffic(net: &Network<'_>, a: &SimArgs, cfg: Config, name: &str, alg: &str) -> Result<Traffic> {
+    let seen = |traffic: String, d: workload::Deadlocked| DeadlockSeen {
+        traffic,
+        at_us: d.at as f64 / a.link_mbs,
+        channels: d.cycle.iter().map(|&(l, v)| net.describe(l, v)).collect(),
+    };
+    let mut deadlock = None;
+    let r: RingStats = match a.model {
+        Model::Flow => sim::rings(net, a.rings, a.seed),
+        Model::Packet => workload::rings(net, cfg, a.rings, a.seed, a.message_kb * 1024).map(|r| {
+            if let Some(d) = r.deadlock {
+                deadlock = Some(seen(
+                    format!("ring ({} of {} deadlocked)", r.deadlocked, a.rings + 1),
+                    d,
+                ));
+            }
+            r.stats
+        }),
+    }
+    .with_context(|| format!("{name}, {alg}: ring traffic"))?;
     let mut uniform = Vec::new();
+    let us = |x: f64| (x * a.link_mbs).round() as u64;
     for &isp in &a.isp.0 {
         let u = Uniform {
             isp: isp as f64 / 100.0,
@@ -225,8 +377,28 @@ fn traffic(net: &Network<'_>, a: &SimArgs, name: &str, alg: &str) -> Result<Traf
             samples: a.samples,
             seed: a.seed,
         };
-        let t = sim::uniform(net, &u)
-            .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
+        let t = match a.model {
+            Model::Flow => sim::uniform(net, &u),
+            Model::Packet => {
+                let s = Saturate {
+                    traffic: u,
+                    message: 2048,
+                    min_packet: a.min_packet.unwrap_or(a.mtu),
+                    warmup: us(a.warmup_us),
+                    window: us(a.window_us),
+                    skip_unroutable: false,
+                };
+                workload::saturate(net, cfg, &s).map(|t| {
+                    if let Some(d) = t.deadlock {
+                        if deadlock.is_none() {
+                            deadlock = Some(seen(format!("uniform ISP {isp}%"), d));
+                        }
+                    }
+                    t.throughput
+                })
+            }
+        }
+        .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
         uniform.push((isp, t * 100.0));
     }
     let mbs = |x: f64| x * a.link_mbs;
@@ -238,6 +410,7 @@ fn traffic(net: &Network<'_>, a: &SimArgs, name: &str, alg: &str) -> Result<Traf
         ror_flow_avg_mbs: mbs(r.ror_flow_avg),
         rings: r.rings,
         uniform,
+        deadlock,
     })
 }
 
@@ -264,7 +437,8 @@ fn rings_of(r: &SimReport) -> usize {
 
 fn print_text(r: &SimReport) {
     println!(
-        "engine {}, links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
+        "{} model, engine {}, links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
+        r.model,
         r.engine,
         r.link_mbs,
         r.seed,
@@ -318,6 +492,14 @@ fn print_text(r: &SimReport) {
             if let Some(c) = &g.cycle {
                 println!("    dependency cycle: {}", c.join(" => "));
             }
+            if let Some(d) = x.traffic.as_ref().and_then(|t| t.deadlock.as_ref()) {
+                println!(
+                    "    DEADLOCK in {} after {:.1} µs, full buffers waiting in a cycle: {}",
+                    d.traffic,
+                    d.at_us,
+                    d.channels.join(" => ")
+                );
+            }
             if let Some(w) = &g.first_unreachable {
                 println!(
                     "    {} of {} pairs unreachable, e.g. {w}",
@@ -361,9 +543,10 @@ fn plot(r: &SimReport) -> String {
         s,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">
 <rect width="{w}" height="{h}" fill="white"/>
-<text x="{left}" y="22" font-size="14" font-weight="bold">Inter-subnet routing, flow-level simulation (engine {}, links {} MB/s)</text>
+<text x="{left}" y="22" font-size="14" font-weight="bold">Inter-subnet routing, {}-level simulation (engine {}, links {} MB/s)</text>
 <text x="{left}" y="40" fill="#555">Left: HPCC random-order rings ({} rings; bar = average, whisker = min..max). Right: uniform traffic, {}% hot spot.</text>
 "##,
+        r.model,
         r.engine,
         r.link_mbs,
         rings_of(r),

@@ -7,10 +7,15 @@ use super::{
 use crate::error::Result;
 
 /// OpenSM's prefix routes: each remote subnet maps to one local router
-/// port (the lowest-numbered port of the lowest-GUID router that reaches it
-/// directly); destinations of subnets no router reaches directly fall to
-/// the default route, the first router port. Routers deliver into the
-/// subnets they join through their first port there. No transit.
+/// port, and, as in the inter-subnet paper's setups ("each subnet in the
+/// topology uses a different ingress port locally"), the remote subnets of
+/// a subnet go to different routers where there are enough: the `j`-th
+/// remote subnet (in subnet order) to the `j`-th router (ascending GUID,
+/// cyclically) among those that reach it directly, through that router's
+/// lowest-numbered port here. Destinations of subnets no router reaches
+/// directly fall to the default route, the first router port. Routers
+/// deliver into the subnets they join through their first port there. No
+/// transit.
 pub struct PrefixBaseline;
 
 impl InterSubnetRouting for PrefixBaseline {
@@ -25,16 +30,24 @@ impl InterSubnetRouting for PrefixBaseline {
         let mut mappings = Vec::with_capacity(view.subnets.len());
         for (si, s) in view.subnets.iter().enumerate() {
             let mut entries = Vec::new();
-            for (ti, t) in view.subnets.iter().enumerate() {
-                if ti == si {
+            for (j, (ti, t)) in view
+                .subnets
+                .iter()
+                .enumerate()
+                .filter(|&(ti, _)| ti != si)
+                .enumerate()
+            {
+                // Routers (ascending GUID) with ports in both subnets.
+                let via: Vec<_> = routers
+                    .values()
+                    .filter_map(|ports| {
+                        let here = ports.iter().find(|(sn, _)| *sn == si)?;
+                        ports.iter().any(|(sn, _)| *sn == ti).then_some(here.1)
+                    })
+                    .collect();
+                let Some(p) = via.get(j % via.len().max(1)).copied() else {
                     continue;
-                }
-                // First router (ascending GUID) with ports in both subnets.
-                let via = routers.values().find_map(|ports| {
-                    let here = ports.iter().find(|(sn, _)| *sn == si)?;
-                    ports.iter().any(|(sn, _)| *sn == ti).then_some(here.1)
-                });
-                let Some(p) = via else { continue };
+                };
                 entries.extend(t.end_ports.iter().map(|e| MapEntry {
                     dest: Gid {
                         prefix: t.prefix,
@@ -99,19 +112,29 @@ mod tests {
     use crate::multi::fat_tree_subnets;
 
     #[test]
-    fn prefix_baseline_reaches_every_remote_end_port_through_one_port_per_subnet() {
+    fn prefix_baseline_reaches_every_remote_end_port_through_one_port_per_remote_subnet() {
         let m = fat_tree_subnets(3, 2, 2, 2, 2).expect("generates");
         let view = GlobalView::from_multi(&m);
         let r = PrefixBaseline.route(&view).expect("routes");
         assert_eq!(r.mappings.len(), 3);
         assert_eq!(r.routers.len(), 2);
         for (si, s) in view.subnets.iter().enumerate() {
-            // 2 remote subnets x 4 end ports, all through one router port.
+            // 2 remote subnets x 4 end ports; each remote subnet through
+            // one router port, the two through different routers.
             let map = &r.mappings[si];
             assert_eq!(map.entries.len(), 8);
+            let mut per_prefix = std::collections::BTreeMap::new();
+            for e in &map.entries {
+                per_prefix
+                    .entry(e.dest.prefix)
+                    .or_insert_with(std::collections::BTreeSet::new)
+                    .insert(e.router_port_guid);
+            }
+            assert_eq!(per_prefix.len(), 2);
+            assert!(per_prefix.values().all(|p| p.len() == 1), "{per_prefix:?}");
             let ports: std::collections::BTreeSet<u64> =
                 map.entries.iter().map(|e| e.router_port_guid).collect();
-            assert_eq!(ports.len(), 1, "prefix routes use one port for everything");
+            assert_eq!(ports.len(), 2, "one router per remote subnet");
             for src in &s.end_ports {
                 for (di, d) in view.subnets.iter().enumerate() {
                     for dst in &d.end_ports {

@@ -9,38 +9,33 @@
 //! shows what the routes allow, not packet-level dynamics. Deterministic:
 //! every random choice comes from a seeded ChaCha stream.
 
-use crate::error::{Error, Result};
-pub use crate::network::{Host, Network};
-
-fn sim_err(reason: String) -> Error {
-    Error::Invalid(format!("simulation: {reason}"))
-}
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use super::sim_err;
+use super::traffic::{ring_order, Destinations, Uniform};
+use crate::error::Result;
+use crate::network::Paths;
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-impl Network<'_> {
-    /// Max-min fair rates (fractions of one link's bandwidth) of flows
-    /// given as (source host, destination host) pairs. With equal message
-    /// sizes these rates also give completion times (size / rate): a flow's
-    /// bottleneck only carries flows as slow or slower, so none of them
-    /// speeds up when faster messages end.
-    pub fn rates(&self, flows: &[(usize, usize)]) -> Result<Vec<f64>> {
-        let mut links = Vec::with_capacity(flows.len() * 8);
-        let mut starts = Vec::with_capacity(flows.len() + 1);
-        starts.push(0);
-        let mut ch = Vec::with_capacity(16);
-        for &(s, d) in flows {
-            ch.clear();
-            self.path_channels(s, d, &mut ch)?;
-            links.extend(ch.iter().map(|c| c.0));
-            starts.push(links.len());
-        }
-        Ok(max_min(&links, &starts, self.num_links()))
+/// Max-min fair rates (fractions of one link's bandwidth) of flows given
+/// as (source host, destination host) pairs. With equal message sizes these
+/// rates also give completion times (size / rate): a flow's bottleneck only
+/// carries flows as slow or slower, so none of them speeds up when faster
+/// messages end.
+pub fn rates<P: Paths + ?Sized>(net: &P, flows: &[(usize, usize)]) -> Result<Vec<f64>> {
+    let mut links = Vec::with_capacity(flows.len() * 8);
+    let mut starts = Vec::with_capacity(flows.len() + 1);
+    starts.push(0);
+    let mut ch = Vec::with_capacity(16);
+    for &(s, d) in flows {
+        ch.clear();
+        net.path_channels(s, d, &mut ch)?;
+        links.extend(ch.iter().map(|c| c.0));
+        starts.push(links.len());
     }
+    Ok(max_min(&links, &starts, net.num_links()))
 }
 
 /// Total order on non-NaN shares, for the heap.
@@ -135,14 +130,14 @@ pub struct RingStats {
 /// A host's bandwidth is its two messages over the time of its two
 /// exchanges; the figure is the mean over hosts, in link bandwidths.
 /// Also returns the mean flow rate of the ring's messages.
-pub fn ring(net: &Network<'_>, order: &[usize]) -> Result<(f64, f64)> {
+pub fn ring<P: Paths + ?Sized>(net: &P, order: &[usize]) -> Result<(f64, f64)> {
     let n = order.len();
     if n < 2 {
         return Err(sim_err("a ring needs at least two hosts".into()));
     }
     let left: Vec<(usize, usize)> = (0..n).map(|i| (order[i], order[(i + n - 1) % n])).collect();
     let right: Vec<(usize, usize)> = (0..n).map(|i| (order[i], order[(i + 1) % n])).collect();
-    let (l, r) = (net.rates(&left)?, net.rates(&right)?);
+    let (l, r) = (rates(net, &left)?, rates(net, &right)?);
     let mut sum = 0.0;
     for i in 0..n {
         // Host i sends left[i] and receives left[i+1]; then sends right[i]
@@ -157,18 +152,12 @@ pub fn ring(net: &Network<'_>, order: &[usize]) -> Result<(f64, f64)> {
 
 /// The natural-order ring and `random` random-order rings (seeded; ring `i`
 /// draws from stream `i` of `seed`, so results do not depend on threads).
-pub fn rings(net: &Network<'_>, random: usize, seed: u64) -> Result<RingStats> {
-    let natural: Vec<usize> = (0..net.hosts().len()).collect();
-    let nor = ring(net, &natural)?.0;
+pub fn rings<P: Paths + ?Sized>(net: &P, random: usize, seed: u64) -> Result<RingStats> {
+    let n = net.hosts().len();
+    let nor = ring(net, &ring_order(n, None, seed))?.0;
     let values: Vec<(f64, f64)> = (0..random)
         .into_par_iter()
-        .map(|i| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(i as u64);
-            let mut order = natural.clone();
-            order.shuffle(&mut rng);
-            ring(net, &order)
-        })
+        .map(|i| ring(net, &ring_order(n, Some(i), seed)))
         .collect::<Result<_>>()?;
     let (mut lo, mut hi, mut sum, mut flows) = (f64::INFINITY, 0.0f64, 0.0, 0.0);
     for &(v, f) in &values {
@@ -188,96 +177,22 @@ pub fn rings(net: &Network<'_>, random: usize, seed: u64) -> Result<RingStats> {
     })
 }
 
-/// Uniform traffic with hot spots, as in the inter-subnet paper: every host
-/// sends one flow; with probability `isp` to another subnet, else to its
-/// own. One hot spot per subnet (drawn per sample) receives a `hot_spot`
-/// share of the traffic headed to that subnet; the rest picks uniformly.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Uniform {
-    /// Inter-subnet percentage as a probability, 0..=1.
-    pub isp: f64,
-    /// Probability of sending to the destination subnet's hot spot (the
-    /// paper: 0.05; 0 for plain uniform traffic).
-    pub hot_spot: f64,
-    /// Independent draws averaged.
-    pub samples: usize,
-    pub seed: u64,
-}
-
-/// Throughput as a fraction of the hosts' injection bandwidth, averaged
-/// over the samples.
-pub fn uniform(net: &Network<'_>, u: &Uniform) -> Result<f64> {
-    if !(0.0..=1.0).contains(&u.isp) || !(0.0..=1.0).contains(&u.hot_spot) {
-        return Err(sim_err(
-            "ISP and hot-spot probabilities lie in 0..=1".into(),
-        ));
-    }
-    let hosts = net.hosts();
-    let nsub = net.num_subnets();
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); nsub];
-    for (i, h) in hosts.iter().enumerate() {
-        members[h.subnet].push(i);
-    }
-    // Per subnet: the other subnets with hosts, and how many hosts they hold.
-    let others: Vec<Vec<usize>> = (0..nsub)
-        .map(|s| {
-            (0..nsub)
-                .filter(|&t| t != s && !members[t].is_empty())
-                .collect()
-        })
-        .collect();
-    let remote_hosts: Vec<usize> = others
-        .iter()
-        .map(|o| o.iter().map(|&t| members[t].len()).sum())
-        .collect();
+/// Throughput of [`Uniform`] traffic as a fraction of the hosts'
+/// injection bandwidth, averaged over the samples: every host sends one
+/// flow per sample.
+pub fn uniform<P: Paths + ?Sized>(net: &P, u: &Uniform) -> Result<f64> {
+    let pick = Destinations::new(net.hosts(), u)?;
     let values: Vec<f64> = (0..u.samples.max(1))
         .into_par_iter()
         .map(|sample| {
             let mut rng = ChaCha8Rng::seed_from_u64(u.seed);
             rng.set_stream(sample as u64);
-            let hot: Vec<Option<usize>> = members
-                .iter()
-                .map(|m| m.choose(&mut rng).copied())
+            let hot = pick.hot_spots(&mut rng);
+            let flows: Vec<(usize, usize)> = (0..net.hosts().len())
+                .filter_map(|src| pick.pick(src, &hot, &mut rng).map(|d| (src, d)))
                 .collect();
-            let mut flows = Vec::with_capacity(hosts.len());
-            for (src, h) in hosts.iter().enumerate() {
-                let others = &others[h.subnet];
-                let remote = !others.is_empty() && rng.gen_bool(u.isp);
-                let target_subnet = if remote {
-                    // Weighted by size: a uniform pick among remote hosts.
-                    let mut k = rng.gen_range(0..remote_hosts[h.subnet]);
-                    let mut pick = others[0];
-                    for &s in others {
-                        if k < members[s].len() {
-                            pick = s;
-                            break;
-                        }
-                        k -= members[s].len();
-                    }
-                    pick
-                } else {
-                    h.subnet
-                };
-                let pool = &members[target_subnet];
-                let hot_dst = hot[target_subnet].filter(|&d| d != src);
-                let dst = match hot_dst {
-                    Some(d) if rng.gen_bool(u.hot_spot) => d,
-                    _ => {
-                        if pool.len() < 2 && !remote {
-                            continue;
-                        }
-                        loop {
-                            let d = pool[rng.gen_range(0..pool.len())];
-                            if d != src {
-                                break d;
-                            }
-                        }
-                    }
-                };
-                flows.push((src, dst));
-            }
-            let r = net.rates(&flows)?;
-            Ok(r.iter().sum::<f64>() / hosts.len().max(1) as f64)
+            let r = rates(net, &flows)?;
+            Ok(r.iter().sum::<f64>() / net.hosts().len().max(1) as f64)
         })
         .collect::<Result<_>>()?;
     Ok(values.iter().sum::<f64>() / values.len() as f64)
