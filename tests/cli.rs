@@ -538,6 +538,63 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     assert!(err.contains("manifest.toml:3"), "{err}");
 }
 
+#[test]
+fn sim_shows_minhop_deadlock_on_a_torus_only_when_cycles_are_allowed() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("t.net");
+    let o = ibf(&["gen", "torus", "--dims", "4x4x4", "-o", s(&net)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let manifest = d.path().join("manifest.toml");
+    std::fs::write(
+        &manifest,
+        "[[subnet]]\nname = \"torus\"\nprefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\nengine = \"minhop\"\n",
+    )
+    .unwrap();
+    let args = [
+        "sim",
+        "--manifest",
+        s(&manifest),
+        "--algorithms",
+        "isfr",
+        "--rings",
+        "2",
+        "--message-kb",
+        "64",
+        "--isp",
+        "0",
+        "--samples",
+        "1",
+        "--buffer",
+        "2048",
+        "--json",
+    ];
+    // The gate refuses cyclic tables unless asked.
+    let o = ibf(&args);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not deadlock free"));
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-cycles");
+    let o = ibf(&allowed);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = json_any(&o);
+    let r = &v["setups"][0]["results"][0];
+    assert!(r["global"]["cycle"].is_array(), "{r}");
+    let dl = &r["traffic"]["deadlock"];
+    let channels = dl["channels"].as_array().expect("the deadlock's channels");
+    assert!(channels.len() >= 2, "{dl}");
+    assert!(
+        channels
+            .iter()
+            .all(|c| c.as_str().is_some_and(|c| c.contains("VL 0"))),
+        "{dl}"
+    );
+}
+
 fn gen_multi(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
     let mut args = vec!["gen", "multi", "--out", s(dir)];
     args.extend_from_slice(extra);

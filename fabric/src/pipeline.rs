@@ -14,7 +14,8 @@ use crate::verify::{self, Policy, Verified};
 /// builds from it.
 pub struct Routed {
     /// Subnet `i`'s tables, accepted by the gate (every pair delivered,
-    /// deadlock free); the verifier's report is in each.
+    /// deadlock free unless [`route_each_under`] allowed cycles); the
+    /// verifier's report is in each.
     pub routings: Vec<Verified<Routing>>,
     pub view: GlobalView,
 }
@@ -33,9 +34,17 @@ pub fn route_subnets(m: &MultiFabric, engine: EngineKind) -> Result<Routed> {
 
 /// Routes subnet `i` with `engines[i]`; see [`route_with`].
 pub fn route_each(m: &MultiFabric, engines: &[EngineKind]) -> Result<Routed> {
+    route_each_under(m, engines, Policy::DeadlockFree)
+}
+
+/// [`route_each`] under another gate policy: `Policy::AllowCycles` lets
+/// the tables of engines that do not claim deadlock freedom through with a
+/// cycle (the simulator shows them deadlock); nothing that runs a fabric
+/// uses it.
+pub fn route_each_under(m: &MultiFabric, engines: &[EngineKind], policy: Policy) -> Result<Routed> {
     let boxed: Vec<Box<dyn RoutingEngine>> = engines.iter().map(|k| k.engine()).collect();
     let refs: Vec<&dyn RoutingEngine> = boxed.iter().map(|b| b.as_ref()).collect();
-    route_with(m, &refs)
+    route_with_policy(m, &refs, policy)
 }
 
 /// Routes subnet `i` with `engines[i]` and passes each result through the
@@ -44,6 +53,14 @@ pub fn route_each(m: &MultiFabric, engines: &[EngineKind]) -> Result<Routed> {
 /// view carries ISFR's primary destinations of the subnets whose engine
 /// defines primary paths.
 pub fn route_with(m: &MultiFabric, engines: &[&dyn RoutingEngine]) -> Result<Routed> {
+    route_with_policy(m, engines, Policy::DeadlockFree)
+}
+
+fn route_with_policy(
+    m: &MultiFabric,
+    engines: &[&dyn RoutingEngine],
+    policy: Policy,
+) -> Result<Routed> {
     if engines.len() != m.subnets.len() {
         return Err(Error::Multi(format!(
             "{} engines for {} subnets",
@@ -55,13 +72,12 @@ pub fn route_with(m: &MultiFabric, engines: &[&dyn RoutingEngine]) -> Result<Rou
     let mut routings = Vec::with_capacity(m.subnets.len());
     for (s, &e) in m.subnets.iter().zip(engines) {
         let r = e.route(&s.fabric, &EngineOptions::default())?;
-        let v = verify::accept(&s.fabric, e, r, Policy::DeadlockFree).map_err(|refused| {
-            Error::SubnetRefused {
+        let v =
+            verify::accept(&s.fabric, e, r, policy).map_err(|refused| Error::SubnetRefused {
                 engine: e.name().to_string(),
                 subnet: s.name.clone(),
                 refusal: refused.refusal.to_string(),
-            }
-        })?;
+            })?;
         view.set_primary(
             s.prefix,
             &crate::intersubnet::reported_primary_lids(e, &s.fabric, &v.get().lfts),

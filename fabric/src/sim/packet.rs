@@ -397,7 +397,12 @@ impl<'a, P: Paths + ?Sized> Sim<'a, P> {
         {
             return Err(sim_err(format!("channel (link {l}, VL {vl}) out of range")));
         }
-        let top = self.scratch.iter().map(|c| c.1 as usize + 1).max().unwrap_or(0);
+        let top = self
+            .scratch
+            .iter()
+            .map(|c| c.1 as usize + 1)
+            .max()
+            .unwrap_or(0);
         self.vls_seen = self.vls_seen.max(top);
         let p = (self.paths.len() as u32, self.scratch.len() as u16);
         self.paths.extend_from_slice(&self.scratch);
