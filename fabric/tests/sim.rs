@@ -155,3 +155,35 @@ fn packet_level_rings_on_the_paper_text_setup_rank_prefix_below_issr_below_isfr(
     }
     assert!(avg[0] < avg[1] && avg[1] < avg[2], "{avg:?}");
 }
+
+#[test]
+fn multi_subnet_routes_never_deadlock_under_saturating_uniform_traffic() {
+    use fabric::sim::packet::Config;
+    use fabric::sim::workload::{saturate, Saturate};
+    let m = tree_subnets(&TreeSubnets::paper_text(3).expect("valid")).expect("generates");
+    let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
+    for name in ["prefix", "issr", "isfr"] {
+        let routes = routes_of(&routed, name);
+        let net = Network::new(&m, routed.tables(), &routed.view, &routes).expect("network");
+        let load = Saturate {
+            traffic: Uniform {
+                isp: 0.5,
+                hot_spot: 0.05,
+                samples: 1,
+                seed: 3,
+            },
+            message: 2048,
+            min_packet: 84,
+            warmup: 0,
+            window: 1000 * 2048,
+            skip_unroutable: false,
+        };
+        let tight = Config {
+            buffer: 2048,
+            ..Config::default()
+        };
+        let got = saturate(&net, tight, &load).expect("simulates");
+        assert_eq!(got.deadlock, None, "{name}");
+        assert!(got.throughput > 0.0, "{name}");
+    }
+}
