@@ -450,62 +450,60 @@ mod tests {
         assert_eq!(m.subnet_by_prefix(prefixes[2]), Some(2));
     }
 
+    /// HCAs in all, routers, ports per router, and linked ports of every
+    /// leaf and spine (as many up as down: non-blocking).
+    fn assert_shape(
+        t: &TreeSubnets,
+        hcas: usize,
+        routers: usize,
+        ports: usize,
+        leaf: usize,
+        spine: usize,
+    ) {
+        let m = tree_subnets(t).expect("generates");
+        assert_eq!(m.subnets.len(), t.subnets as usize);
+        let total: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
+        assert_eq!(total, hcas);
+        assert_eq!(m.routers.len(), routers);
+        for r in &m.routers {
+            assert_eq!(r.ports.len(), ports, "router {}", r.name);
+            assert_eq!(r.subnets().len(), t.subnets as usize);
+        }
+        for s in &m.subnets {
+            let f = &s.fabric;
+            for &sw in f.switches() {
+                let linked = f
+                    .port_slots(sw)
+                    .filter(|&p| f.remote(p) != crate::model::NONE)
+                    .count();
+                let want = if f.desc(sw).contains("leaf") {
+                    leaf
+                } else {
+                    spine
+                };
+                assert_eq!(linked, want, "{}", f.desc(sw));
+            }
+        }
+    }
+
     #[test]
     fn the_paper_setups_hold_648_hcas_and_stay_non_blocking() {
         for k in [2, 3, 6] {
-            let m = tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates");
-            assert_eq!(m.subnets.len(), k as usize);
-            let hcas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
-            assert_eq!(hcas, 648);
-            assert_eq!(m.routers.len(), 18);
-            for r in &m.routers {
-                // 36 ports: 36/k links to one spine of each of k subnets.
-                assert_eq!(r.ports.len(), 36, "router {}", r.name);
-                assert_eq!(r.subnets().len(), k as usize);
-            }
-            for s in &m.subnets {
-                let f = &s.fabric;
-                // Leaves: 18 HCAs + 18 up; spines: 36/k down + 36/k up.
-                for &sw in f.switches() {
-                    let linked = f
-                        .port_slots(sw)
-                        .filter(|&p| f.remote(p) != crate::model::NONE)
-                        .count();
-                    let want = if f.desc(sw).contains("leaf") {
-                        36
-                    } else {
-                        2 * 36 / k as usize
-                    };
-                    assert_eq!(linked, want, "{}", f.desc(sw));
-                }
-            }
+            // Leaves: 18 HCAs + 18 up; spines: 36/k down + 36/k up; routers:
+            // 36/k links to one spine of each of k subnets.
+            let t = TreeSubnets::paper(k).expect("valid");
+            assert_shape(&t, 648, 18, 36, 36, 2 * 36 / k as usize);
         }
         assert!(TreeSubnets::paper(5).is_err());
     }
 
     #[test]
     fn the_paper_text_setups_hold_72_hcas_per_subnet_12_per_leaf() {
-        for (k, total) in [(2, 144), (3, 216), (6, 432)] {
-            let m = tree_subnets(&TreeSubnets::paper_text(k).expect("valid")).expect("generates");
-            let hcas: usize = m.subnets.iter().map(|s| s.fabric.num_cas()).sum();
-            assert_eq!(hcas, total);
-            assert_eq!(m.routers.len(), 12);
-            for r in &m.routers {
-                // 6 links to one spine of each subnet: 36 ports at k = 6.
-                assert_eq!(r.ports.len(), 6 * k as usize, "router {}", r.name);
-            }
-            for s in &m.subnets {
-                let f = &s.fabric;
-                for &sw in f.switches() {
-                    let linked = f
-                        .port_slots(sw)
-                        .filter(|&p| f.remote(p) != crate::model::NONE)
-                        .count();
-                    // Leaves: 12 HCAs + 12 up; spines: 6 down + 6 up.
-                    let want = if f.desc(sw).contains("leaf") { 24 } else { 12 };
-                    assert_eq!(linked, want, "{}", f.desc(sw));
-                }
-            }
+        for k in [2, 3, 6] {
+            // Leaves: 12 HCAs + 12 up; spines: 6 down + 6 up; routers: 6
+            // links to one spine of each subnet (36 ports at k = 6).
+            let t = TreeSubnets::paper_text(k).expect("valid");
+            assert_shape(&t, 72 * k as usize, 12, 6 * k as usize, 24, 12);
         }
         assert!(TreeSubnets::paper_text(7).is_err());
     }

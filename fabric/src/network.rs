@@ -210,34 +210,51 @@ fn walk(
             "subnet '{name}' has no SL for LID {slid} -> {dlid}"
         )));
     }
-    let mut slot = start;
-    let mut vl = r.sl2vl.as_ref().map_or(0, |t| t.port_vl(start, sl));
+    let vl = r.sl2vl.as_ref().map_or(0, |t| t.port_vl(start, sl));
+    walk_channels(f, r, off, start, vl, sl, dlid, out)
+        .map_err(|e| net_err(format!("subnet '{name}': {e}")))
+}
+
+/// The walk itself, from `start` entered on `vl` with `sl`: what the
+/// traffic models and the dependency summary both follow.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn walk_channels(
+    f: &Fabric,
+    r: &Routing,
+    off: u32,
+    start: Slot,
+    vl: u8,
+    sl: u8,
+    dlid: u16,
+    out: &mut Vec<(u32, u8)>,
+) -> std::result::Result<(), String> {
+    let (mut slot, mut vl) = (start, vl);
     for _ in 0..=f.switches().len() + 1 {
         out.push((off + slot, vl));
         let rem = f.remote(slot);
         if rem == NONE {
-            return Err(net_err(format!(
+            return Err(format!(
                 "port {} of '{}' is not linked",
                 f.port_of(slot),
                 f.desc(f.node_of(slot))
-            )));
+            ));
         }
         let node = f.node_of(rem);
         match f.switch_index(node) {
             None if f.lid_of_slot(rem) == dlid => return Ok(()),
             None => {
-                return Err(net_err(format!(
-                    "the route to LID {dlid} in '{name}' ends at '{}'",
+                return Err(format!(
+                    "the route to LID {dlid} ends at '{}'",
                     f.desc(node)
-                )))
+                ))
             }
             Some(si) => {
                 let p = r.lfts.get(si, dlid);
                 if p == 0 || p > f.num_ports(node) {
-                    return Err(net_err(format!(
-                        "switch '{}' in '{name}' has no route to LID {dlid}",
+                    return Err(format!(
+                        "switch '{}' has no route to LID {dlid}",
                         f.desc(node)
-                    )));
+                    ));
                 }
                 vl = r
                     .sl2vl
@@ -247,9 +264,7 @@ fn walk(
             }
         }
     }
-    Err(net_err(format!(
-        "the route to LID {dlid} in '{name}' loops"
-    )))
+    Err(format!("the route to LID {dlid} loops"))
 }
 
 /// What a traffic model needs of a routed fabric: its hosts, its directed

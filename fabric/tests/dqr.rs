@@ -10,6 +10,8 @@ use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::{Routing, NO_PATH};
 use fabric::verify::{check_transition, verify};
 
+mod common;
+
 fn routed(t: Topology, engine: EngineKind) -> (Fabric, Routing) {
     let f = generate(&t).expect("topology");
     let r = engine
@@ -231,20 +233,7 @@ fn a_full_recompute_after_a_fault_has_an_unsafe_transition() {
     // The reason for DQR: the update to a from-scratch routing mixes old
     // and new dependencies into a cycle.
     let (f, r) = routed(Topology::Dragonfly { p: 2, hosts: None }, EngineKind::Dfdn);
-    let mut unsafe_seen = 0;
-    for &l in f.switch_links().iter().take(12) {
-        let f1 = apply_faults(&f, &[Fault::Link(l)]);
-        let Ok(full) = EngineKind::Dfdn
-            .engine()
-            .route(&f1, &EngineOptions::default())
-        else {
-            continue;
-        };
-        assert!(verify(&f1, &full).ok());
-        if !check_transition(&f1, &r, &full).deadlock_free() {
-            unsafe_seen += 1;
-        }
-    }
+    let unsafe_seen = common::unsafe_recomputes(&f, &r, EngineKind::Dfdn, 12).len();
     assert!(unsafe_seen > 0, "every full recompute happened to be safe");
 }
 

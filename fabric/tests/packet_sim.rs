@@ -15,6 +15,8 @@ use fabric::verify::{check_transition, verify, verify_with_cdg, LocalCdg};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+mod common;
+
 fn routed(t: &Topology, e: EngineKind) -> (Fabric, Routing) {
     let f = generate(t).expect("topology");
     let r = e
@@ -188,19 +190,9 @@ fn a_full_recompute_whose_transition_the_check_refuses_deadlocks_mid_update() {
     // The state the issue of DQR names: the new tables while the sources
     // still use their cached old SLs.
     let (f, r) = routed(&dragonfly(), EngineKind::Dfdn);
-    let mut refused = 0;
-    for &l in f.switch_links().iter().take(16) {
-        let f1 = apply_faults(&f, &[Fault::Link(l)]);
-        let Ok(full) = EngineKind::Dfdn
-            .engine()
-            .route(&f1, &EngineOptions::default())
-        else {
-            continue;
-        };
-        if check_transition(&f1, &r, &full).deadlock_free() {
-            continue;
-        }
-        refused += 1;
+    let cases = common::unsafe_recomputes(&f, &r, EngineKind::Dfdn, 16);
+    let refused = cases.len();
+    for (f1, full) in cases {
         let m = Routing {
             path_sl: r.path_sl.clone(),
             ..full.clone()

@@ -647,29 +647,21 @@ mod tests {
     use crate::gen::{generate, Topology};
     use crate::network::SubnetPaths;
     use crate::routing::{EngineKind, EngineOptions};
-    use crate::sim::traffic::Uniform;
-    use crate::sim::workload::{ring, saturate, Saturate};
-    use crate::verify::verify_with_cdg;
+    use crate::sim::workload::ring;
 
-    fn routed(t: Topology, e: EngineKind) -> (crate::model::Fabric, crate::tables::Routing) {
-        let f = generate(&t).expect("topology");
-        let r = e
+    fn fat_tree() -> (crate::model::Fabric, crate::tables::Routing) {
+        let f = generate(&Topology::FatTree2 {
+            leaves: 4,
+            spines: 4,
+            hosts: 4,
+            links: 1,
+        })
+        .expect("topology");
+        let r = EngineKind::Ftree
             .engine()
             .route(&f, &EngineOptions::default())
             .expect("routes");
         (f, r)
-    }
-
-    fn fat_tree() -> (crate::model::Fabric, crate::tables::Routing) {
-        routed(
-            Topology::FatTree2 {
-                leaves: 4,
-                spines: 4,
-                hosts: 4,
-                links: 1,
-            },
-            EngineKind::Ftree,
-        )
     }
 
     /// Runs until nothing is left; the deliveries in order.
@@ -728,83 +720,5 @@ mod tests {
             .expect("ring")
             .expect("no deadlock");
         assert!(bw > 0.95 && bw <= 1.0, "{bw}");
-    }
-
-    fn uniform_load(seed: u64) -> Saturate {
-        Saturate {
-            traffic: Uniform {
-                isp: 0.0,
-                hot_spot: 0.0,
-                samples: 1,
-                seed,
-            },
-            message: 2048,
-            min_packet: 2048,
-            warmup: 0,
-            window: 2000 * 2048,
-            skip_unroutable: false,
-        }
-    }
-
-    #[test]
-    fn minhop_on_a_torus_deadlocks_on_a_cycle_the_verifier_reports() {
-        let (f, r) = routed(
-            Topology::Mesh {
-                dims: vec![4, 4, 4],
-                torus: true,
-                hosts: 1,
-            },
-            EngineKind::Minhop,
-        );
-        let (report, cdg) = verify_with_cdg(&f, &r);
-        assert!(!report.deadlock_free());
-        let net = SubnetPaths::new(&f, &r);
-        let cfg = Config {
-            buffer: 2048,
-            ..Config::default()
-        };
-        let got = saturate(&net, cfg, &uniform_load(1)).expect("runs");
-        let dl = got
-            .deadlock
-            .expect("MinHop on a torus deadlocks under uniform load");
-        assert!(dl.cycle.len() >= 2);
-        for (i, &(a, va)) in dl.cycle.iter().enumerate() {
-            let (b, vb) = dl.cycle[(i + 1) % dl.cycle.len()];
-            let v = a as usize * cdg.vls + va as usize;
-            let w = (b as usize * cdg.vls + vb as usize) as u32;
-            let edges = &cdg.adj[cdg.start[v] as usize..cdg.start[v + 1] as usize];
-            assert!(
-                edges.contains(&w),
-                "the simulator's wait {a}/{va} -> {b}/{vb} is not a dependency the verifier found"
-            );
-        }
-    }
-
-    #[test]
-    fn deadlock_free_engines_never_deadlock_under_the_same_load() {
-        for e in [
-            EngineKind::Dfsssp,
-            EngineKind::Lash,
-            EngineKind::Nue,
-            EngineKind::Updn,
-        ] {
-            let (f, r) = routed(
-                Topology::Mesh {
-                    dims: vec![4, 4, 4],
-                    torus: true,
-                    hosts: 1,
-                },
-                e,
-            );
-            assert!(verify_with_cdg(&f, &r).0.deadlock_free(), "{e:?}");
-            let net = SubnetPaths::new(&f, &r);
-            let cfg = Config {
-                buffer: 2048,
-                ..Config::default()
-            };
-            let got = saturate(&net, cfg, &uniform_load(1)).expect("runs");
-            assert_eq!(got.deadlock, None, "{e:?}");
-            assert!(got.throughput > 0.05, "{e:?}: {}", got.throughput);
-        }
     }
 }

@@ -740,45 +740,7 @@ impl Walker<'_> {
         dlid: u16,
         out: &mut Vec<(Slot, u8)>,
     ) -> Result<(), String> {
-        let f = self.f;
-        let (mut slot, mut vl) = (start, vl);
-        for _ in 0..=f.switches().len() + 1 {
-            out.push((slot, vl));
-            let rem = f.remote(slot);
-            if rem == NONE {
-                return Err(format!(
-                    "port {} of '{}' is not linked",
-                    f.port_of(slot),
-                    f.desc(f.node_of(slot))
-                ));
-            }
-            let node = f.node_of(rem);
-            match f.switch_index(node) {
-                None if f.lid_of_slot(rem) == dlid => return Ok(()),
-                None => {
-                    return Err(format!(
-                        "the route to LID {dlid} ends at '{}'",
-                        f.desc(node)
-                    ))
-                }
-                Some(si) => {
-                    let p = self.r.lfts.get(si, dlid);
-                    if p == 0 || p > f.num_ports(node) {
-                        return Err(format!(
-                            "switch '{}' has no route to LID {dlid}",
-                            f.desc(node)
-                        ));
-                    }
-                    vl = self
-                        .r
-                        .sl2vl
-                        .as_ref()
-                        .map_or(0, |t| t.switch_vl(si, f.port_of(rem), p, sl));
-                    slot = f.slot(node, p);
-                }
-            }
-        }
-        Err(format!("the route to LID {dlid} loops"))
+        crate::network::walk_channels(self.f, self.r, 0, start, vl, sl, dlid, out)
     }
 
     /// Router port `p`'s walks from and to every CA, deduplicated: CAs

@@ -54,3 +54,31 @@ pub fn ring(n: u32) -> Fabric {
 pub fn paper_subnets(k: u32) -> MultiFabric {
     tree_subnets(&TreeSubnets::paper(k).expect("valid")).expect("generates")
 }
+
+/// After each of the first `take` switch-to-switch link faults of `f`
+/// (routed by `engine` as `r`), the fabric and `engine`'s full recompute of
+/// it whose update from `r` the transition check refuses (a mix of old and
+/// new tables closes a dependency cycle).
+pub fn unsafe_recomputes(
+    f: &Fabric,
+    r: &fabric::tables::Routing,
+    engine: fabric::routing::EngineKind,
+    take: usize,
+) -> Vec<(Fabric, fabric::tables::Routing)> {
+    use fabric::dqr::{apply_faults, Fault};
+    let mut out = Vec::new();
+    for &l in f.switch_links().iter().take(take) {
+        let f1 = apply_faults(f, &[Fault::Link(l)]);
+        let Ok(full) = engine
+            .engine()
+            .route(&f1, &fabric::routing::EngineOptions::default())
+        else {
+            continue;
+        };
+        assert!(fabric::verify::verify(&f1, &full).ok());
+        if !fabric::verify::check_transition(&f1, r, &full).deadlock_free() {
+            out.push((f1, full));
+        }
+    }
+    out
+}
