@@ -423,12 +423,14 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     let manifest = out.join("manifest.toml");
     assert!(out.join("subnet2.net").is_file());
     let svg = dir.path().join("sim.svg");
-    let o = ibf(&[
-        "sim",
+    let sim = |extra: &[&str]| {
+        let mut args = vec!["sim", "--manifest", s(&manifest), "--json"];
+        args.extend_from_slice(extra);
+        ibf(&args)
+    };
+    let o = sim(&[
         "--model",
         "flow",
-        "--manifest",
-        manifest.to_str().expect("utf-8 path"),
         "--rings",
         "20",
         "--isp",
@@ -436,8 +438,7 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
         "--samples",
         "2",
         "--svg",
-        svg.to_str().expect("utf-8 path"),
-        "--json",
+        s(&svg),
     ]);
     let v = json(&o);
     let res = v["setups"][0]["results"].as_array().expect("results");
@@ -468,10 +469,7 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     // The packet model: every packet through credits and buffers; a ring
     // of short messages is a little under the line rate (the pipeline
     // fills and drains), and the ordering holds.
-    let o = ibf(&[
-        "sim",
-        "--manifest",
-        manifest.to_str().expect("utf-8 path"),
+    let o = sim(&[
         "--rings",
         "5",
         "--message-kb",
@@ -484,7 +482,6 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
         "10",
         "--window-us",
         "100",
-        "--json",
     ]);
     let v = json(&o);
     assert_eq!(v["model"], "packet");
@@ -506,18 +503,7 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
         assert!(u > 0.0 && u <= 100.0, "{r}");
     }
     // --isp "" skips uniform traffic, as the help says.
-    let o = ibf(&[
-        "sim",
-        "--manifest",
-        manifest.to_str().expect("utf-8 path"),
-        "--rings",
-        "5",
-        "--message-kb",
-        "64",
-        "--isp",
-        "",
-        "--json",
-    ]);
+    let o = sim(&["--rings", "5", "--message-kb", "64", "--isp", ""]);
     let v = json(&o);
     for r in v["setups"][0]["results"].as_array().expect("results") {
         assert_eq!(
