@@ -79,9 +79,10 @@ pub struct SimArgs {
     #[arg(long)]
     allow_cycles: bool,
     /// Packet model: bytes per ring message, in KB. The paper's 1954 KB
-    /// gives the same ring figures within 0.4 % on its setups (rings reach
-    /// their steady state within a few packets) at 7.7 times the time.
-    #[arg(long, default_value_t = 256)]
+    /// gives the same ring figures within 0.8 % on its 2-subnet setup
+    /// (rings reach their steady state within a few packets) at 16 times
+    /// the time.
+    #[arg(long, default_value_t = 128)]
     message_kb: u64,
     /// Packet model: largest packet in bytes (the paper: 2048).
     #[arg(long, default_value_t = 2048)]
