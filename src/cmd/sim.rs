@@ -450,7 +450,7 @@ fn rings_of(r: &SimReport) -> usize {
 
 fn print_text(r: &SimReport) {
     println!(
-        "{} model, engine {}, links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
+        "{} model, engine {} (where a manifest names none), links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
         r.model,
         r.engine,
         r.link_mbs,

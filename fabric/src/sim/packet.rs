@@ -238,6 +238,13 @@ impl<'a, P: Paths + ?Sized> Sim<'a, P> {
                 cfg.buffer, cfg.mtu
             )));
         }
+        // The event wheel spans an MTU plus a latency.
+        if cfg.latency > 1 << 24 {
+            return Err(sim_err(format!(
+                "a latency of {} byte times is beyond the model's 2^24",
+                cfg.latency
+            )));
+        }
         if cfg.check_every == 0 {
             return Err(sim_err(
                 "the deadlock check interval must be positive".into(),
