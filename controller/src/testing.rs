@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-/// Ports are picked by binding port 0 and releasing it, so another process
-/// can take one before etcd binds it; a few attempts make that harmless.
+/// Ports are claimed ([`free_port`]) but only bound when etcd starts, so a
+/// program that is not one of these tests can still take one first; a few
+/// attempts make that harmless.
 const START_ATTEMPTS: usize = 4;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -251,11 +252,82 @@ fn etcd_binary() -> Result<PathBuf, EtcdError> {
         .ok_or(EtcdError::NotInstalled)
 }
 
-fn free_port() -> Result<u16, EtcdError> {
+/// A loopback port for a test service to listen on, never handed out
+/// twice by this machine's test processes while they may still bind it.
+///
+/// A port only probed free (bind, release) is not held: a second draw in
+/// the same cluster, or a test running beside it, can get it again before
+/// the first service binds it, and the loser of that race fails to start
+/// (a router that never comes up shows as a control plane that never
+/// converges). So every port handed out is remembered in this process and
+/// claimed across processes by creating a file named after it; claims
+/// older than [`PORT_CLAIM_LIFETIME`] are stale (their test is over). Ports
+/// come from below the kernel's ephemeral range, which outgoing connections
+/// draw from.
+pub fn free_port() -> Result<u16, EtcdError> {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (from, to) = (10_000u16, low.saturating_sub(1));
+    let claims = std::env::temp_dir().join("ibfabric-test-ports");
+    std::fs::create_dir_all(&claims).map_err(io(format!("creating {}", claims.display())))?;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos ^ (u64::from(std::process::id()) << 32) ^ SEQ.fetch_add(1, Ordering::Relaxed);
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let handed = handed.get_or_insert_with(HashSet::new);
+    if to > from + 1_000 {
+        for _ in 0..1_000 {
+            // xorshift: other processes draw other sequences.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let port = from + (x % u64::from(to - from)) as u16;
+            if handed.contains(&port) || !claim_port(&claims, port) {
+                continue;
+            }
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                handed.insert(port);
+                return Ok(port);
+            }
+        }
+    }
+    // No room below the ephemeral range: the kernel's choice, unclaimed.
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(io("finding a free loopback port".into()))
+}
+
+/// How long a port claimed by [`free_port`] stays claimed: longer than
+/// any test runs.
+pub const PORT_CLAIM_LIFETIME: Duration = Duration::from_secs(30 * 60);
+
+/// Claims `port` for this process unless a live claim exists.
+fn claim_port(dir: &Path, port: u16) -> bool {
+    let f = dir.join(port.to_string());
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&f)
+            .is_ok()
+    };
+    if create() {
+        return true;
+    }
+    let stale = std::fs::metadata(&f)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > PORT_CLAIM_LIFETIME);
+    // Of two processes finding the same stale claim, one creates it anew.
+    stale && std::fs::remove_file(&f).is_ok() && create()
 }
 
 /// etcd's /health over plain HTTP/1.1: it answers `"health":"true"` only

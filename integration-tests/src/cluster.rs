@@ -78,6 +78,22 @@ impl Proc {
         self.child.as_ref().map_or(0, |c| c.id())
     }
 
+    /// Whether the process ended without the test killing it (a zombie
+    /// not yet reaped), without the `&mut` that reaping needs.
+    pub fn died(&self) -> bool {
+        let Some(c) = self.child.as_ref() else {
+            return false;
+        };
+        match std::fs::read_to_string(format!("/proc/{}/stat", c.id())) {
+            // The state follows the command name, which is in parentheses.
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|state| state == "Z" || state == "X"),
+            Err(_) => true,
+        }
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
@@ -95,37 +111,10 @@ impl Drop for Proc {
     }
 }
 
-/// A loopback port nobody listens on right now, from below the kernel's
-/// ephemeral range: a port the kernel hands out for `bind(0)` is also one
-/// it may give the next outgoing connection (of this test or one running
-/// beside it) before the service that was to listen on it binds.
+/// A loopback port for a test service, claimed so that no other draw of
+/// this machine's tests gets it ([`controller::testing::free_port`]).
 pub fn free_port() -> Result<u16> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let (from, to) = (10_000u16, low.saturating_sub(1));
-    if to > from + 1_000 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let mut x =
-            nanos ^ (u64::from(std::process::id()) << 32) ^ SEQ.fetch_add(1, Ordering::Relaxed);
-        for _ in 0..200 {
-            // xorshift: tests in other processes draw other sequences.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let port = from + (x % u64::from(to - from)) as u16;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                return Ok(port);
-            }
-        }
-    }
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr()?.port())
+    Ok(controller::testing::free_port()?)
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, or fails after `limit`.
@@ -508,6 +497,9 @@ impl Cluster {
     pub async fn converged(&self, ctl: usize, limit: Duration) -> Result<v1::ControllerState> {
         let n = self.fabric.subnets.len();
         let r = wait_for("the control plane to converge", limit, || async {
+            if let Some(p) = self.processes().find(|p| p.died()) {
+                return Some(Err(format!("{} exited", p.name)));
+            }
             let st = self.state(ctl).await?;
             if !(st.leader && proto::convert::subnets_mapped(&st, n)) {
                 return None;
@@ -518,13 +510,64 @@ impl Cluster {
                     return None;
                 }
             }
-            Some(st)
+            Some(Ok(st))
         })
         .await;
         match r {
-            Ok(st) => Ok(st),
-            Err(e) => bail!("{e}\n{}", self.logs()),
+            Ok(Ok(st)) => Ok(st),
+            Ok(Err(e)) => bail!("{e}\n{}", self.logs()),
+            // What is missing first: a long failure output may be cut.
+            Err(e) => bail!("{e}\n{}\n{}", self.lagging(ctl).await, self.logs()),
         }
+    }
+
+    fn processes(&self) -> impl Iterator<Item = &Proc> {
+        self.controllers
+            .iter()
+            .map(|(_, p)| p)
+            .chain(self.agents.iter().map(|a| &a.proc))
+            .chain(self.routers.iter().map(|r| &r.proc))
+    }
+
+    /// One line per subnet and router that `converged` still waits for.
+    async fn lagging(&self, ctl: usize) -> String {
+        let Some(st) = self.state(ctl).await else {
+            return format!("controller {ctl} does not answer State");
+        };
+        let mut out = format!(
+            "controller {ctl}: leader {}, {} of {} subnets reported\n",
+            st.leader,
+            st.subnets.len(),
+            self.fabric.subnets.len()
+        );
+        for s in &st.subnets {
+            if s.routing.is_none() || s.mapping_version == 0 {
+                out += &format!(
+                    "subnet {:#x}: routing {}, mapping version {}\n",
+                    s.subnet_prefix,
+                    s.routing.is_some(),
+                    s.mapping_version
+                );
+            }
+        }
+        for (i, r) in self.routers.iter().enumerate() {
+            let published = st
+                .routers
+                .iter()
+                .find(|p| p.router_guid == r.guid)
+                .map(|p| p.egress_version);
+            match self.router_state(i).await {
+                Some(rs) if proto::convert::router_current(&st, &rs) => {}
+                Some(rs) => {
+                    out += &format!(
+                        "{}: holds {}, controller publishes {published:?}, {} refused\n",
+                        r.proc.name, rs.version, rs.rejected
+                    )
+                }
+                None => out += &format!("{}: does not answer State\n", r.proc.name),
+            }
+        }
+        out
     }
 
     /// Tails of every process log, for failure messages.
