@@ -175,7 +175,10 @@ pub struct PathSl {
     width: usize,
     /// Row index per source LID; `u32::MAX` = no row (SL 0 everywhere).
     row_of: Vec<u32>,
-    rows: Vec<u8>,
+    /// Shared between clones until one changes (copy on write): a reroute
+    /// clones the tables in force and changes few SLs, often none, and
+    /// a subnet near the LID limit holds tens of megabytes of rows.
+    rows: std::sync::Arc<Vec<u8>>,
 }
 
 /// Marker for "this source has no path to that destination" in a row.
@@ -187,7 +190,7 @@ impl PathSl {
         Self {
             width,
             row_of: vec![u32::MAX; width],
-            rows: Vec::new(),
+            rows: Default::default(),
         }
     }
     pub fn width(&self) -> usize {
@@ -198,12 +201,12 @@ impl PathSl {
     pub fn push_row(&mut self, row: &[u8]) -> u32 {
         debug_assert_eq!(row.len(), self.width);
         let i = (self.rows.len() / self.width.max(1)) as u32;
-        self.rows.extend_from_slice(row);
+        std::sync::Arc::make_mut(&mut self.rows).extend_from_slice(row);
         i
     }
     pub fn row_mut(&mut self, row: u32) -> &mut [u8] {
         let s = row as usize * self.width;
-        &mut self.rows[s..s + self.width]
+        &mut std::sync::Arc::make_mut(&mut self.rows)[s..s + self.width]
     }
     pub fn assign(&mut self, src_lid: u16, row: u32) {
         self.row_of[src_lid as usize] = row;
@@ -287,9 +290,31 @@ impl PathSl {
             .filter(|(_, &r)| r != u32::MAX)
             .map(|(l, _)| l as u16)
     }
+    /// Whether `other` holds the very same SLs because neither changed
+    /// since one was cloned from the other: a check in constant time
+    /// (besides the row map) where comparing rows reads megabytes.
+    pub fn same_rows_as(&self, other: &PathSl) -> bool {
+        std::sync::Arc::ptr_eq(&self.rows, &other.rows) && self.row_of == other.row_of
+    }
+    /// Which SLs some source's row uses, each row read once however many
+    /// sources share it.
+    pub fn sls_used(&self) -> [bool; NUM_SLS] {
+        let mut read = vec![false; self.num_rows()];
+        let mut seen = [false; 256];
+        for &r in &self.row_of {
+            if let Some(done) = read.get_mut(r as usize).filter(|d| !**d) {
+                *done = true;
+                let s = r as usize * self.width;
+                for &b in &self.rows[s..s + self.width] {
+                    seen[b as usize] = true;
+                }
+            }
+        }
+        std::array::from_fn(|i| seen[i])
+    }
     pub fn distinct_sls(&self) -> usize {
         let mut seen = [false; 256];
-        for &b in &self.rows {
+        for &b in self.rows.iter() {
             seen[b as usize] = true;
         }
         seen[..NUM_SLS].iter().filter(|&&x| x).count()
@@ -532,7 +557,7 @@ impl Routing {
                     }
                     p.row_of[i] = r;
                 }
-                p.rows = rows;
+                p.rows = std::sync::Arc::new(rows);
                 Some(p)
             }
         };

@@ -37,7 +37,7 @@ pub use plan::{order_update, PlanError, Planned};
 
 use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
 use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
-use crate::verify::transition::Mix;
+use crate::verify::transition::{Changed, Mix};
 
 /// A failed (or restored) element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +223,7 @@ pub fn reroute(
         vls_before: list.vls_used(),
         ..Stats::default()
     };
+    let mut dropped_lid = vec![false; f.max_lid() as usize + 1];
     // Ports the fault cut off (a host behind a failed link or switch, a
     // switch with no link left) are no destination any more: no entry
     // names them, so the set never routes to a port the fabric lacks.
@@ -234,6 +235,7 @@ pub fn reroute(
             _ => f.remote(s) == NONE,
         };
         if gone {
+            dropped_lid[lid as usize] = true;
             for si in 0..f.switches().len() as u32 {
                 if new.lfts.get(si, lid) != NO_PATH {
                     new.lfts.set(si, lid, NO_PATH);
@@ -268,21 +270,17 @@ pub fn reroute(
         }
     }
     let max_vl = list.max_vl_used();
-    let layers: Vec<u8> = match &old.path_sl {
-        Some(p) if opts.layers => {
-            let mut seen = [false; NUM_SLS];
-            for s in p.sources() {
-                if let Some(row) = p.row_of(s) {
-                    for &sl in row {
-                        if (sl as usize) < NUM_SLS {
-                            seen[sl as usize] = true;
-                        }
-                    }
-                }
+    // The SLs (VL layers) the routing uses, read only when some flow's own
+    // SL finds no path: most reroutes never need them.
+    let mut layers: Option<Vec<u8>> = None;
+    let layers_of = |r: &Routing| -> Vec<u8> {
+        match &r.path_sl {
+            Some(p) if opts.layers => {
+                let seen = p.sls_used();
+                (0..NUM_SLS as u8).filter(|&s| seen[s as usize]).collect()
             }
-            (0..NUM_SLS as u8).filter(|&s| seen[s as usize]).collect()
+            _ => Vec::new(),
         }
-        _ => Vec::new(),
     };
     let hosts = crate::verify::switch_hosts(f);
     let mut searcher = search::Searcher::new(f, list.vls());
@@ -293,6 +291,9 @@ pub fn reroute(
     let mut unrouted = 0u64;
     let mut first_unrouted = None;
     let mut changed_dests = Vec::new();
+    // Per destination of `changed_dests`: the switches whose route toward
+    // it crossed the fault, the only entries the reroute may set.
+    let mut broken_at: Vec<Vec<u32>> = Vec::new();
     let mut state = vec![Reach::Unknown; f.switches().len()];
     let mut chain = Vec::new();
     // Per destination: (source switch, SL, VL of the first hop) of the
@@ -301,6 +302,15 @@ pub fn reroute(
     // the same dependencies, all in the list already: its search would
     // find that path again and add nothing.
     let mut routed_from: Vec<(u32, u8, u8)> = Vec::new();
+    // Positions in `hosts` by the switch the host hangs off.
+    let mut hosts_at: Vec<Vec<u32>> = vec![Vec::new(); f.switches().len()];
+    for (k, &si) in host_switch.iter().enumerate() {
+        if si != NONE {
+            hosts_at[si as usize].push(k as u32);
+        }
+    }
+    let mut order: Vec<u32> = Vec::new();
+    let mut block = ColumnBlock::default();
     // Sources toward a destination, counted without walking them: every
     // host but the destination, and no router port toward a router port
     // (transit, the inter-subnet check's).
@@ -320,17 +330,24 @@ pub fn reroute(
             continue;
         }
         state.fill(Reach::Unknown);
+        block.load(&new.lfts, dlid);
+        let col = |si: u32| block.get(si, dlid);
         for si in 0..state.len() {
-            classify(f, &new, d, dlid, si as u32, &mut state, &mut chain);
+            classify(f, &col, d, si as u32, &mut state, &mut chain);
         }
         routed_from.clear();
         let mut affected = false;
-        for (&h, &si0) in hosts.iter().zip(&host_switch) {
-            // Most sources sit on switches the fault left alone: the
-            // cheapest test first.
-            if si0 == NONE || state[si0 as usize] == Reach::Good {
-                continue;
+        // Most sources sit on switches the fault left alone: only those of
+        // the others, in the order of `hosts`.
+        order.clear();
+        for (si, at) in hosts_at.iter().enumerate() {
+            if state[si] != Reach::Good {
+                order.extend_from_slice(at);
             }
+        }
+        order.sort_unstable();
+        for &k in &order {
+            let (h, si0) = (hosts[k as usize], host_switch[k as usize]);
             if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
                 continue;
             }
@@ -358,10 +375,17 @@ pub fn reroute(
                     continue;
                 }
             }
-            let mut tries: Vec<u8> = vec![sl];
-            tries.extend(layers.iter().copied().filter(|&l| l != sl));
             let mut done = false;
-            for try_sl in tries {
+            for attempt in 0.. {
+                let try_sl = if attempt == 0 {
+                    sl
+                } else {
+                    let others = layers.get_or_insert_with(|| layers_of(old));
+                    match others.iter().copied().filter(|&l| l != sl).nth(attempt - 1) {
+                        Some(l) => l,
+                        None => break,
+                    }
+                };
                 let found = searcher.route_flow(
                     f,
                     &mut new,
@@ -403,12 +427,20 @@ pub fn reroute(
         if affected {
             stats.destinations_affected += 1;
             changed_dests.push(d);
+            broken_at.push(
+                (0..state.len() as u32)
+                    .filter(|&si| {
+                        state[si as usize] == Reach::Broken || state[si as usize] == Reach::Assigned
+                    })
+                    .collect(),
+            );
         }
     }
     if let Some((src, dst)) = first_unrouted {
         return Err(DqrError::NoPath { unrouted, src, dst });
     }
-    stats.switch_entries_changed = repair_switch_lids(f, &mut new, &affected_lid);
+    let repaired = repair_switch_lids(f, &mut new, &affected_lid);
+    stats.switch_entries_changed = repaired.len() as u64;
     // Only entries a path set can differ (each set once): counting them
     // spares a pass over every switch for every destination.
     stats.entries_changed = searcher
@@ -423,27 +455,58 @@ pub fn reroute(
     }
     let mut drain = None;
     if opts.check_transition {
+        // Which entries toward each destination may differ between the
+        // stages: those of its broken switches, unless the fault cut the
+        // destination off (every entry dropped) or it is a switch (whose
+        // column the repair and the drain stage set too).
+        let changes: Vec<(Slot, Changed)> = changed_dests
+            .iter()
+            .zip(&broken_at)
+            .map(|(&d, b)| {
+                let exact = !dropped_lid[f.lid_of_slot(d) as usize]
+                    && f.kind(f.node_of(d)) != NodeKind::Switch;
+                (
+                    d,
+                    if exact {
+                        Changed::Given(b)
+                    } else {
+                        Changed::Compare
+                    },
+                )
+            })
+            .collect();
         let mut one_step = list.clone();
-        match admit_transition(f, old, &new, &mut one_step, &changed_dests) {
+        match admit_transition(f, old, &new, &mut one_step, &changes) {
             Ok(n) => {
                 stats.transition_dependencies = n;
                 *list = one_step;
             }
             Err(_) => {
                 let mut d = old.clone();
-                for &dst in &changed_dests {
+                for (&dst, (_, changed)) in changed_dests.iter().zip(&changes) {
                     let dlid = f.lid_of_slot(dst);
+                    if let Changed::Given(broken) = changed {
+                        for &si in *broken {
+                            d.lfts.set(si, dlid, NO_PATH);
+                        }
+                        continue;
+                    }
                     state.fill(Reach::Unknown);
+                    let col = |si: u32| old.lfts.get(si, dlid);
                     for si in 0..state.len() as u32 {
-                        classify(f, old, dst, dlid, si, &mut state, &mut chain);
+                        classify(f, &col, dst, si, &mut state, &mut chain);
                         if state[si as usize] == Reach::Broken {
                             d.lfts.set(si, dlid, NO_PATH);
                         }
                     }
                 }
-                switch_columns_from(f, &mut d, &new);
-                stats.transition_dependencies = admit_transition(f, old, &d, list, &changed_dests)?
-                    + admit_transition(f, &d, &new, list, &changed_dests)?;
+                // The repaired routes toward switches, the only switch
+                // entries `new` changed (see `switch_columns_from`).
+                for &(si, lid) in &repaired {
+                    d.lfts.set(si, lid, new.lfts.get(si, lid));
+                }
+                stats.transition_dependencies = admit_transition(f, old, &d, list, &changes)?
+                    + admit_transition(f, &d, &new, list, &changes)?;
                 drain = Some(d);
             }
         }
@@ -477,12 +540,16 @@ pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) 
 /// the fault); routes that still arrive stay. A repaired chain only
 /// descends in distance until it meets the destination or a switch whose
 /// route arrives, and such a route passes no repaired switch (it would
-/// not have arrived), so no loop forms. Returns the entries changed.
-fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> u64 {
+/// not have arrived), so no loop forms. Returns the entries changed
+/// (switch index, LID).
+fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec<(u32, u16)> {
     let n = f.switches().len();
-    let mut changed = 0u64;
-    let mut dist = vec![u32::MAX; n];
-    let mut queue = std::collections::VecDeque::new();
+    let mut changed = Vec::new();
+    let mut block = ColumnBlock::default();
+    let mut chain = Vec::new();
+    let graph = crate::graph::SwitchGraph::new(f);
+    let mut dist = vec![crate::graph::UNREACHABLE; n];
+    let mut queue = Vec::new();
     let mut state = vec![Reach::Unknown; n];
     let neighbours = |si: u32| {
         let sw = f.switches()[si as usize];
@@ -502,26 +569,12 @@ fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> u64
         {
             continue;
         }
-        dist.fill(u32::MAX);
-        dist[di] = 0;
-        queue.clear();
-        queue.push_back(di as u32);
-        while let Some(x) = queue.pop_front() {
-            for (_, y) in neighbours(x) {
-                if dist[y as usize] == u32::MAX {
-                    dist[y as usize] = dist[x as usize] + 1;
-                    queue.push_back(y);
-                }
-            }
-        }
         state.fill(Reach::Unknown);
         state[di] = Reach::Good;
+        block.load(&r.lfts, dlid);
         for si in 0..n as u32 {
-            if dist[si as usize] == u32::MAX {
-                continue;
-            }
             // Follow the entries until a known verdict.
-            let mut chain = Vec::new();
+            chain.clear();
             let mut cur = si;
             let verdict = loop {
                 match state[cur as usize] {
@@ -532,26 +585,31 @@ fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> u64
                 state[cur as usize] = Reach::Visiting;
                 chain.push(cur);
                 let next = f
-                    .linked_port(f.switches()[cur as usize], r.lfts.get(cur, dlid))
+                    .linked_port(f.switches()[cur as usize], block.get(cur, dlid))
                     .and_then(|o| f.switch_index(f.node_of(f.remote(o))));
                 match next {
                     Some(next) => cur = next,
                     None => break Reach::Broken,
                 }
             };
-            for c in chain {
+            for &c in &chain {
                 state[c as usize] = verdict;
             }
         }
+        // Distances only where some route needs repair.
+        if !state.contains(&Reach::Broken) {
+            continue;
+        }
+        graph.bfs_into(di as u32, &mut dist, &mut queue);
         for si in 0..n {
-            if state[si] != Reach::Broken || dist[si] == u32::MAX {
+            if state[si] != Reach::Broken || dist[si] == crate::graph::UNREACHABLE {
                 continue;
             }
-            if let Some((p, _)) =
-                neighbours(si as u32).find(|&(_, y)| dist[y as usize] + 1 == dist[si])
+            if let Some((p, _)) = neighbours(si as u32)
+                .find(|&(_, y)| u32::from(dist[y as usize]) + 1 == u32::from(dist[si]))
             {
                 r.lfts.set(si as u32, dlid, p);
-                changed += 1;
+                changed.push((si as u32, dlid));
             }
         }
     }
@@ -587,22 +645,24 @@ fn verify_result(
 /// that changed into `list` (the other destinations route as before, and
 /// their dependencies are in the list already). The list then orders the
 /// whole transition, or the first dependency that would close a cycle is
-/// named.
-pub fn admit_transition(
+/// named. Each destination comes with the switches whose entry toward it
+/// may change, or [`Changed::Compare`] to find them.
+pub(crate) fn admit_transition(
     f: &Fabric,
     old: &Routing,
     new: &Routing,
     list: &mut ChannelList,
-    dests: &[Slot],
+    dests: &[(Slot, Changed)],
 ) -> Result<u64, DqrError> {
     let mix = Mix::new(f, old, new, list.vls());
     let mut st = mix.scratch();
     let mut added = 0u64;
     let mut bad = None;
-    for &d in dests {
+    for (d, changed) in dests {
+        let d = *d;
         // The list holds the old side's dependencies: only walks that
         // differ from it can add any.
-        mix.walks_through_changes(&mut st, d, &mut |c, vc, o, vo| {
+        mix.walks_through(&mut st, d, changed.clone(), &mut |c, vc, o, vo| {
             if bad.is_some() {
                 return;
             }
@@ -625,6 +685,46 @@ pub fn admit_transition(
         }
     }
     Ok(added)
+}
+
+/// LFT columns of [`ColumnBlock::LIDS`] consecutive LIDs, copied row by
+/// row. A column read straight from the LFTs costs a cache miss per
+/// switch (rows are a LID range apart), and the destinations a fault
+/// affects come in runs of consecutive LIDs (a group's or a leaf's
+/// hosts), so a block serves many columns for the misses of one.
+#[derive(Default)]
+struct ColumnBlock {
+    base: Option<u16>,
+    data: Vec<u8>,
+}
+
+impl ColumnBlock {
+    const LIDS: usize = 64;
+
+    /// Makes `lid`'s column readable. Entries changed in `lfts` since the
+    /// block was loaded are not seen: a caller reads a column only before
+    /// it changes that column.
+    fn load(&mut self, lfts: &crate::tables::Lfts, lid: u16) {
+        let base = lid - lid % Self::LIDS as u16;
+        if self.base == Some(base) {
+            return;
+        }
+        self.base = Some(base);
+        let n = lfts.num_switches();
+        self.data.clear();
+        self.data.resize(n * Self::LIDS, NO_PATH);
+        let from = base as usize;
+        let to = (from + Self::LIDS).min(lfts.width());
+        for (si, out) in self.data.chunks_exact_mut(Self::LIDS).enumerate() {
+            let row = lfts.row(si as u32);
+            out[..to - from].copy_from_slice(&row[from..to]);
+        }
+    }
+
+    fn get(&self, si: u32, lid: u16) -> u8 {
+        let base = self.base.unwrap_or(0);
+        self.data[si as usize * Self::LIDS + (lid - base) as usize]
+    }
 }
 
 /// Whether a switch's route toward one destination still reaches it.
@@ -650,9 +750,8 @@ impl Reach {
 /// way good or broken.
 fn classify(
     f: &Fabric,
-    r: &Routing,
+    col: &impl Fn(u32) -> u8,
     d: Slot,
-    dlid: u16,
     si: u32,
     state: &mut [Reach],
     chain: &mut Vec<u32>,
@@ -671,7 +770,7 @@ fn classify(
         }
         state[cur as usize] = Reach::Visiting;
         chain.push(cur);
-        let Some(o) = f.linked_port(f.switches()[cur as usize], r.lfts.get(cur, dlid)) else {
+        let Some(o) = f.linked_port(f.switches()[cur as usize], col(cur)) else {
             break Reach::Broken;
         };
         let rem = f.remote(o);

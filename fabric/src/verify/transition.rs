@@ -65,13 +65,6 @@ impl TransitionReport {
     }
 }
 
-/// Tables of one side of the update, read for one destination.
-struct Side<'a> {
-    r: &'a Routing,
-    /// LFT column of the destination, one entry per switch index.
-    col: Vec<u8>,
-}
-
 /// The mixed walks of an update from `old` to `new` on `f`, destination
 /// by destination.
 pub(crate) struct Mix<'a> {
@@ -88,6 +81,19 @@ pub(crate) struct Mix<'a> {
     hosts_at: Vec<Vec<Slot>>,
     /// Per destination LID, the sources whose path SL toward it changes.
     sl_changed_to: Vec<Vec<Slot>>,
+    /// Per switch index: (neighbour switch index, the neighbour's port
+    /// toward this switch), one per link.
+    upstream: Vec<Vec<(u32, u8)>>,
+}
+
+/// The switches whose entry toward a destination may differ between the
+/// two sides of an update: found by comparing the LFT columns, or given by
+/// a caller that knows which entries it set.
+#[derive(Clone, Copy)]
+pub(crate) enum Changed<'c> {
+    Compare,
+    /// Every switch index whose entry differs (more is harmless).
+    Given(&'c [u32]),
 }
 
 /// Per-thread scratch of [`Mix::walks_to`] and what it counted.
@@ -97,11 +103,9 @@ pub(crate) struct MixScratch {
     tag: u32,
     stack: Vec<(Slot, u8, u8)>,
     /// Per switch: its route toward the destination may meet a changed
-    /// entry (see [`Mix::walks_through_changes`]), and the reverse
-    /// next-hop graph that finds them.
+    /// entry (see [`Mix::walks_through`]), and the queue of the
+    /// search that finds them.
     relevant: Vec<bool>,
-    pred_start: Vec<u32>,
-    pred: Vec<u32>,
     queue: Vec<u32>,
     sources: Vec<Slot>,
     pub states: u64,
@@ -117,11 +121,18 @@ impl<'a> Mix<'a> {
         let hosts = switch_hosts(f);
         let mut hosts_at = vec![Vec::new(); f.switches().len()];
         let mut sl_changed_to = vec![Vec::new(); f.max_lid() as usize + 1];
+        // Tables cloned and left alone (a reroute that moved no flow to
+        // another SL): no row to compare.
+        let sls_same = match (&old.path_sl, &new.path_sl) {
+            (Some(a), Some(b)) => a.same_rows_as(b),
+            (None, None) => true,
+            _ => false,
+        };
         for &h in &hosts {
             if let Some(si) = f.switch_index(f.node_of(f.remote(h))) {
                 hosts_at[si as usize].push(h);
             }
-            if old.path_sl.is_none() && new.path_sl.is_none() {
+            if sls_same {
                 continue;
             }
             let slid = f.lid_of_slot(h);
@@ -140,10 +151,23 @@ impl<'a> Mix<'a> {
                 }
             }
         }
+        let mut upstream = vec![Vec::new(); f.switches().len()];
+        for (si, &sw) in f.switches().iter().enumerate() {
+            for p in 1..=f.num_ports(sw) {
+                let rem = f.remote(f.slot(sw, p));
+                if rem == NONE {
+                    continue;
+                }
+                if let Some(ni) = f.switch_index(f.node_of(rem)) {
+                    upstream[ni as usize].push((si as u32, p));
+                }
+            }
+        }
         Self {
             f,
             old,
             new,
+            upstream,
             is_s2s: switch_link_flags(f),
             vls,
             hosts,
@@ -175,106 +199,78 @@ impl<'a> Mix<'a> {
         d: Slot,
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
-        self.walks(st, d, false, on_edge);
+        self.walks(st, d, None, on_edge);
     }
 
     /// The mixed walks toward `d` that differ from the old side's: those
     /// from a source whose SL changes, or that may meet a switch whose
-    /// entry changes. The others are walks of the old tables, whose
-    /// dependencies a caller holding the old graph has already. All walks
-    /// when the SL-to-VL tables change.
-    pub(crate) fn walks_through_changes(
+    /// entry changes (`changed` finds those switches or names them). The
+    /// others are walks of the old tables, whose dependencies a caller
+    /// holding the old graph has already. All walks when the SL-to-VL
+    /// tables change.
+    pub(crate) fn walks_through(
         &self,
         st: &mut MixScratch,
         d: Slot,
+        changed: Changed,
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
-        self.walks(st, d, self.sl2vl_same, on_edge);
+        let only = self.sl2vl_same.then_some(changed);
+        self.walks(st, d, only, on_edge);
     }
 
     /// Marks in `st.relevant` the switches whose old or new entry toward
-    /// `d` leads, in any number of hops, to a switch whose entry changes.
-    fn mark_relevant(&self, st: &mut MixScratch, cols: [&[u8]; 2]) {
-        let f = self.f;
-        let n = f.switches().len();
-        let next = |si: usize, col: &[u8]| -> Option<u32> {
-            let o = f.linked_port(f.switches()[si], col[si])?;
-            f.switch_index(f.node_of(f.remote(o)))
-        };
+    /// `dlid` leads, in any number of hops, to a switch whose entry
+    /// changes (`st.queue` holds those on entry): a search backwards from
+    /// them over the links whose far end forwards into them, so the cost
+    /// is that of the switches found, not of the fabric.
+    fn mark_relevant(&self, st: &mut MixScratch, dlid: u16) {
         st.relevant.clear();
-        st.relevant.resize(n, false);
-        st.pred_start.clear();
-        st.pred_start.resize(n + 1, 0);
-        for si in 0..n {
-            for col in cols {
-                if let Some(t) = next(si, col) {
-                    st.pred_start[t as usize + 1] += 1;
-                }
-            }
-        }
-        for i in 0..n {
-            st.pred_start[i + 1] += st.pred_start[i];
-        }
-        st.pred.clear();
-        st.pred.resize(st.pred_start[n] as usize, 0);
-        let mut fill: Vec<u32> = st.pred_start[..n].to_vec();
-        for si in 0..n {
-            for col in cols {
-                if let Some(t) = next(si, col) {
-                    st.pred[fill[t as usize] as usize] = si as u32;
-                    fill[t as usize] += 1;
-                }
-            }
-        }
-        st.queue.clear();
-        for (si, (a, b)) in cols[0].iter().zip(cols[1]).enumerate() {
-            if a != b {
-                st.relevant[si] = true;
-                st.queue.push(si as u32);
-            }
+        st.relevant.resize(self.f.switches().len(), false);
+        for &si in &st.queue {
+            st.relevant[si as usize] = true;
         }
         while let Some(t) = st.queue.pop() {
-            let (a, b) = (
-                st.pred_start[t as usize] as usize,
-                st.pred_start[t as usize + 1] as usize,
-            );
-            for i in a..b {
-                let p = st.pred[i] as usize;
-                if !st.relevant[p] {
-                    st.relevant[p] = true;
-                    st.queue.push(p as u32);
+            for &(p, port) in &self.upstream[t as usize] {
+                if st.relevant[p as usize] {
+                    continue;
+                }
+                if self.old.lfts.get(p, dlid) == port || self.new.lfts.get(p, dlid) == port {
+                    st.relevant[p as usize] = true;
+                    st.queue.push(p);
                 }
             }
         }
     }
 
+    /// `only`: walk only from the sources whose walks may differ from the
+    /// old side's, the switches whose entry changes found as it says.
     fn walks(
         &self,
         st: &mut MixScratch,
         d: Slot,
-        only_changes: bool,
+        only: Option<Changed>,
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
         let f = self.f;
         let dlid = f.lid_of_slot(d);
         let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
-        let sides = [
-            Side {
-                r: self.old,
-                col: column(f, self.old, dlid),
-            },
-            Side {
-                r: self.new,
-                col: column(f, self.new, dlid),
-            },
-        ];
-        let entries = sides[0]
-            .col
-            .iter()
-            .zip(&sides[1].col)
-            .filter(|(a, b)| a != b)
-            .count() as u64;
+        let sides = [self.old, self.new];
+        st.queue.clear();
+        match only {
+            Some(Changed::Given(sws)) => st.queue.extend(
+                sws.iter()
+                    .copied()
+                    .filter(|&si| self.old.lfts.get(si, dlid) != self.new.lfts.get(si, dlid)),
+            ),
+            _ => st.queue.extend(
+                (0..f.switches().len() as u32)
+                    .filter(|&si| self.old.lfts.get(si, dlid) != self.new.lfts.get(si, dlid)),
+            ),
+        }
+        let entries = st.queue.len() as u64;
         st.entries_changed += entries;
+        let only_changes = only.is_some();
         let mut sls_changed = 0u64;
         // A fresh tag per destination: walks toward `d` share their states.
         if st.tag == u32::MAX {
@@ -284,13 +280,13 @@ impl<'a> Mix<'a> {
         st.tag += 1;
         let tag = st.tag;
         if only_changes {
-            self.mark_relevant(st, [&sides[0].col, &sides[1].col]);
+            self.mark_relevant(st, dlid);
         }
         let vls = self.vls;
         let key =
             |c: Slot, vl: u8, sl: u8| (c as usize * vls + vl as usize) * NUM_SLS + sl as usize;
         // The sources to walk from: every one, or those whose walks may
-        // differ from the old side's (see `walks_through_changes`).
+        // differ from the old side's (see `walks_through`).
         let mut sources = std::mem::take(&mut st.sources);
         sources.clear();
         if only_changes {
@@ -334,7 +330,7 @@ impl<'a> Mix<'a> {
                     continue;
                 };
                 let inp = f.port_of(r);
-                let mut outs = [sides[0].col[si as usize], sides[1].col[si as usize]];
+                let mut outs = [sides[0].lfts.get(si, dlid), sides[1].lfts.get(si, dlid)];
                 if outs[0] == outs[1] {
                     outs[1] = NO_PATH;
                 }
@@ -343,8 +339,8 @@ impl<'a> Mix<'a> {
                         continue;
                     };
                     let mut vos = [
-                        Self::vl(sides[0].r, si, inp, out, sl),
-                        Self::vl(sides[1].r, si, inp, out, sl),
+                        Self::vl(sides[0], si, inp, out, sl),
+                        Self::vl(sides[1], si, inp, out, sl),
                     ];
                     if vos[0] == vos[1] {
                         vos[1] = u8::MAX;
@@ -437,12 +433,6 @@ fn sl2vl_rows_changed(f: &Fabric, old: &Routing, new: &Routing) -> u64 {
     n
 }
 
-fn column(f: &Fabric, r: &Routing, dlid: u16) -> Vec<u8> {
-    (0..f.switches().len() as u32)
-        .map(|si| r.lfts.get(si, dlid))
-        .collect()
-}
-
 fn path_sl(r: &Routing, slid: u16, dlid: u16) -> u8 {
     r.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid))
 }
@@ -464,7 +454,7 @@ mod tests {
                 e.insert((c, vc, o, vo));
             };
             if only_changes {
-                mix.walks_through_changes(&mut st, d, &mut add);
+                mix.walks_through(&mut st, d, Changed::Compare, &mut add);
             } else {
                 mix.walks_to(&mut st, d, &mut add);
             }
@@ -502,6 +492,23 @@ mod tests {
                 let mut covered = edges(&Mix::new(&f1, &old, &new, vls), &f1, true);
                 covered.extend(edges(&Mix::new(&f1, &old, &old, vls), &f1, false));
                 assert!(full.is_subset(&covered), "{engine} {t:?}");
+                // Named changes give the walks the comparison finds.
+                let mix = Mix::new(&f1, &old, &new, vls);
+                let mut st = mix.scratch();
+                let (mut given, mut compared) = (Edges::new(), Edges::new());
+                for &d in f1.endports() {
+                    let dlid = f1.lid_of_slot(d);
+                    let sws: Vec<u32> = (0..f1.switches().len() as u32)
+                        .filter(|&si| old.lfts.get(si, dlid) != new.lfts.get(si, dlid))
+                        .collect();
+                    mix.walks_through(&mut st, d, Changed::Given(&sws), &mut |c, vc, o, vo| {
+                        given.insert((c, vc, o, vo));
+                    });
+                    mix.walks_through(&mut st, d, Changed::Compare, &mut |c, vc, o, vo| {
+                        compared.insert((c, vc, o, vo));
+                    });
+                }
+                assert_eq!(given, compared, "{engine} {t:?}");
             }
         }
     }
