@@ -310,7 +310,6 @@ pub fn reroute(
         }
     }
     let mut order: Vec<u32> = Vec::new();
-    let mut block = ColumnBlock::default();
     // Sources toward a destination, counted without walking them: every
     // host but the destination, and no router port toward a router port
     // (transit, the inter-subnet check's).
@@ -318,6 +317,16 @@ pub fn reroute(
         .iter()
         .filter(|&&h| f.kind(f.node_of(h)) == NodeKind::Router)
         .count() as u64;
+    // The switches whose route toward each affected destination crossed
+    // the fault, found for all of them first (in parallel: a
+    // destination's column changes only while it is rerouted, below).
+    let affected_dests: Vec<Slot> = f
+        .endports()
+        .iter()
+        .copied()
+        .filter(|&d| affected_lid[f.lid_of_slot(d) as usize])
+        .collect();
+    let mut broken_of = broken_switches(f, &new, &affected_dests).into_iter();
     for &d in f.endports() {
         let dlid = f.lid_of_slot(d);
         let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
@@ -329,11 +338,10 @@ pub fn reroute(
         if !affected_lid[dlid as usize] {
             continue;
         }
-        state.fill(Reach::Unknown);
-        block.load(&new.lfts, dlid);
-        let col = |si: u32| block.get(si, dlid);
-        for si in 0..state.len() {
-            classify(f, &col, d, si as u32, &mut state, &mut chain);
+        let broken = broken_of.next().unwrap_or_default();
+        state.fill(Reach::Good);
+        for &si in &broken {
+            state[si as usize] = Reach::Broken;
         }
         routed_from.clear();
         let mut affected = false;
@@ -427,13 +435,7 @@ pub fn reroute(
         if affected {
             stats.destinations_affected += 1;
             changed_dests.push(d);
-            broken_at.push(
-                (0..state.len() as u32)
-                    .filter(|&si| {
-                        state[si as usize] == Reach::Broken || state[si as usize] == Reach::Assigned
-                    })
-                    .collect(),
-            );
+            broken_at.push(broken);
         }
     }
     if let Some((src, dst)) = first_unrouted {
@@ -475,12 +477,9 @@ pub fn reroute(
                 )
             })
             .collect();
-        let mut one_step = list.clone();
-        match admit_transition(f, old, &new, &mut one_step, &changes) {
-            Ok(n) => {
-                stats.transition_dependencies = n;
-                *list = one_step;
-            }
+        // A refused one-step update leaves the list as it was.
+        match admit_transition(f, old, &new, list, &changes) {
+            Ok(n) => stats.transition_dependencies = n,
             Err(_) => {
                 let mut d = old.clone();
                 for (&dst, (_, changed)) in changed_dests.iter().zip(&changes) {
@@ -645,7 +644,7 @@ fn verify_result(
 /// that changed into `list` (the other destinations route as before, and
 /// their dependencies are in the list already). The list then orders the
 /// whole transition, or the first dependency that would close a cycle is
-/// named. Each destination comes with the switches whose entry toward it
+/// named and the list is left as it was. Each destination comes with the switches whose entry toward it
 /// may change, or [`Changed::Compare`] to find them.
 pub(crate) fn admit_transition(
     f: &Fabric,
@@ -656,7 +655,7 @@ pub(crate) fn admit_transition(
 ) -> Result<u64, DqrError> {
     let mix = Mix::new(f, old, new, list.vls());
     let mut st = mix.scratch();
-    let mut added = 0u64;
+    let mut added = Vec::new();
     let mut bad = None;
     for (d, changed) in dests {
         let d = *d;
@@ -668,12 +667,16 @@ pub(crate) fn admit_transition(
             }
             let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
             match list.add(a, b) {
-                Ok(true) => added += 1,
+                Ok(true) => added.push((a, b)),
                 Ok(false) => {}
                 Err(_) => bad = Some((c, vc, o, vo)),
             }
         });
         if let Some((c, vc, o, vo)) = bad {
+            // The order stays one of the smaller graph: only the edges go.
+            for &(a, b) in added.iter().rev() {
+                list.remove(a, b);
+            }
             let ch = |s, v| {
                 crate::verify::describe_channel(f, crate::verify::VirtualChannel { slot: s, vl: v })
             };
@@ -684,7 +687,47 @@ pub(crate) fn admit_transition(
             )));
         }
     }
-    Ok(added)
+    Ok(added.len() as u64)
+}
+
+/// Per destination of `dests`, the switches whose entries toward it do
+/// not reach it on `f` (see [`classify`]), in switch order. Destinations
+/// sharing a [`ColumnBlock`] are classified by one task.
+fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot]) -> Vec<Vec<u32>> {
+    use rayon::prelude::*;
+    let block_of = |d: Slot| f.lid_of_slot(d) as usize / ColumnBlock::LIDS;
+    let mut runs: Vec<&[Slot]> = Vec::new();
+    let mut rest = dests;
+    while let Some(&first) = rest.first() {
+        let n = rest
+            .iter()
+            .position(|&d| block_of(d) != block_of(first))
+            .unwrap_or(rest.len());
+        runs.push(&rest[..n]);
+        rest = &rest[n..];
+    }
+    runs.par_iter()
+        .flat_map_iter(|run| {
+            let n = f.switches().len();
+            let mut block = ColumnBlock::default();
+            let mut state = vec![Reach::Unknown; n];
+            let mut chain = Vec::new();
+            run.iter()
+                .map(|&d| {
+                    let dlid = f.lid_of_slot(d);
+                    block.load(&r.lfts, dlid);
+                    let col = |si: u32| block.get(si, dlid);
+                    state.fill(Reach::Unknown);
+                    for si in 0..n as u32 {
+                        classify(f, &col, d, si, &mut state, &mut chain);
+                    }
+                    (0..n as u32)
+                        .filter(|&si| state[si as usize] == Reach::Broken)
+                        .collect::<Vec<u32>>()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// LFT columns of [`ColumnBlock::LIDS`] consecutive LIDs, copied row by
