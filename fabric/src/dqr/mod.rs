@@ -218,31 +218,22 @@ pub fn reroute(
     }
     // The list may carry earlier reroutes: count this one's share.
     let (added0, reorders0) = (list.added(), list.reorders());
-    let mut new = old.clone();
     let mut stats = Stats {
         vls_before: list.vls_used(),
         ..Stats::default()
     };
-    let mut dropped_lid = vec![false; f.max_lid() as usize + 1];
     // Ports the fault cut off (a host behind a failed link or switch, a
     // switch with no link left) are no destination any more: no entry
-    // names them, so the set never routes to a port the fabric lacks.
+    // names them (dropped below), so the set never routes to a port the
+    // fabric lacks.
+    let mut dropped_lid = vec![false; f.max_lid() as usize + 1];
     for lid in 1..=f.max_lid() {
         let Some(s) = f.lid_owner(lid) else { continue };
         let n = f.node_of(s);
-        let gone = match f.kind(n) {
+        dropped_lid[lid as usize] = match f.kind(n) {
             NodeKind::Switch => f.port_slots(n).all(|p| f.remote(p) == NONE),
             _ => f.remote(s) == NONE,
         };
-        if gone {
-            dropped_lid[lid as usize] = true;
-            for si in 0..f.switches().len() as u32 {
-                if new.lfts.get(si, lid) != NO_PATH {
-                    new.lfts.set(si, lid, NO_PATH);
-                    stats.entries_dropped += 1;
-                }
-            }
-        }
     }
     // A destination is affected only if some switch's entry toward it
     // leads into a link that is down (or nowhere): scanning the rows of
@@ -318,15 +309,33 @@ pub fn reroute(
         .filter(|&&h| f.kind(f.node_of(h)) == NodeKind::Router)
         .count() as u64;
     // The switches whose route toward each affected destination crossed
-    // the fault, found for all of them first (in parallel: a
-    // destination's column changes only while it is rerouted, below).
+    // the fault, found for all of them first, from the tables in force (a
+    // destination's column changes only while it is rerouted, below), in
+    // parallel with the copy of those tables that becomes the new ones.
     let affected_dests: Vec<Slot> = f
         .endports()
         .iter()
         .copied()
         .filter(|&d| affected_lid[f.lid_of_slot(d) as usize])
         .collect();
-    let mut broken_of = broken_switches(f, &new, &affected_dests).into_iter();
+    let ((mut new, dropped), broken_all) = rayon::join(
+        || {
+            let mut new = old.clone();
+            let mut dropped = 0u64;
+            for (lid, _) in dropped_lid.iter().enumerate().filter(|(_, &g)| g) {
+                for si in 0..f.switches().len() as u32 {
+                    if new.lfts.get(si, lid as u16) != NO_PATH {
+                        new.lfts.set(si, lid as u16, NO_PATH);
+                        dropped += 1;
+                    }
+                }
+            }
+            (new, dropped)
+        },
+        || broken_switches(f, old, &affected_dests, &dropped_lid),
+    );
+    stats.entries_dropped = dropped;
+    let mut broken_of = broken_all.into_iter();
     for &d in f.endports() {
         let dlid = f.lid_of_slot(d);
         let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
@@ -691,9 +700,10 @@ pub(crate) fn admit_transition(
 }
 
 /// Per destination of `dests`, the switches whose entries toward it do
-/// not reach it on `f` (see [`classify`]), in switch order. Destinations
+/// not reach it on `f` (see [`classify`]), in switch order; every switch
+/// for a destination in `dropped_lid`, whose entries are all dropped. Destinations
 /// sharing a [`ColumnBlock`] are classified by one task.
-fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot]) -> Vec<Vec<u32>> {
+fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot], dropped_lid: &[bool]) -> Vec<Vec<u32>> {
     use rayon::prelude::*;
     let block_of = |d: Slot| f.lid_of_slot(d) as usize / ColumnBlock::LIDS;
     let mut runs: Vec<&[Slot]> = Vec::new();
@@ -715,6 +725,10 @@ fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot]) -> Vec<Vec<u32>> {
             run.iter()
                 .map(|&d| {
                     let dlid = f.lid_of_slot(d);
+                    if dropped_lid[dlid as usize] {
+                        // Every entry dropped: no route reaches it.
+                        return (0..n as u32).collect();
+                    }
                     block.load(&r.lfts, dlid);
                     let col = |si: u32| block.get(si, dlid);
                     state.fill(Reach::Unknown);
