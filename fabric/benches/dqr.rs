@@ -24,6 +24,9 @@
 //! RUNS,P1,...`); `IBF_BENCH_PLOT=IN.csv:OUT.svg` draws the curves of such
 //! lines (the paper's next to ours, for example) as one SVG and exits.
 //!
+//! `IBF_BENCH_BASE` (minhop, sssp, trees, auto) routes on another base
+//! than the engine's default.
+//!
 //! `IBF_BENCH_SETUPS="mesh10-updn" cargo bench -p fabric --bench dqr`
 
 use fabric::dqr::{self, ChannelList, Fault, Options, Turns};
@@ -32,6 +35,16 @@ use fabric::model::{Fabric, Slot};
 use fabric::routing::{EngineKind, EngineOptions};
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
+
+/// The engine's options: its default base, or `IBF_BENCH_BASE`'s.
+fn engine_options() -> EngineOptions<'static> {
+    EngineOptions {
+        base: std::env::var("IBF_BENCH_BASE")
+            .ok()
+            .map(|b| b.parse().expect("IBF_BENCH_BASE: minhop, sssp, trees or auto")),
+        ..EngineOptions::default()
+    }
+}
 
 fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.into())
@@ -128,7 +141,7 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
     let f0 = generate(&t).expect("topology");
     let r0 = engine
         .engine()
-        .route(&f0, &EngineOptions::default())
+        .route(&f0, &engine_options())
         .expect("routes");
     let (list0, rep) = ChannelList::build(&f0, &r0).expect("channel list");
     assert!(rep.ok());
@@ -295,7 +308,7 @@ fn speed(name: &str, runs: usize) {
     let t0 = Instant::now();
     let r0 = engine
         .engine()
-        .route(&f0, &EngineOptions::default())
+        .route(&f0, &engine_options())
         .expect("routes");
     let route_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
