@@ -39,9 +39,10 @@ use std::time::Instant;
 /// The engine's options: its default base, or `IBF_BENCH_BASE`'s.
 fn engine_options() -> EngineOptions<'static> {
     EngineOptions {
-        base: std::env::var("IBF_BENCH_BASE")
-            .ok()
-            .map(|b| b.parse().expect("IBF_BENCH_BASE: minhop, sssp, trees or auto")),
+        base: std::env::var("IBF_BENCH_BASE").ok().map(|b| {
+            b.parse()
+                .expect("IBF_BENCH_BASE: minhop, sssp, trees or auto")
+        }),
         ..EngineOptions::default()
     }
 }
