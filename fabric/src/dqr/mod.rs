@@ -670,7 +670,7 @@ pub(crate) fn admit_transition(
         let d = *d;
         // The list holds the old side's dependencies: only walks that
         // differ from it can add any.
-        mix.walks_through(&mut st, d, changed.clone(), &mut |c, vc, o, vo| {
+        mix.walks_through(&mut st, d, *changed, &mut |c, vc, o, vo| {
             if bad.is_some() {
                 return;
             }
