@@ -252,49 +252,7 @@ fn run_with(
         pb.finish_and_clear();
     }
     let vls_needed = routing.vls_needed;
-    // Cyclic tables reach a fabric only when the operator says so.
-    let policy = if a.allow_cycles {
-        Policy::AllowCycles
-    } else {
-        Policy::DeadlockFree
-    };
-    let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    let mut t = Instant::now();
-    // On workers, the link load is counted here while they verify: the
-    // two read the same tables and this side would otherwise wait.
-    let (load, outcome) = match &farm {
-        None => {
-            let load = fabric::load::link_load(f, &routing.lfts);
-            t = Instant::now();
-            (load, verify::accept(f, engine, routing, policy))
-        }
-        Some(w) => {
-            let (load, verified) = std::thread::scope(|s| {
-                let load = s.spawn(|| fabric::load::link_load(f, &routing.lfts));
-                let verified = w.rt.block_on(worker::coordinator::verify(
-                    f,
-                    &routing,
-                    &w.topology,
-                    &w.workers,
-                    &w.transport,
-                    &w.coord,
-                ));
-                let load = load
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("counting the link load failed"));
-                (load, verified)
-            });
-            let (report, job) = verified?;
-            jobs.push(job);
-            (
-                load?,
-                verify::gate::accept_merged(f, engine, routing, report, policy),
-            )
-        }
-    };
-    drop(sp);
-    let verify_secs = t.elapsed().as_secs_f64();
-    tracing::info!(route_secs, verify_secs, "routed and verified");
+    let load = fabric::load::link_load(f, &routing.lfts);
     if let Some(p) = &a.load_svg {
         let title = format!("{} on {}", engine.name(), a.topology.display());
         fabric::formats::write_file(p, &load.histogram_svg(&title))
@@ -310,6 +268,32 @@ fn run_with(
     } else {
         None
     };
+    // Cyclic tables reach a fabric only when the operator says so.
+    let policy = if a.allow_cycles {
+        Policy::AllowCycles
+    } else {
+        Policy::DeadlockFree
+    };
+    let t = Instant::now();
+    let sp = super::spinner("verifying (channel dependency graph from the tables)");
+    let outcome = match &farm {
+        None => verify::accept(f, engine, routing, policy),
+        Some(w) => {
+            let (report, job) = w.rt.block_on(worker::coordinator::verify(
+                f,
+                &routing,
+                &w.topology,
+                &w.workers,
+                &w.transport,
+                &w.coord,
+            ))?;
+            jobs.push(job);
+            verify::gate::accept_merged(f, engine, routing, report, policy)
+        }
+    };
+    drop(sp);
+    let verify_secs = t.elapsed().as_secs_f64();
+    tracing::info!(route_secs, verify_secs, "routed and verified");
 
     let (report, files) = match (&outcome, &a.out) {
         (Ok(v), Some(out)) if !a.dry_run => {
