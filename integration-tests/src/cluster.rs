@@ -572,17 +572,9 @@ impl Cluster {
 
     /// Tails of every process log, for failure messages.
     pub fn logs(&self) -> String {
-        let mut s = String::new();
-        for (_, p) in &self.controllers {
-            s += &format!("--- {}\n{}\n", p.name, p.log_tail());
-        }
-        for a in &self.agents {
-            s += &format!("--- {}\n{}\n", a.proc.name, a.proc.log_tail());
-        }
-        for r in &self.routers {
-            s += &format!("--- {}\n{}\n", r.proc.name, r.proc.log_tail());
-        }
-        s
+        self.processes()
+            .map(|p| format!("--- {}\n{}\n", p.name, p.log_tail()))
+            .collect()
     }
 }
 

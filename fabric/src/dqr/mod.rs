@@ -286,7 +286,6 @@ pub fn reroute(
     // it crossed the fault, the only entries the reroute may set.
     let mut broken_at: Vec<Vec<u32>> = Vec::new();
     let mut state = vec![Reach::Unknown; f.switches().len()];
-    let mut chain = Vec::new();
     // Per destination: (source switch, SL, VL of the first hop) of the
     // flows rerouted on their own SL. Another host of that switch with the
     // same SL and first VL follows the same fixed entries from there, with
@@ -491,21 +490,24 @@ pub fn reroute(
             Ok(n) => stats.transition_dependencies = n,
             Err(_) => {
                 let mut d = old.clone();
-                for (&dst, (_, changed)) in changed_dests.iter().zip(&changes) {
+                // The others are classified on the tables in force, their
+                // entries all there (a dropped destination's included).
+                let compared: Vec<Slot> = changes
+                    .iter()
+                    .filter(|(_, c)| matches!(c, Changed::Compare))
+                    .map(|&(dst, _)| dst)
+                    .collect();
+                let none_dropped = vec![false; dropped_lid.len()];
+                let mut compared_broken =
+                    broken_switches(f, old, &compared, &none_dropped).into_iter();
+                for &(dst, changed) in &changes {
+                    let broken = match changed {
+                        Changed::Given(broken) => broken.to_vec(),
+                        Changed::Compare => compared_broken.next().unwrap_or_default(),
+                    };
                     let dlid = f.lid_of_slot(dst);
-                    if let Changed::Given(broken) = changed {
-                        for &si in *broken {
-                            d.lfts.set(si, dlid, NO_PATH);
-                        }
-                        continue;
-                    }
-                    state.fill(Reach::Unknown);
-                    let col = |si: u32| old.lfts.get(si, dlid);
-                    for si in 0..state.len() as u32 {
-                        classify(f, &col, dst, si, &mut state, &mut chain);
-                        if state[si as usize] == Reach::Broken {
-                            d.lfts.set(si, dlid, NO_PATH);
-                        }
+                    for si in broken {
+                        d.lfts.set(si, dlid, NO_PATH);
                     }
                 }
                 // The repaired routes toward switches, the only switch
@@ -553,7 +555,6 @@ pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) 
 fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec<(u32, u16)> {
     let n = f.switches().len();
     let mut changed = Vec::new();
-    let mut block = ColumnBlock::default();
     let mut chain = Vec::new();
     let graph = crate::graph::SwitchGraph::new(f);
     let mut dist = vec![crate::graph::UNREACHABLE; n];
@@ -569,55 +570,49 @@ fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec
                 .map(|ni| (p, ni))
         })
     };
-    for (di, &dsw) in f.switches().iter().enumerate() {
-        let dlid = f.switch_lid(dsw);
-        if dlid == 0
-            || !affected_lid.get(dlid as usize).copied().unwrap_or(false)
-            || neighbours(di as u32).next().is_none()
-        {
-            continue;
-        }
-        state.fill(Reach::Unknown);
-        state[di] = Reach::Good;
-        block.load(&r.lfts, dlid);
-        for si in 0..n as u32 {
-            // Follow the entries until a known verdict.
-            chain.clear();
-            let mut cur = si;
-            let verdict = loop {
-                match state[cur as usize] {
-                    Reach::Good => break Reach::Good,
-                    Reach::Broken | Reach::Visiting => break Reach::Broken,
-                    _ => {}
-                }
-                state[cur as usize] = Reach::Visiting;
-                chain.push(cur);
-                let next = f
-                    .linked_port(f.switches()[cur as usize], block.get(cur, dlid))
-                    .and_then(|o| f.switch_index(f.node_of(f.remote(o))));
-                match next {
-                    Some(next) => cur = next,
-                    None => break Reach::Broken,
-                }
-            };
-            for &c in &chain {
-                state[c as usize] = verdict;
+    // The destination switches, by index and by a slot of theirs (any
+    // slot of a switch addresses its LID).
+    let dests: Vec<(u32, Slot)> = f
+        .switches()
+        .iter()
+        .enumerate()
+        .filter(|&(di, &dsw)| {
+            let dlid = f.switch_lid(dsw);
+            dlid != 0
+                && affected_lid.get(dlid as usize).copied().unwrap_or(false)
+                && neighbours(di as u32).next().is_some()
+        })
+        .map(|(di, &dsw)| (di as u32, f.slot(dsw, 0)))
+        .collect();
+    for chunk in dests.chunks(64) {
+        // Read before any entry of the chunk changes: each column changes
+        // only after it was classified.
+        let slots: Vec<Slot> = chunk.iter().map(|&(_, s)| s).collect();
+        let cols = r.lfts.columns(f, &slots);
+        for (k, &(di, d)) in chunk.iter().enumerate() {
+            let dlid = f.lid_of_slot(d);
+            let col = |si: u32| cols[k * n + si as usize];
+            state.fill(Reach::Unknown);
+            state[di as usize] = Reach::Good;
+            // No port is the destination: routes end at its switch.
+            for si in 0..n as u32 {
+                classify(f, &col, NONE, si, &mut state, &mut chain);
             }
-        }
-        // Distances only where some route needs repair.
-        if !state.contains(&Reach::Broken) {
-            continue;
-        }
-        graph.bfs_into(di as u32, &mut dist, &mut queue);
-        for si in 0..n {
-            if state[si] != Reach::Broken || dist[si] == crate::graph::UNREACHABLE {
+            // Distances only where some route needs repair.
+            if !state.contains(&Reach::Broken) {
                 continue;
             }
-            if let Some((p, _)) = neighbours(si as u32)
-                .find(|&(_, y)| u32::from(dist[y as usize]) + 1 == u32::from(dist[si]))
-            {
-                r.lfts.set(si as u32, dlid, p);
-                changed.push((si as u32, dlid));
+            graph.bfs_into(di, &mut dist, &mut queue);
+            for si in 0..n {
+                if state[si] != Reach::Broken || dist[si] == crate::graph::UNREACHABLE {
+                    continue;
+                }
+                if let Some((p, _)) = neighbours(si as u32)
+                    .find(|&(_, y)| u32::from(dist[y as usize]) + 1 == u32::from(dist[si]))
+                {
+                    r.lfts.set(si as u32, dlid, p);
+                    changed.push((si as u32, dlid));
+                }
             }
         }
     }
@@ -653,8 +648,9 @@ fn verify_result(
 /// that changed into `list` (the other destinations route as before, and
 /// their dependencies are in the list already). The list then orders the
 /// whole transition, or the first dependency that would close a cycle is
-/// named and the list is left as it was. Each destination comes with the switches whose entry toward it
-/// may change, or [`Changed::Compare`] to find them.
+/// named and the list is left as it was. Each destination comes with the
+/// switches whose entry toward it may change, or [`Changed::Compare`] to
+/// find them.
 pub(crate) fn admit_transition(
     f: &Fabric,
     old: &Routing,
@@ -701,36 +697,31 @@ pub(crate) fn admit_transition(
 
 /// Per destination of `dests`, the switches whose entries toward it do
 /// not reach it on `f` (see [`classify`]), in switch order; every switch
-/// for a destination in `dropped_lid`, whose entries are all dropped. Destinations
-/// sharing a [`ColumnBlock`] are classified by one task.
+/// for a destination in `dropped_lid`, whose entries are all dropped.
+/// Columns are read 64 destinations at a time ([`Lfts::columns`]): a
+/// column read straight from the row-major LFTs costs a cache miss per
+/// switch, and the destinations a fault affects come in runs of
+/// consecutive LIDs (a group's or a leaf's hosts).
+///
+/// [`Lfts::columns`]: crate::tables::Lfts::columns
 fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot], dropped_lid: &[bool]) -> Vec<Vec<u32>> {
     use rayon::prelude::*;
-    let block_of = |d: Slot| f.lid_of_slot(d) as usize / ColumnBlock::LIDS;
-    let mut runs: Vec<&[Slot]> = Vec::new();
-    let mut rest = dests;
-    while let Some(&first) = rest.first() {
-        let n = rest
-            .iter()
-            .position(|&d| block_of(d) != block_of(first))
-            .unwrap_or(rest.len());
-        runs.push(&rest[..n]);
-        rest = &rest[n..];
-    }
-    runs.par_iter()
-        .flat_map_iter(|run| {
-            let n = f.switches().len();
-            let mut block = ColumnBlock::default();
+    let n = f.switches().len();
+    dests
+        .par_chunks(64)
+        .flat_map_iter(|chunk| {
+            let cols = r.lfts.columns(f, chunk);
             let mut state = vec![Reach::Unknown; n];
             let mut chain = Vec::new();
-            run.iter()
-                .map(|&d| {
-                    let dlid = f.lid_of_slot(d);
-                    if dropped_lid[dlid as usize] {
+            chunk
+                .iter()
+                .enumerate()
+                .map(|(k, &d)| {
+                    if dropped_lid[f.lid_of_slot(d) as usize] {
                         // Every entry dropped: no route reaches it.
                         return (0..n as u32).collect();
                     }
-                    block.load(&r.lfts, dlid);
-                    let col = |si: u32| block.get(si, dlid);
+                    let col = |si: u32| cols[k * n + si as usize];
                     state.fill(Reach::Unknown);
                     for si in 0..n as u32 {
                         classify(f, &col, d, si, &mut state, &mut chain);
@@ -742,46 +733,6 @@ fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot], dropped_lid: &[bool]
                 .collect::<Vec<_>>()
         })
         .collect()
-}
-
-/// LFT columns of [`ColumnBlock::LIDS`] consecutive LIDs, copied row by
-/// row. A column read straight from the LFTs costs a cache miss per
-/// switch (rows are a LID range apart), and the destinations a fault
-/// affects come in runs of consecutive LIDs (a group's or a leaf's
-/// hosts), so a block serves many columns for the misses of one.
-#[derive(Default)]
-struct ColumnBlock {
-    base: Option<u16>,
-    data: Vec<u8>,
-}
-
-impl ColumnBlock {
-    const LIDS: usize = 64;
-
-    /// Makes `lid`'s column readable. Entries changed in `lfts` since the
-    /// block was loaded are not seen: a caller reads a column only before
-    /// it changes that column.
-    fn load(&mut self, lfts: &crate::tables::Lfts, lid: u16) {
-        let base = lid - lid % Self::LIDS as u16;
-        if self.base == Some(base) {
-            return;
-        }
-        self.base = Some(base);
-        let n = lfts.num_switches();
-        self.data.clear();
-        self.data.resize(n * Self::LIDS, NO_PATH);
-        let from = base as usize;
-        let to = (from + Self::LIDS).min(lfts.width());
-        for (si, out) in self.data.chunks_exact_mut(Self::LIDS).enumerate() {
-            let row = lfts.row(si as u32);
-            out[..to - from].copy_from_slice(&row[from..to]);
-        }
-    }
-
-    fn get(&self, si: u32, lid: u16) -> u8 {
-        let base = self.base.unwrap_or(0);
-        self.data[si as usize * Self::LIDS + (lid - base) as usize]
-    }
 }
 
 /// Whether a switch's route toward one destination still reaches it.

@@ -81,9 +81,8 @@ pub(crate) struct Mix<'a> {
     hosts_at: Vec<Vec<Slot>>,
     /// Per destination LID, the sources whose path SL toward it changes.
     sl_changed_to: Vec<Vec<Slot>>,
-    /// Per switch index: (neighbour switch index, the neighbour's port
-    /// toward this switch), one per link.
-    upstream: Vec<Vec<(u32, u8)>>,
+    /// The switch links, searched backwards from changed entries.
+    graph: crate::graph::SwitchGraph,
 }
 
 /// The switches whose entry toward a destination may differ between the
@@ -151,23 +150,11 @@ impl<'a> Mix<'a> {
                 }
             }
         }
-        let mut upstream = vec![Vec::new(); f.switches().len()];
-        for (si, &sw) in f.switches().iter().enumerate() {
-            for p in 1..=f.num_ports(sw) {
-                let rem = f.remote(f.slot(sw, p));
-                if rem == NONE {
-                    continue;
-                }
-                if let Some(ni) = f.switch_index(f.node_of(rem)) {
-                    upstream[ni as usize].push((si as u32, p));
-                }
-            }
-        }
         Self {
             f,
             old,
             new,
-            upstream,
+            graph: crate::graph::SwitchGraph::new(f),
             is_s2s: switch_link_flags(f),
             vls,
             hosts,
@@ -231,10 +218,12 @@ impl<'a> Mix<'a> {
             st.relevant[si as usize] = true;
         }
         while let Some(t) = st.queue.pop() {
-            for &(p, port) in &self.upstream[t as usize] {
+            for &(p, out) in self.graph.neighbours(t) {
                 if st.relevant[p as usize] {
                     continue;
                 }
+                // The neighbour's port back toward `t`.
+                let port = self.f.port_of(self.f.remote(out));
                 if self.old.lfts.get(p, dlid) == port || self.new.lfts.get(p, dlid) == port {
                     st.relevant[p as usize] = true;
                     st.queue.push(p);
