@@ -1407,6 +1407,80 @@ fn reroute_after_a_link_fault_and_check_each_update_step() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("has ports"));
 }
 
+/// A mesh routed by dimension order loses a link: with the mesh plug-in
+/// the detour around it is enabled first and every broken flow is
+/// rerouted (the search alone, given only legal turns, reroutes none).
+#[test]
+fn reroute_a_dor_mesh_with_the_mesh_plugin() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let topo = dir.path().join("m.net");
+    let old = dir.path().join("old");
+    assert!(ibf(&["gen", "mesh", "--dims", "6x6", "-o", s(&topo)])
+        .status
+        .success());
+    let o = ibf(&[
+        "route",
+        "-t",
+        s(&topo),
+        "-e",
+        "dor",
+        "-o",
+        s(&old),
+        "--json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // s0_0's port 3 leads to s0_1 (host on port 1, +X on port 2).
+    let fail = "0x0002000000000001:3";
+    let run = |detours: &str, turns: &str, out: &str| {
+        ibf(&[
+            "reroute",
+            "-t",
+            s(&topo),
+            "-d",
+            s(&old),
+            "--fail",
+            fail,
+            "--detours",
+            detours,
+            "--turns",
+            turns,
+            "-o",
+            s(&dir.path().join(out)),
+            "--json",
+        ])
+    };
+    let o = run("mesh", "none", "new");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j = json(&o);
+    assert_eq!(j["rerouted"], true, "{j}");
+    let st = &j["stats"];
+    assert!(st["flows_broken"].as_u64().unwrap_or(0) > 0, "{j}");
+    assert_eq!(st["flows_broken"], st["flows_rerouted"]);
+    assert_eq!(st["detours_kind"], "mesh", "{j}");
+    assert!(
+        st["detours"].as_u64().unwrap_or(0) >= 2,
+        "both directions: {j}"
+    );
+    assert_eq!(st["vls_after"], 1);
+    let o = run("none", "none", "plain");
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
 /// One schema across commands: every `--json` object names its command
 /// and schema version, HCAs are `hcas`, and times name their phase.
 #[test]

@@ -24,6 +24,9 @@
 //! watch_topology = true                 # optional: re-route when the file changes
 //! dqr = true                            # optional: after links or switches fail, reroute
 //!                                       # only the broken flows (dynamic quick reconfiguration)
+//! dqr_detours = "mesh"                  # optional: none (default), local, mesh: a local
+//!                                       # detour around each failed link enabled first (mesh:
+//!                                       # the DQR mesh plug-in, for dor-routed meshes)
 //! stage_wait_ms = 5000                  # optional: without [fabric] confirmation, how long a
 //!                                       # drain stage waits for OpenSM's ibfabric plugin to
 //!                                       # report it applied (no report in time: go on)
@@ -101,6 +104,9 @@ pub struct AgentConfig {
     /// Reroute only the broken flows after a failure (else recompute).
     #[serde(default = "yes")]
     pub dqr: bool,
+    /// Local detours DQR enables around a failed link before its search.
+    #[serde(default)]
+    pub dqr_detours: fabric::dqr::Detours,
     #[serde(default = "default_stage_wait_ms")]
     pub stage_wait_ms: u64,
     /// `[fabric]`: discover the topology from the fabric and confirm the
@@ -262,6 +268,7 @@ impl AgentConfig {
             max_sls: new.max_sls,
             root_guids: new.root_guids.clone(),
             dqr: new.dqr,
+            dqr_detours: new.dqr_detours,
             stage_wait_ms: new.stage_wait_ms,
             ..self.clone()
         }
@@ -309,6 +316,17 @@ mod tests {
         assert_eq!(
             (c.engine, c.base),
             (Some(EngineKind::Dfdn), Some(Base::Sssp))
+        );
+        let c =
+            AgentConfig::parse(&format!("{ok}dqr_detours = \"mesh\"\n"), "a.toml").expect("valid");
+        assert_eq!(c.dqr_detours, fabric::dqr::Detours::Mesh);
+        let c = AgentConfig::parse(ok, "a.toml").expect("valid");
+        assert_eq!(c.dqr_detours, fabric::dqr::Detours::None);
+        let e = AgentConfig::parse(&format!("{ok}dqr_detours = \"square\"\n"), "a.toml")
+            .expect_err("detours");
+        assert!(
+            e.to_string().contains("line 5") && e.to_string().contains("square"),
+            "{e}"
         );
         let e = AgentConfig::parse(&format!("{ok}base = \"fast\"\n"), "a.toml").expect_err("base");
         assert!(

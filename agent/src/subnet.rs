@@ -393,10 +393,11 @@ pub fn update_subnet(
             let opts = dqr::Options {
                 // The gate below verifies the new tables in full.
                 verify_result: false,
+                detours: cfg.dqr_detours,
                 ..dqr::Options::default()
             };
             let t = std::time::Instant::now();
-            match dqr::reroute(&after, prev.routing.get(), &mut list, &opts) {
+            match dqr::reroute_from(&prev.fabric, &after, prev.routing.get(), &mut list, &opts) {
                 Ok(out) => {
                     let secs = t.elapsed().as_secs_f64();
                     let stages = out

@@ -137,6 +137,22 @@ async fn a_failed_link_is_rerouted_by_dqr_through_a_drain_stage() {
             "{u:?}"
         );
         check_written(&a, &out);
+        // The list DQR extended is pruned to the new tables' dependencies
+        // in the background (no flow changed SL on one VL).
+        let s = a.subnet.load_full().expect("routed");
+        let own = fabric::dqr::ChannelList::build(&s.fabric, s.routing.get())
+            .expect("list")
+            .0
+            .num_edges();
+        let t = Instant::now();
+        while a.channel_list_dependencies() != Some(own) {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "list not pruned: {:?} dependencies, the tables' own {own}",
+                a.channel_list_dependencies()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let t = Instant::now();
         let final_gen = tableset::check_dir(&out).expect("set").generation;
         while !seen

@@ -13,8 +13,8 @@
 //!
 //! Setups (`IBF_BENCH_SETUPS`, default "mesh10-updn"): `meshN-ENGINE`,
 //! `torusN-ENGINE`, `dfP-ENGINE`, `sfQ-ENGINE`, `ft648-ENGINE`. Variant
-//! (`IBF_BENCH_TURNS`: none, single, all; default all); `IBF_BENCH_FAULTS`
-//! (default 10).
+//! (`IBF_BENCH_TURNS`: none, single, all; default all; `IBF_BENCH_DETOURS`:
+//! none, local, mesh; default none); `IBF_BENCH_FAULTS` (default 10).
 //!
 //! Speed (`IBF_BENCH_SPEED`, e.g. "df8-dfdn"): the channel list's build,
 //! then `IBF_BENCH_RUNS` single random link faults, each rerouted from the
@@ -25,11 +25,14 @@
 //! lines (the paper's next to ours, for example) as one SVG and exits.
 //!
 //! `IBF_BENCH_BASE` (minhop, sssp, trees, auto) routes on another base
-//! than the engine's default.
+//! than the engine's default. After a reroute that moved no flow to
+//! another SL the list is pruned to the new tables' dependencies, as the
+//! agent does once an update is in force; `IBF_BENCH_REBUILD=1` rebuilds
+//! it (a fresh order), `IBF_BENCH_REBUILD=0` carries it.
 //!
 //! `IBF_BENCH_SETUPS="mesh10-updn" cargo bench -p fabric --bench dqr`
 
-use fabric::dqr::{self, ChannelList, Fault, Options, Turns};
+use fabric::dqr::{self, ChannelList, Detours, Fault, Options, Turns};
 use fabric::gen::{generate, Topology};
 use fabric::model::{Fabric, Slot};
 use fabric::routing::{EngineKind, EngineOptions};
@@ -137,7 +140,7 @@ fn bridges(f: &Fabric) -> std::collections::HashSet<Slot> {
     out
 }
 
-fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
+fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Detours) {
     let (t, engine) = setup(name);
     let f0 = generate(&t).expect("topology");
     let r0 = engine
@@ -150,8 +153,29 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
     let mut broken_share = vec![(0f64, 0usize); faults + 1];
     let opts = Options {
         turns,
+        detours,
         ..Options::default()
     };
+    let variant = match detours {
+        Detours::None => format!("{turns:?}"),
+        Detours::Local => format!("{turns:?}+local"),
+        Detours::Mesh => format!("{turns:?}+mesh"),
+    };
+    // The list pruned to the new tables' dependencies after each reroute
+    // that moved no flow to another SL (as the agent does in the
+    // background once the update is in force), its order kept;
+    // `IBF_BENCH_REBUILD=1` orders it afresh, `0` carries it with the old
+    // routing's and the transition's dependencies.
+    let rebuild = env("IBF_BENCH_REBUILD", "prune") != "0";
+    let prune = env("IBF_BENCH_REBUILD", "prune") == "prune";
+    let variant = if prune {
+        variant
+    } else if rebuild {
+        format!("{variant}/rebuilt")
+    } else {
+        format!("{variant}/carried")
+    };
+    let mut why: std::collections::BTreeMap<(usize, &str), usize> = Default::default();
     let t0 = Instant::now();
     for run in 0..runs {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run as u64);
@@ -171,20 +195,43 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
             }
             let l = cand[rng.gen_range(0..cand.len())];
             let f1 = dqr::apply_faults(&f, &[Fault::Link(l)]);
-            match dqr::reroute(&f1, &r, &mut list, &opts) {
+            match dqr::reroute_from(&f, &f1, &r, &mut list, &opts) {
                 Ok(o) => {
                     survived[k] += 1;
                     let s = &o.stats;
                     broken_share[k].0 += s.flows_broken as f64 / s.flows.max(1) as f64;
                     broken_share[k].1 += 1;
+                    if rebuild && o.stats.sls_changed == 0 {
+                        if prune {
+                            list.prune_to(&f1, &o.routing).expect("channel list");
+                        } else {
+                            list = ChannelList::build(&f1, &o.routing).expect("channel list").0;
+                        }
+                    }
                     f = f1;
                     r = o.routing;
                 }
-                Err(_) => break,
+                Err(e) => {
+                    let kind = match e {
+                        dqr::DqrError::NoPath { .. } => "no path",
+                        dqr::DqrError::Transition(_) => "transition",
+                        dqr::DqrError::Verify(_) => "verify",
+                        dqr::DqrError::MoreVls { .. } => "more VLs",
+                        dqr::DqrError::OtherFabric { .. } => "other fabric",
+                    };
+                    *why.entry((k, kind)).or_insert(0usize) += 1;
+                    break;
+                }
             }
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    let mut whys: Vec<String> = why
+        .iter()
+        .map(|((k, kind), n)| format!("k={k} {kind}: {n}"))
+        .collect();
+    whys.sort();
+    println!("{name}   failures: {}", whys.join(", "));
     let pts: Vec<String> = (1..=faults)
         .map(|k| format!("{:.0}%", 100.0 * survived[k] as f64 / runs as f64))
         .collect();
@@ -199,7 +246,7 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
         })
         .collect();
     println!(
-        "{name} turns={turns:?} runs={runs}: P(k faults tolerated) k=1..{faults}: {}",
+        "{name} {variant} runs={runs}: P(k faults tolerated) k=1..{faults}: {}",
         pts.join(" ")
     );
     println!(
@@ -209,7 +256,7 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns) {
     let ps: Vec<String> = (1..=faults)
         .map(|k| format!("{:.1}", 100.0 * survived[k] as f64 / runs as f64))
         .collect();
-    println!("csv,{name},{turns:?},{runs},{}", ps.join(","));
+    println!("csv,{name},{variant},{runs},{}", ps.join(","));
 }
 
 /// Draws the curves of `csv,NAME,VARIANT,RUNS,P1,...` lines: P(k faults
@@ -372,12 +419,17 @@ fn main() {
         return;
     }
     let faults: usize = env("IBF_BENCH_FAULTS", "10").parse().expect("faults");
+    let detours = match env("IBF_BENCH_DETOURS", "none").as_str() {
+        "local" => Detours::Local,
+        "mesh" => Detours::Mesh,
+        _ => Detours::None,
+    };
     let turns = match env("IBF_BENCH_TURNS", "all").as_str() {
         "none" => Turns::None,
         "single" => Turns::Single,
         _ => Turns::All,
     };
     for name in env("IBF_BENCH_SETUPS", "mesh10-updn").split_whitespace() {
-        tolerance(name, runs, faults, turns);
+        tolerance(name, runs, faults, turns, detours);
     }
 }

@@ -158,3 +158,60 @@ fn our_copy_of_opensms_sssp_chooses_every_port_as_opensm_does() {
     );
     assert_eq!(ours.len(), theirs.len());
 }
+
+/// Our `minhop` and `dor` route the destinations in OpenSM's order (end
+/// ports switch by switch, switches by end-port count then by GUID as
+/// OpenSM's maps order them) with its tie rule, so OpenSM 3.3.23's own
+/// engines on ibsim write the same port for every (switch, destination)
+/// pair: on a Dragonfly, where the balance decides among many equal
+/// ports, and on a mesh for dimension order.
+#[test]
+fn our_minhop_and_dor_choose_every_port_as_opensm_does() {
+    for (gen, engine, switches, hcas) in [
+        (&["dragonfly", "--p", "3"][..], "minhop", 114, 342),
+        (&["mesh", "--dims", "5x4"][..], "dor", 20, 20),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let net = dir.path().join("f.net");
+        let mut args = vec!["gen"];
+        args.extend_from_slice(gen);
+        args.extend_from_slice(&["-o", net.to_str().unwrap()]);
+        ibfabric(&args).unwrap();
+        let f = fabric::formats::ibnetdiscover::read(&net).unwrap();
+        let kind: fabric::routing::EngineKind = engine.parse().unwrap();
+        let r = kind
+            .engine()
+            .route(&f, &fabric::routing::EngineOptions::default())
+            .unwrap();
+        let ours = parse_lft_listing(&fabric::formats::lft::write(&f, &r.lfts)).unwrap();
+
+        let simdir = dir.path().join("sim");
+        std::fs::create_dir_all(&simdir).unwrap();
+        let mut sim = Sim::start(&net, &simdir).expect("ibsim loads the fabric");
+        sim.run_opensm(&format!(
+            "routing_engine {engine},no_fallback\nlog_flags 0x43\n"
+        ))
+        .unwrap_or_else(|e| panic!("OpenSM routes with {engine}: {e}"));
+        sim.stop_opensm();
+        let theirs = parse_lft_listing(
+            &std::fs::read_to_string(simdir.join("opensm-lfts.dump")).expect("OpenSM's LFT dump"),
+        )
+        .unwrap();
+        assert_eq!(
+            theirs.len(),
+            switches * (hcas + switches),
+            "{engine}: OpenSM's dump is whole"
+        );
+        let differ: Vec<_> = theirs
+            .iter()
+            .filter(|(k, p)| ours.get(k) != Some(p))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{engine}: {} entries where OpenSM chose another port, first (switch, destination port GUID): {:?}",
+            differ.len(),
+            differ.iter().take(5).collect::<Vec<_>>()
+        );
+        assert_eq!(ours.len(), theirs.len());
+    }
+}

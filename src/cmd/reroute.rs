@@ -41,6 +41,12 @@ pub struct RerouteArgs {
     /// Keep every flow on its SL (do not search the other VL layers).
     #[arg(long)]
     no_layers: bool,
+    /// Local detours enabled around each failed link before the search:
+    /// `local` the shortest ways around it, `mesh` the DQR mesh plug-in
+    /// (the square toward the centre first; one link fault is always
+    /// tolerated on a mesh routed by `dor`).
+    #[arg(long, value_enum, default_value = "none")]
+    detours: dqr::Detours,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -144,9 +150,10 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         check_transition: true,
         // The gate below verifies the new tables in full before writing.
         verify_result: false,
+        detours: a.detours,
     };
     let t = Instant::now();
-    let res = dqr::reroute(&f1, &old, &mut list, &opts);
+    let res = dqr::reroute_from(&f0, &f1, &old, &mut list, &opts);
     let secs = t.elapsed().as_secs_f64();
     let out = match res {
         Ok(o) => o,

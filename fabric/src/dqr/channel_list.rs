@@ -114,6 +114,50 @@ impl ChannelList {
         ))
     }
 
+    /// Keeps only the dependencies of `routing` (tables for `f`, the same
+    /// numbering), in the list's order as it stands. Once an update is in
+    /// force the old tables' dependencies and those of its mixes no longer
+    /// run; they only narrow the next reroute's choices. Keeping the order
+    /// (rather than ordering the remaining dependencies afresh) keeps the
+    /// turns earlier reroutes made legal where they were: the order is
+    /// still a topological one, since the dependencies of the tables in
+    /// force are among those the list held. When one is not (tables the
+    /// list never saw), the list is ordered afresh.
+    pub fn prune_to(&mut self, f: &Fabric, routing: &Routing) -> Result<Report, ChannelListError> {
+        let (report, cdg) = verify_with_cdg(f, routing);
+        if let Some(desc) = report.describe_cycle(f) {
+            return Err(ChannelListError::Cyclic(desc));
+        }
+        if cdg.vls > self.vls || !self.fits(f.num_slots()) {
+            let (list, report) = Self::build(f, routing)?;
+            *self = list;
+            return Ok(report);
+        }
+        let n = self.order.len();
+        let mut edges = Edges {
+            succ: vec![Vec::new(); n],
+            pred: vec![Vec::new(); n],
+        };
+        let remap = |v: u32| (v as usize / cdg.vls * self.vls + v as usize % cdg.vls) as u32;
+        for a in 0..cdg.start.len() - 1 {
+            for &b in &cdg.adj[cdg.start[a] as usize..cdg.start[a + 1] as usize] {
+                let (x, y) = (remap(a as u32), remap(b));
+                if !self.order.precedes(x, y) {
+                    let (list, report) = Self::build(f, routing)?;
+                    *self = list;
+                    return Ok(report);
+                }
+                edges.succ[x as usize].push(y);
+                edges.pred[y as usize].push(x);
+            }
+        }
+        self.edges = edges;
+        self.added = 0;
+        self.max_vl_used = report.max_vl;
+        self.vls_used = report.vls_used;
+        Ok(report)
+    }
+
     /// VLs per channel the list has room for.
     pub fn vls(&self) -> usize {
         self.vls
@@ -162,6 +206,16 @@ impl ChannelList {
     /// Added edges that moved channels in the list.
     pub fn reorders(&self) -> u64 {
         self.order.reorders()
+    }
+
+    /// The channels with a dependency into `v`.
+    pub fn preds(&self, v: Vertex) -> &[Vertex] {
+        &self.edges.pred[v as usize]
+    }
+
+    /// The channels `v` has a dependency into.
+    pub fn succs(&self, v: Vertex) -> &[Vertex] {
+        &self.edges.succ[v as usize]
     }
 
     pub fn has_edge(&self, a: Vertex, b: Vertex) -> bool {

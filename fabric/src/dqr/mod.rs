@@ -27,11 +27,13 @@
 //! inserted into the same list.
 
 pub mod channel_list;
+pub mod detour;
 pub mod diff;
 pub mod plan;
 mod search;
 
 pub use channel_list::{ChannelList, ChannelListError, Vertex};
+pub use detour::Detours;
 pub use diff::{apply_change, change_between, Change};
 pub use plan::{order_update, PlanError, Planned};
 
@@ -87,6 +89,9 @@ pub struct Options {
     /// Verify the new tables in full before returning (callers that pass
     /// them through the verification gate anyway may skip it).
     pub verify_result: bool,
+    /// Local detours around each failed link enabled before the search
+    /// ([`reroute_from`]; [`reroute`] alone knows no failed link).
+    pub detours: Detours,
 }
 
 impl Default for Options {
@@ -96,6 +101,7 @@ impl Default for Options {
             layers: true,
             check_transition: true,
             verify_result: true,
+            detours: Detours::None,
         }
     }
 }
@@ -127,6 +133,14 @@ pub struct Stats {
     pub vls_after: u32,
     /// Dependencies of the old/new mixes the transition check inserted.
     pub transition_dependencies: u64,
+    /// (Failed channel, VL) pairs given a local detour, those no detour
+    /// fitted, and the dependencies the detours added.
+    pub detours: u64,
+    pub detours_refused: u64,
+    /// The detours the reroute succeeded with (a kind whose detours left
+    /// some flow without a path gives way to the next: mesh, local, none).
+    pub detours_kind: Detours,
+    pub detour_dependencies: u64,
 }
 
 /// A successful reroute: the tables to apply, in order.
@@ -178,6 +192,58 @@ pub fn within_vls(
         });
     }
     Ok(())
+}
+
+/// [`reroute`] of the fault that took `before` to `after`, with the local
+/// detours `opts.detours` asks for enabled around its failed links first
+/// ([`detour`]).
+pub fn reroute_from(
+    before: &Fabric,
+    after: &Fabric,
+    old: &Routing,
+    list: &mut ChannelList,
+    opts: &Options,
+) -> Result<Outcome, DqrError> {
+    if !list.fits(after.num_slots()) {
+        return Err(DqrError::OtherFabric {
+            list: list.len(),
+            slots: after.num_slots(),
+        });
+    }
+    // A detour that shuts out some flow's only path is given up: the
+    // next kind is tried on the list as it was (the mesh plug-in, then the
+    // shortest detours, then none).
+    let kinds: &[Detours] = match opts.detours {
+        Detours::None => &[Detours::None],
+        Detours::Local => &[Detours::Local, Detours::None],
+        Detours::Mesh => &[Detours::Mesh, Detours::Local, Detours::None],
+    };
+    let saved = (kinds.len() > 1).then(|| list.clone());
+    let mut last = None;
+    for (i, &kind) in kinds.iter().enumerate() {
+        if i > 0 {
+            if let Some(s) = &saved {
+                *list = s.clone();
+            }
+        }
+        let enabled = detour::enable(before, after, list, kind);
+        match reroute(after, old, list, opts) {
+            Ok(mut out) => {
+                out.stats.detours = enabled.detours;
+                out.stats.detours_refused = enabled.refused;
+                out.stats.detour_dependencies = enabled.dependencies;
+                out.stats.detours_kind = kind;
+                return Ok(out);
+            }
+            Err(e @ DqrError::NoPath { .. }) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or(DqrError::NoPath {
+        unrouted: 0,
+        src: 0,
+        dst: 0,
+    }))
 }
 
 /// Reroutes the flows of `old` (tables for `f`'s nodes and ports) that no

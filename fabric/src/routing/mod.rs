@@ -5,6 +5,7 @@ pub mod dfd2;
 pub mod dfdn;
 pub mod dfsssp;
 pub mod dnup;
+pub mod dor;
 pub mod ftree;
 pub mod lash;
 pub mod minhop;
@@ -87,11 +88,12 @@ pub enum EngineKind {
     Dnup,
     Ftree,
     Nue,
+    Dor,
 }
 
 impl EngineKind {
     /// Every engine, in the order listings show them.
-    pub const ALL: [EngineKind; 10] = [
+    pub const ALL: [EngineKind; 11] = [
         EngineKind::Minhop,
         EngineKind::Sssp,
         EngineKind::Dfd2,
@@ -102,6 +104,7 @@ impl EngineKind {
         EngineKind::Dnup,
         EngineKind::Ftree,
         EngineKind::Nue,
+        EngineKind::Dor,
     ];
 
     pub fn engine(self) -> Box<dyn RoutingEngine> {
@@ -116,6 +119,7 @@ impl EngineKind {
             EngineKind::Dnup => Box::new(dnup::DnUp),
             EngineKind::Ftree => Box::new(ftree::FTree),
             EngineKind::Nue => Box::new(nue::Nue),
+            EngineKind::Dor => Box::new(dor::Dor),
         }
     }
 
@@ -131,6 +135,7 @@ impl EngineKind {
             EngineKind::Dnup => "dnup",
             EngineKind::Ftree => "ftree",
             EngineKind::Nue => "nue",
+            EngineKind::Dor => "dor",
         }
     }
 }

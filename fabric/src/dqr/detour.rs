@@ -1,0 +1,291 @@
+//! Local detours around a failed link, enabled in the channel list before
+//! the broken flows are searched (the DQR paper's "local reroute" and its
+//! mesh plug-in).
+//!
+//! For a failed channel `u -> v` the detour is a short path from `u` to
+//! `v` on the fabric after the fault. Its dependencies are added to the
+//! list together (all or none): the channels that fed `u -> v` into the
+//! detour's first hop, the detour's own turns, and its last hop into the
+//! channels `u -> v` fed. The flows that crossed the link then have a
+//! path whose every turn is in the list already (their old route to `u`,
+//! the detour, their old route from `v`), so the search finds them a
+//! legal path without enabling turns of its own.
+//!
+//! Which detour: [`Detours::Local`] tries the shortest paths around the
+//! link first (one per neighbour of `u`). [`Detours::Mesh`] is the mesh
+//! plug-in of the paper, after Lysne, Skeie and Waadeland's one-fault
+//! tolerance for XY routing: first the detours of two and three hops
+//! (around the square on either side of the link in a mesh), the one whose
+//! switches lie nearest the centre of the fabric first (smallest
+//! eccentricity); then the local ones. On an XY-routed mesh the square
+//! toward the centre always fits, so one link fault is always tolerated
+//! (measured: every link of meshes 5x5 to 20x20, `fabric/tests/dqr.rs`).
+//!
+//! Every VL the failed channel carried gets its own detour on that VL: a
+//! layered routing (LASH, Nue, DF-SSSP: one VL per SL throughout) is
+//! served exactly; a routing whose VL changes along the path (DF-DN) gets
+//! same-VL detours its flows may not take, and leans on the search.
+
+use super::channel_list::{ChannelList, Vertex};
+use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
+use std::collections::{HashMap, VecDeque};
+
+/// Which local detours are enabled before the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Detours {
+    /// None: every broken flow is searched end to end.
+    #[default]
+    None,
+    /// The shortest paths around the failed link.
+    Local,
+    /// The mesh plug-in: the square toward the centre first, then as
+    /// `Local`.
+    Mesh,
+}
+
+/// Local detours tried per failed channel and VL.
+const CANDIDATES: usize = 8;
+
+/// What [`enable`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Enabled {
+    /// (Failed channel, VL) pairs given a detour.
+    pub detours: u64,
+    /// Those for which no candidate fitted the list.
+    pub refused: u64,
+    /// Dependencies the detours added.
+    pub dependencies: u64,
+}
+
+/// Enables detours (`kind`) around every switch-to-switch link that is up
+/// in `before` and down in `after`, in `list` (the channel list of the
+/// routing in force on `before`, with the dependencies of the failed
+/// channels still in it: call before the reroute withdraws them).
+pub fn enable(before: &Fabric, after: &Fabric, list: &mut ChannelList, kind: Detours) -> Enabled {
+    let mut out = Enabled::default();
+    if kind == Detours::None || !list.fits(after.num_slots()) {
+        return out;
+    }
+    let is_switch = |f: &Fabric, n: NodeId| f.kind(n) == NodeKind::Switch;
+    let alive = |n: NodeId| after.port_slots(n).any(|s| after.remote(s) != NONE);
+    let mut ecc: HashMap<NodeId, u32> = HashMap::new();
+    for &u in before.switches() {
+        for a in before.port_slots(u) {
+            let b = before.remote(a);
+            if b == NONE || after.remote(a) != NONE {
+                continue;
+            }
+            let v = before.node_of(b);
+            // A switch that failed whole has no way around it to detour to.
+            if !is_switch(before, v) || !alive(u) || !alive(v) {
+                continue;
+            }
+            let mut cands: Option<Vec<Vec<Slot>>> = None;
+            for vl in 0..list.vls() as u8 {
+                let va = list.vertex(a, vl);
+                let (preds, succs) = (list.preds(va).to_vec(), list.succs(va).to_vec());
+                if preds.is_empty() && succs.is_empty() {
+                    continue;
+                }
+                let cands = cands.get_or_insert_with(|| {
+                    let mut c = Vec::new();
+                    if kind == Detours::Mesh {
+                        c = squares(after, u, v);
+                        c.sort_by_cached_key(|p| {
+                            let inner: u32 = p[1..]
+                                .iter()
+                                .map(|&s| {
+                                    let n = after.node_of(s);
+                                    *ecc.entry(n).or_insert_with(|| eccentricity(before, n))
+                                })
+                                .sum();
+                            (inner, p.len())
+                        });
+                    }
+                    for p in shortest_around(after, u, v) {
+                        if !c.contains(&p) {
+                            c.push(p);
+                        }
+                    }
+                    c
+                });
+                let mut fitted = false;
+                for path in cands.iter() {
+                    if let Some(n) = try_detour(after, list, path, vl, &preds, &succs) {
+                        out.dependencies += n;
+                        fitted = true;
+                        break;
+                    }
+                }
+                if fitted {
+                    out.detours += 1;
+                } else {
+                    out.refused += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Adds the detour `path` (out-slots from `u` to `v`) on VL `vl` with its
+/// entry and exit turns, all or none; returns the dependencies added.
+fn try_detour(
+    f: &Fabric,
+    list: &mut ChannelList,
+    path: &[Slot],
+    vl: u8,
+    preds: &[Vertex],
+    succs: &[Vertex],
+) -> Option<u64> {
+    let vls = list.vls() as u32;
+    let slot = |v: Vertex| v / vls;
+    // Switches the detour passes after `u`: a route crosses a switch once,
+    // so a feeder from one of them, or a continuation into one, never
+    // follows the detour.
+    let on_path: Vec<NodeId> = path.iter().map(|&s| f.node_of(f.remote(s))).collect();
+    let first = list.vertex(path[0], vl);
+    let last = list.vertex(path[path.len() - 1], vl);
+    let mut deps: Vec<(Vertex, Vertex)> = Vec::new();
+    for &p in preds {
+        let s = slot(p);
+        if f.remote(s) != NONE && !on_path.contains(&f.node_of(s)) {
+            deps.push((p, first));
+        }
+    }
+    for w in path.windows(2) {
+        deps.push((list.vertex(w[0], vl), list.vertex(w[1], vl)));
+    }
+    for &q in succs {
+        let r = f.remote(slot(q));
+        if r != NONE
+            && !on_path[..on_path.len() - 1].contains(&f.node_of(r))
+            && f.node_of(r) != f.node_of(path[0])
+        {
+            deps.push((last, q));
+        }
+    }
+    let mut added = Vec::new();
+    for &(x, y) in &deps {
+        match list.add(x, y) {
+            Ok(true) => added.push((x, y)),
+            Ok(false) => {}
+            Err(_) => {
+                for &(x, y) in added.iter().rev() {
+                    list.remove(x, y);
+                }
+                return None;
+            }
+        }
+    }
+    Some(added.len() as u64)
+}
+
+/// The neighbouring switch across `s`, if the link is up and leads to one.
+fn switch_across(f: &Fabric, s: Slot) -> Option<NodeId> {
+    let r = f.remote(s);
+    (r != NONE && f.kind(f.node_of(r)) == NodeKind::Switch).then(|| f.node_of(r))
+}
+
+/// Paths of one to three hops from `u` to `v` on `f` (a parallel link, a
+/// common neighbour, a square), each passing a switch once.
+fn squares(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
+    let mut out = Vec::new();
+    for o1 in f.port_slots(u) {
+        let Some(u1) = switch_across(f, o1) else {
+            continue;
+        };
+        if u1 == v {
+            out.push(vec![o1]);
+            continue;
+        }
+        if u1 == u {
+            continue;
+        }
+        for o2 in f.port_slots(u1) {
+            let Some(v1) = switch_across(f, o2) else {
+                continue;
+            };
+            if v1 == v {
+                out.push(vec![o1, o2]);
+                continue;
+            }
+            if v1 == u || v1 == u1 {
+                continue;
+            }
+            for o3 in f.port_slots(v1) {
+                if switch_across(f, o3) == Some(v) {
+                    out.push(vec![o1, o2, o3]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Up to [`CANDIDATES`] shortest paths from `u` to `v` on `f`: per first
+/// hop out of `u`, a shortest way from there to `v` that avoids `u`;
+/// shortest first, then by port.
+fn shortest_around(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
+    // Hops to `v` and the next slot on a shortest way, avoiding `u`.
+    let mut dist: HashMap<NodeId, (u32, Slot)> = HashMap::new();
+    dist.insert(v, (0, NONE));
+    let mut queue = VecDeque::from([v]);
+    while let Some(x) = queue.pop_front() {
+        let d = dist[&x].0;
+        for s in f.port_slots(x) {
+            let Some(y) = switch_across(f, s) else {
+                continue;
+            };
+            if y == u || dist.contains_key(&y) {
+                continue;
+            }
+            // y reaches x by the link's other end.
+            dist.insert(y, (d + 1, f.remote(s)));
+            queue.push_back(y);
+        }
+    }
+    let mut out: Vec<Vec<Slot>> = Vec::new();
+    for o1 in f.port_slots(u) {
+        let Some(y) = switch_across(f, o1) else {
+            continue;
+        };
+        let Some(&(d, _)) = dist.get(&y) else {
+            continue;
+        };
+        let mut path = vec![o1];
+        let mut x = y;
+        for _ in 0..d {
+            let next = dist[&x].1;
+            path.push(next);
+            x = f.node_of(f.remote(next));
+        }
+        out.push(path);
+    }
+    out.sort_by_key(Vec::len);
+    out.dedup();
+    out.truncate(CANDIDATES);
+    out
+}
+
+/// The largest hop count from switch `n` to a switch it reaches.
+fn eccentricity(f: &Fabric, n: NodeId) -> u32 {
+    let mut seen: HashMap<NodeId, u32> = HashMap::from([(n, 0)]);
+    let mut queue = VecDeque::from([n]);
+    let mut max = 0;
+    while let Some(x) = queue.pop_front() {
+        let d = seen[&x];
+        max = max.max(d);
+        for s in f.port_slots(x) {
+            if let Some(y) = switch_across(f, s) {
+                if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(y) {
+                    e.insert(d + 1);
+                    queue.push_back(y);
+                }
+            }
+        }
+    }
+    max
+}
