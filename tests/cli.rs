@@ -1294,7 +1294,7 @@ fn engines_json_lists_every_engine_with_its_claim() {
     let v = json(&ibf(&["engines", "--json"]));
     assert_eq!(v["schema_version"], 1);
     let list = v["engines"].as_array().expect("a list");
-    assert_eq!(list.len(), 10);
+    assert_eq!(list.len(), 11);
     let claim = |n: &str| {
         list.iter()
             .find(|e| e["name"] == n)
@@ -1302,6 +1302,7 @@ fn engines_json_lists_every_engine_with_its_claim() {
     };
     assert_eq!(claim("dfdn"), Some(Some(true)));
     assert_eq!(claim("minhop"), Some(Some(false)));
+    assert_eq!(claim("dor"), Some(Some(false)));
 }
 
 /// Logs go to files and journald without terminal colour codes.
