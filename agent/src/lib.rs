@@ -340,23 +340,18 @@ impl Agent {
         // dependencies and those of the update's mixes, which no longer
         // run once the update is in force and only narrow the next
         // reroute's choices (on a 10x10 mesh routed by dor, two successive
-        // faults are tolerated 78 % of the time on the carried list, 93 %
+        // faults are tolerated 78 % of the time on the carried list, 94 %
         // on the pruned one; BENCHMARKS.md). So a copy is pruned to the
         // tables in force in the background (its order kept) and replaces
-        // it, unless the update moved flows to other SLs: their hosts may
-        // still send with the SL they cached, whose walks only the carried
-        // list holds.
-        let sls_moved = routed
-            .report
-            .routing
-            .as_ref()
-            .and_then(|r| r.update.as_ref())
-            .is_some_and(|u| u.sls_changed > 0);
+        // it, unless a reroute ever moved flows to other SLs: their hosts
+        // may still send with the SL they cached, whose walks only the
+        // carried list holds ([`ChannelList::holds_cached_sl_walks`]).
         self.subnet.store(Some(routed.clone()));
         match list {
             Some(l) => {
+                let prune = !l.holds_cached_sl_walks();
                 self.put_list(Some(l), Some(&routed));
-                if !sls_moved {
+                if prune {
                     self.prune_list(routed);
                 }
             }
@@ -425,7 +420,8 @@ impl Agent {
             });
             let Some(mut list) = copy else { return };
             match list.prune_to(&routed.fabric, routed.routing.get()) {
-                Ok(_) => {
+                Ok(false) => {}
+                Ok(true) => {
                     let current = me.subnet.load_full();
                     let in_force = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &routed));
                     if let Ok(mut l) = me.list.lock() {
@@ -445,8 +441,6 @@ impl Agent {
         });
     }
 
-    /// Whether the channel list of the tables in force is ready (DQR can
-    /// reroute the next failure).
     /// Dependencies in the channel list of the tables in force (`None`
     /// until it is built): after a DQR update they fall to the new tables'
     /// own once the list is pruned.
@@ -461,6 +455,8 @@ impl Agent {
         }
     }
 
+    /// Whether the channel list of the tables in force is ready (DQR can
+    /// reroute the next failure).
     pub fn dqr_ready(&self) -> bool {
         let cur = self.subnet.load_full();
         self.list.lock().ok().is_some_and(|l| {

@@ -161,8 +161,8 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Deto
         Detours::Local => format!("{turns:?}+local"),
         Detours::Mesh => format!("{turns:?}+mesh"),
     };
-    // The list pruned to the new tables' dependencies after each reroute
-    // that moved no flow to another SL (as the agent does in the
+    // The list pruned to the new tables' dependencies after each reroute,
+    // unless one ever moved flows to other SLs (as the agent does in the
     // background once the update is in force), its order kept;
     // `IBF_BENCH_REBUILD=1` orders it afresh, `0` carries it with the old
     // routing's and the transition's dependencies.
@@ -201,12 +201,10 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Deto
                     let s = &o.stats;
                     broken_share[k].0 += s.flows_broken as f64 / s.flows.max(1) as f64;
                     broken_share[k].1 += 1;
-                    if rebuild && o.stats.sls_changed == 0 {
-                        if prune {
-                            list.prune_to(&f1, &o.routing).expect("channel list");
-                        } else {
-                            list = ChannelList::build(&f1, &o.routing).expect("channel list").0;
-                        }
+                    if prune {
+                        list.prune_to(&f1, &o.routing).expect("channel list");
+                    } else if rebuild && !list.holds_cached_sl_walks() {
+                        list = ChannelList::build(&f1, &o.routing).expect("channel list").0;
                     }
                     f = f1;
                     r = o.routing;

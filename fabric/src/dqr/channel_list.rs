@@ -51,6 +51,10 @@ pub struct ChannelList {
     /// when the list was built: a reroute stays within them.
     max_vl_used: u8,
     vls_used: u32,
+    /// Set once a reroute moved flows to other SLs: the list then holds
+    /// the walks of their old SLs on the new paths, which hosts may still
+    /// send with, and no table shows.
+    cached_sl_walks: bool,
 }
 
 impl ChannelList {
@@ -62,6 +66,17 @@ impl ChannelList {
         if let Some(desc) = report.describe_cycle(f) {
             return Err(ChannelListError::Cyclic(desc));
         }
+        let list = Self::from_cdg(f, routing, &report, &cdg)?;
+        Ok((list, report))
+    }
+
+    /// The list of an acyclic `cdg` (the verifier's, of `routing` on `f`).
+    fn from_cdg(
+        f: &Fabric,
+        routing: &Routing,
+        report: &Report,
+        cdg: &crate::verify::LocalCdg,
+    ) -> Result<Self, ChannelListError> {
         // Room for every VL a table names, so a reroute may use any VL the
         // SL-to-VL tables give without outgrowing the list.
         let vls = routing
@@ -101,17 +116,26 @@ impl ChannelList {
         let order = TopoOrder::from_sequence(&seq).map_err(|e| {
             ChannelListError::Cyclic(format!("the dependency graph could not be ordered: {e}"))
         })?;
-        Ok((
-            Self {
-                vls,
-                edges,
-                order,
-                added: 0,
-                max_vl_used: report.max_vl,
-                vls_used: report.vls_used,
-            },
-            report,
-        ))
+        Ok(Self {
+            vls,
+            edges,
+            order,
+            added: 0,
+            max_vl_used: report.max_vl,
+            vls_used: report.vls_used,
+            cached_sl_walks: false,
+        })
+    }
+
+    /// Whether the list holds walks of SLs hosts may have cached from an
+    /// update that moved flows to other SLs ([`ChannelList::prune_to`]
+    /// keeps such a list whole).
+    pub fn holds_cached_sl_walks(&self) -> bool {
+        self.cached_sl_walks
+    }
+
+    pub(crate) fn mark_cached_sl_walks(&mut self) {
+        self.cached_sl_walks = true;
     }
 
     /// Keeps only the dependencies of `routing` (tables for `f`, the same
@@ -122,16 +146,20 @@ impl ChannelList {
     /// turns earlier reroutes made legal where they were: the order is
     /// still a topological one, since the dependencies of the tables in
     /// force are among those the list held. When one is not (tables the
-    /// list never saw), the list is ordered afresh.
-    pub fn prune_to(&mut self, f: &Fabric, routing: &Routing) -> Result<Report, ChannelListError> {
+    /// list never saw), the list is ordered afresh. A list that holds
+    /// walks of cached SLs ([`ChannelList::holds_cached_sl_walks`]) stays
+    /// as it is: returns whether the list was pruned.
+    pub fn prune_to(&mut self, f: &Fabric, routing: &Routing) -> Result<bool, ChannelListError> {
+        if self.cached_sl_walks {
+            return Ok(false);
+        }
         let (report, cdg) = verify_with_cdg(f, routing);
         if let Some(desc) = report.describe_cycle(f) {
             return Err(ChannelListError::Cyclic(desc));
         }
         if cdg.vls > self.vls || !self.fits(f.num_slots()) {
-            let (list, report) = Self::build(f, routing)?;
-            *self = list;
-            return Ok(report);
+            *self = Self::from_cdg(f, routing, &report, &cdg)?;
+            return Ok(true);
         }
         let n = self.order.len();
         let mut edges = Edges {
@@ -143,9 +171,8 @@ impl ChannelList {
             for &b in &cdg.adj[cdg.start[a] as usize..cdg.start[a + 1] as usize] {
                 let (x, y) = (remap(a as u32), remap(b));
                 if !self.order.precedes(x, y) {
-                    let (list, report) = Self::build(f, routing)?;
-                    *self = list;
-                    return Ok(report);
+                    *self = Self::from_cdg(f, routing, &report, &cdg)?;
+                    return Ok(true);
                 }
                 edges.succ[x as usize].push(y);
                 edges.pred[y as usize].push(x);
@@ -155,7 +182,7 @@ impl ChannelList {
         self.added = 0;
         self.max_vl_used = report.max_vl;
         self.vls_used = report.vls_used;
-        Ok(report)
+        Ok(true)
     }
 
     /// VLs per channel the list has room for.
@@ -276,5 +303,43 @@ impl ChannelList {
             self.edges.pred[b as usize].swap_remove(i);
         }
         self.added = self.added.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::routing::{EngineKind, EngineOptions};
+
+    /// A list that holds walks of SLs hosts may have cached is never
+    /// pruned; one that does not loses every dependency the tables lack.
+    #[test]
+    fn prune_keeps_a_list_with_cached_sl_walks_whole() {
+        let f = generate(&Topology::Mesh {
+            dims: vec![4, 4],
+            torus: false,
+            hosts: 1,
+        })
+        .expect("mesh");
+        let r = EngineKind::Dor
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        let (mut list, _) = ChannelList::build(&f, &r).expect("list");
+        let own = list.num_edges();
+        // A dependency no table holds, between two channels already in
+        // that order.
+        let (a, b) = (0..list.len() as u32)
+            .flat_map(|a| (0..list.len() as u32).map(move |b| (a, b)))
+            .find(|&(a, b)| a != b && list.goes_up(a, b) && !list.has_edge(a, b))
+            .expect("a free pair");
+        assert_eq!(list.add(a, b), Ok(true));
+        let mut marked = list.clone();
+        marked.mark_cached_sl_walks();
+        assert_eq!(marked.prune_to(&f, &r), Ok(false));
+        assert_eq!(marked.num_edges(), own + 1);
+        assert_eq!(list.prune_to(&f, &r), Ok(true));
+        assert_eq!(list.num_edges(), own);
     }
 }

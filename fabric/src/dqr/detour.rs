@@ -47,6 +47,12 @@ pub enum Detours {
 
 /// Local detours tried per failed channel and VL.
 const CANDIDATES: usize = 8;
+/// Squares looked at per failed link (a mesh has two to eight; a fat
+/// tree's leaf-to-spine link thousands, all alike).
+const SQUARES: usize = 32;
+/// Hops a local detour may take (a detour is short, and the search past
+/// that depth would cover the whole fabric for every failed link).
+const MAX_DETOUR: u32 = 6;
 
 /// What [`enable`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -220,30 +226,39 @@ fn squares(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
                     out.push(vec![o1, o2, o3]);
                 }
             }
+            if out.len() >= SQUARES {
+                return out;
+            }
         }
     }
     out
 }
 
-/// Up to [`CANDIDATES`] shortest paths from `u` to `v` on `f`: per first
-/// hop out of `u`, a shortest way from there to `v` that avoids `u`;
-/// shortest first, then by port.
+/// Up to [`CANDIDATES`] shortest paths from `u` to `v` on `f` of at most
+/// [`MAX_DETOUR`] hops: per first hop out of `u`, a shortest way from
+/// there to `v` that avoids `u`; shortest first, then by port.
 fn shortest_around(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
-    // Hops to `v` and the next slot on a shortest way, avoiding `u`.
-    let mut dist: HashMap<NodeId, (u32, Slot)> = HashMap::new();
-    dist.insert(v, (0, NONE));
+    // Hops to `v` and the next slot on a shortest way, avoiding `u`,
+    // within the depth a detour may take.
+    let mut dist = vec![u32::MAX; f.num_nodes()];
+    let mut next = vec![NONE; f.num_nodes()];
+    dist[v as usize] = 0;
     let mut queue = VecDeque::from([v]);
     while let Some(x) = queue.pop_front() {
-        let d = dist[&x].0;
+        let d = dist[x as usize];
+        if d + 1 >= MAX_DETOUR {
+            continue;
+        }
         for s in f.port_slots(x) {
             let Some(y) = switch_across(f, s) else {
                 continue;
             };
-            if y == u || dist.contains_key(&y) {
+            if y == u || dist[y as usize] != u32::MAX {
                 continue;
             }
             // y reaches x by the link's other end.
-            dist.insert(y, (d + 1, f.remote(s)));
+            dist[y as usize] = d + 1;
+            next[y as usize] = f.remote(s);
             queue.push_back(y);
         }
     }
@@ -252,15 +267,16 @@ fn shortest_around(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
         let Some(y) = switch_across(f, o1) else {
             continue;
         };
-        let Some(&(d, _)) = dist.get(&y) else {
+        let d = dist[y as usize];
+        if d == u32::MAX {
             continue;
-        };
+        }
         let mut path = vec![o1];
         let mut x = y;
         for _ in 0..d {
-            let next = dist[&x].1;
-            path.push(next);
-            x = f.node_of(f.remote(next));
+            let hop = next[x as usize];
+            path.push(hop);
+            x = f.node_of(f.remote(hop));
         }
         out.push(path);
     }
@@ -272,16 +288,17 @@ fn shortest_around(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
 
 /// The largest hop count from switch `n` to a switch it reaches.
 fn eccentricity(f: &Fabric, n: NodeId) -> u32 {
-    let mut seen: HashMap<NodeId, u32> = HashMap::from([(n, 0)]);
+    let mut dist = vec![u32::MAX; f.num_nodes()];
+    dist[n as usize] = 0;
     let mut queue = VecDeque::from([n]);
     let mut max = 0;
     while let Some(x) = queue.pop_front() {
-        let d = seen[&x];
+        let d = dist[x as usize];
         max = max.max(d);
         for s in f.port_slots(x) {
             if let Some(y) = switch_across(f, s) {
-                if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(y) {
-                    e.insert(d + 1);
+                if dist[y as usize] == u32::MAX {
+                    dist[y as usize] = d + 1;
                     queue.push_back(y);
                 }
             }

@@ -204,26 +204,33 @@ pub fn reroute_from(
     list: &mut ChannelList,
     opts: &Options,
 ) -> Result<Outcome, DqrError> {
-    if !list.fits(after.num_slots()) {
+    if !list.fits(after.num_slots()) || before.num_slots() != after.num_slots() {
         return Err(DqrError::OtherFabric {
             list: list.len(),
             slots: after.num_slots(),
         });
     }
-    // A detour that shuts out some flow's only path is given up: the
-    // next kind is tried on the list as it was (the mesh plug-in, then the
-    // shortest detours, then none).
+    // A detour that shuts out some flow's only path, or whose turns close
+    // a cycle with a mix of the update, is given up: the next kind is
+    // tried on the list as it was (the mesh plug-in, then the shortest
+    // detours, then none).
     let kinds: &[Detours] = match opts.detours {
         Detours::None => &[Detours::None],
         Detours::Local => &[Detours::Local, Detours::None],
         Detours::Mesh => &[Detours::Mesh, Detours::Local, Detours::None],
     };
-    let saved = (kinds.len() > 1).then(|| list.clone());
+    let mut saved = (kinds.len() > 1).then(|| list.clone());
     let mut last = None;
     for (i, &kind) in kinds.iter().enumerate() {
         if i > 0 {
-            if let Some(s) = &saved {
-                *list = s.clone();
+            // The last attempt takes the saved list itself.
+            let restored = if i + 1 == kinds.len() {
+                saved.take()
+            } else {
+                saved.clone()
+            };
+            if let Some(s) = restored {
+                *list = s;
             }
         }
         let enabled = detour::enable(before, after, list, kind);
@@ -235,7 +242,11 @@ pub fn reroute_from(
                 out.stats.detours_kind = kind;
                 return Ok(out);
             }
-            Err(e @ DqrError::NoPath { .. }) => last = Some(e),
+            Err(e @ (DqrError::NoPath { .. } | DqrError::Transition(_) | DqrError::Verify(_)))
+                if i + 1 < kinds.len() =>
+            {
+                last = Some(e)
+            }
             Err(e) => return Err(e),
         }
     }
@@ -586,6 +597,9 @@ pub fn reroute(
                 drain = Some(d);
             }
         }
+    }
+    if stats.sls_changed > 0 {
+        list.mark_cached_sl_walks();
     }
     Ok(Outcome {
         routing: new,

@@ -69,8 +69,10 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
 
 /// The order OpenSM's unicast manager routes destinations in
 /// (`ucast_mgr_build_lfts`): the end ports of each switch, in port order,
-/// switch after switch by end-port count (most first; stable among equals
-/// in the order of OpenSM's switch table), then every other LID (switches)
+/// switch after switch by end-port count (most first; among equals in the
+/// order of OpenSM's switch table, as glibc 2.36's `qsort` leaves them;
+/// glibc 2.37 and 2.38 sort unstably, and an OpenSM built on them may order
+/// equal switches otherwise), then every other LID (switches)
 /// in the order of its port table. Both tables are maps keyed by the GUID
 /// in network byte order compared as a native integer, so on the x86 hosts
 /// OpenSM runs on they iterate by the byte-swapped GUID.
