@@ -275,6 +275,26 @@ impl ChannelList {
         Ok(true)
     }
 
+    /// Adds every dependency of `deps` or none: on the first that would
+    /// close a cycle the ones added are withdrawn and that one is
+    /// returned. Returns how many were new.
+    pub fn add_all(&mut self, deps: Vec<(Vertex, Vertex)>) -> Result<u64, (Vertex, Vertex)> {
+        let mut added = Vec::new();
+        for (a, b) in deps {
+            match self.add(a, b) {
+                Ok(true) => added.push((a, b)),
+                Ok(false) => {}
+                Err(_) => {
+                    for &(x, y) in added.iter().rev() {
+                        self.remove(x, y);
+                    }
+                    return Err((a, b));
+                }
+            }
+        }
+        Ok(added.len() as u64)
+    }
+
     /// Withdraws every dependency into and out of the channels of `slot`
     /// (a link that is down carries none).
     pub fn isolate(&mut self, slot: Slot) {

@@ -173,20 +173,7 @@ fn try_detour(
             deps.push((last, q));
         }
     }
-    let mut added = Vec::new();
-    for &(x, y) in &deps {
-        match list.add(x, y) {
-            Ok(true) => added.push((x, y)),
-            Ok(false) => {}
-            Err(_) => {
-                for &(x, y) in added.iter().rev() {
-                    list.remove(x, y);
-                }
-                return None;
-            }
-        }
-    }
-    Some(added.len() as u64)
+    list.add_all(deps).ok()
 }
 
 /// The neighbouring switch across `s`, if the link is up and leads to one.

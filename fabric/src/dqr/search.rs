@@ -283,23 +283,12 @@ fn commit(
             prev = Some((o, vo));
         }
     }
-    let mut added = Vec::new();
-    for (c, vc, o, vo) in deps {
-        if !(s2s(c) && s2s(o)) {
-            continue;
-        }
-        let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
-        match list.add(a, b) {
-            Ok(true) => added.push((a, b)),
-            Ok(false) => {}
-            Err(_) => {
-                for &(x, y) in added.iter().rev() {
-                    list.remove(x, y);
-                }
-                return Err((a, b));
-            }
-        }
-    }
+    list.add_all(
+        deps.into_iter()
+            .filter(|&(c, _, o, _)| s2s(c) && s2s(o))
+            .map(|(c, vc, o, vo)| (list.vertex(c, vc), list.vertex(o, vo)))
+            .collect::<Vec<_>>(),
+    )?;
     let mut assigned = Vec::new();
     for &(o, _) in &path[1..] {
         let node = f.node_of(o);
