@@ -1480,6 +1480,28 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
+    // Tables of dor get the mesh plug-in when no detours are named.
+    let o = ibf(&[
+        "reroute",
+        "-t",
+        s(&topo),
+        "-d",
+        s(&old),
+        "--fail",
+        fail,
+        "--turns",
+        "none",
+        "-o",
+        s(&dir.path().join("default")),
+        "--json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(json(&o)["stats"]["detours_kind"], "mesh");
 }
 
 /// One schema across commands: every `--json` object names its command

@@ -24,9 +24,9 @@
 //! watch_topology = true                 # optional: re-route when the file changes
 //! dqr = true                            # optional: after links or switches fail, reroute
 //!                                       # only the broken flows (dynamic quick reconfiguration)
-//! dqr_detours = "mesh"                  # optional: none (default), local, mesh: a local
-//!                                       # detour around each failed link enabled first (mesh:
-//!                                       # the DQR mesh plug-in, for dor-routed meshes)
+//! dqr_detours = "mesh"                  # optional: none, local, mesh: a local detour around
+//!                                       # each failed link enabled first (mesh: the DQR mesh
+//!                                       # plug-in; the default for dor tables, none otherwise)
 //! stage_wait_ms = 5000                  # optional: without [fabric] confirmation, how long a
 //!                                       # drain stage waits for OpenSM's ibfabric plugin to
 //!                                       # report it applied (no report in time: go on)
@@ -104,9 +104,10 @@ pub struct AgentConfig {
     /// Reroute only the broken flows after a failure (else recompute).
     #[serde(default = "yes")]
     pub dqr: bool,
-    /// Local detours DQR enables around a failed link before its search.
+    /// Local detours DQR enables around a failed link before its search;
+    /// unset: the mesh plug-in for tables routed by `dor`, none otherwise.
     #[serde(default)]
-    pub dqr_detours: fabric::dqr::Detours,
+    pub dqr_detours: Option<fabric::dqr::Detours>,
     #[serde(default = "default_stage_wait_ms")]
     pub stage_wait_ms: u64,
     /// `[fabric]`: discover the topology from the fabric and confirm the
@@ -319,9 +320,9 @@ mod tests {
         );
         let c =
             AgentConfig::parse(&format!("{ok}dqr_detours = \"mesh\"\n"), "a.toml").expect("valid");
-        assert_eq!(c.dqr_detours, fabric::dqr::Detours::Mesh);
+        assert_eq!(c.dqr_detours, Some(fabric::dqr::Detours::Mesh));
         let c = AgentConfig::parse(ok, "a.toml").expect("valid");
-        assert_eq!(c.dqr_detours, fabric::dqr::Detours::None);
+        assert_eq!(c.dqr_detours, None);
         let e = AgentConfig::parse(&format!("{ok}dqr_detours = \"square\"\n"), "a.toml")
             .expect_err("detours");
         assert!(

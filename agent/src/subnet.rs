@@ -393,7 +393,9 @@ pub fn update_subnet(
             let opts = dqr::Options {
                 // The gate below verifies the new tables in full.
                 verify_result: false,
-                detours: cfg.dqr_detours,
+                detours: cfg
+                    .dqr_detours
+                    .unwrap_or(dqr::Detours::default_for(prev_kind)),
                 ..dqr::Options::default()
             };
             let t = std::time::Instant::now();

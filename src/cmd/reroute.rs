@@ -44,9 +44,10 @@ pub struct RerouteArgs {
     /// Local detours enabled around each failed link before the search:
     /// `local` the shortest ways around it, `mesh` the DQR mesh plug-in
     /// (the square toward the centre first; one link fault is always
-    /// tolerated on a mesh routed by `dor`).
-    #[arg(long, value_enum, default_value = "none")]
-    detours: dqr::Detours,
+    /// tolerated on a mesh routed by `dor`). Default: `mesh` for tables
+    /// of `dor`, `none` otherwise.
+    #[arg(long, value_enum)]
+    detours: Option<dqr::Detours>,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -150,7 +151,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         check_transition: true,
         // The gate below verifies the new tables in full before writing.
         verify_result: false,
-        detours: a.detours,
+        detours: a.detours.unwrap_or(dqr::Detours::default_for(engine)),
     };
     let t = Instant::now();
     let res = dqr::reroute_from(&f0, &f1, &old, &mut list, &opts);

@@ -45,6 +45,19 @@ pub enum Detours {
     Mesh,
 }
 
+impl Detours {
+    /// The detours for tables `engine` computed when none are asked for:
+    /// the mesh plug-in for dimension order (the routing it is defined
+    /// on), none otherwise.
+    pub fn default_for(engine: crate::routing::EngineKind) -> Self {
+        if engine == crate::routing::EngineKind::Dor {
+            Detours::Mesh
+        } else {
+            Detours::None
+        }
+    }
+}
+
 /// Local detours tried per failed channel and VL.
 const CANDIDATES: usize = 8;
 /// Squares looked at per failed link (a mesh has two to eight; a fat
