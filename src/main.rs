@@ -86,24 +86,27 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     // Commands that print for pipes end quietly when the reader goes
-    // (`ibfabric gen ... -o - | head`), as Unix filters do. Services and
-    // commands that feed child processes keep Rust's default (ignored,
-    // seen as an error on write): a closed peer must not kill them.
-    if matches!(
-        cli.cmd,
+    // (`ibfabric gen ... -o - | head`), as Unix filters do. Services,
+    // commands that feed child processes and commands that talk to other
+    // processes over sockets (workers, services) keep Rust's default
+    // (ignored, seen as an error on write): a closed peer must not kill
+    // them, and a socket write to a peer that died (vectored writes carry
+    // no MSG_NOSIGNAL) would end them silently.
+    let quiet_on_pipe = match &cli.cmd {
+        Cmd::Route(a) => !a.uses_network(),
+        Cmd::Verify(a) => !a.uses_network(),
         Cmd::Gen(_)
-            | Cmd::Info(_)
-            | Cmd::Route(_)
-            | Cmd::RouteMulti(_)
-            | Cmd::Verify(_)
-            | Cmd::Reroute(_)
-            | Cmd::Engines(_)
-            | Cmd::Sim(_)
-            | Cmd::Certs(_)
-            | Cmd::Status(_)
-            | Cmd::Completions(_)
-            | Cmd::Man(_)
-    ) {
+        | Cmd::Info(_)
+        | Cmd::RouteMulti(_)
+        | Cmd::Reroute(_)
+        | Cmd::Engines(_)
+        | Cmd::Sim(_)
+        | Cmd::Certs(_)
+        | Cmd::Completions(_)
+        | Cmd::Man(_) => true,
+        _ => false,
+    };
+    if quiet_on_pipe {
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);

@@ -49,10 +49,13 @@ pub fn ibfabric(args: &[&str]) -> Result<String> {
         .output()
         .with_context(|| format!("running {}", bin.display()))?;
     if !out.status.success() {
+        // With --json the reason may be on stdout alone.
         bail!(
-            "ibfabric {} failed: {}",
+            "ibfabric {} failed ({}): {}{}",
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -91,6 +91,13 @@ pub struct RouteArgs {
     json: bool,
 }
 
+impl RouteArgs {
+    /// Whether the command talks to workers over the network.
+    pub fn uses_network(&self) -> bool {
+        !self.workers.is_empty() || self.workers_from.is_some()
+    }
+}
+
 #[derive(Serialize)]
 struct RouteJson {
     /// With --workers: the routing job (when the engine split) and the

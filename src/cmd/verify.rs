@@ -58,6 +58,13 @@ pub struct VerifyArgs {
     json: bool,
 }
 
+impl VerifyArgs {
+    /// Whether the command talks to workers over the network.
+    pub fn uses_network(&self) -> bool {
+        !self.workers.is_empty()
+    }
+}
+
 #[derive(Serialize)]
 struct VerifyJson {
     #[serde(flatten)]
