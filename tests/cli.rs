@@ -1437,8 +1437,10 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
     );
     // s0_0's port 3 leads to s0_1 (host on port 1, +X on port 2).
     let fail = "0x0002000000000001:3";
-    let run = |detours: &str, turns: &str, out: &str| {
-        ibf(&[
+    // `detours` None: the flag left out.
+    let run = |detours: Option<&str>, out: &str| {
+        let out = dir.path().join(out);
+        let mut args = vec![
             "reroute",
             "-t",
             s(&topo),
@@ -1446,16 +1448,18 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
             s(&old),
             "--fail",
             fail,
-            "--detours",
-            detours,
             "--turns",
-            turns,
+            "none",
             "-o",
-            s(&dir.path().join(out)),
+            s(&out),
             "--json",
-        ])
+        ];
+        if let Some(d) = detours {
+            args.extend(["--detours", d]);
+        }
+        ibf(&args)
     };
-    let o = run("mesh", "none", "new");
+    let o = run(Some("mesh"), "new");
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -1473,7 +1477,7 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
         "both directions: {j}"
     );
     assert_eq!(st["vls_after"], 1);
-    let o = run("none", "none", "plain");
+    let o = run(Some("none"), "plain");
     assert_ne!(
         o.status.code(),
         Some(0),
@@ -1481,20 +1485,7 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
         String::from_utf8_lossy(&o.stdout)
     );
     // Tables of dor get the mesh plug-in when no detours are named.
-    let o = ibf(&[
-        "reroute",
-        "-t",
-        s(&topo),
-        "-d",
-        s(&old),
-        "--fail",
-        fail,
-        "--turns",
-        "none",
-        "-o",
-        s(&dir.path().join("default")),
-        "--json",
-    ]);
+    let o = run(None, "default");
     assert_eq!(
         o.status.code(),
         Some(0),
