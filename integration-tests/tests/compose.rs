@@ -247,7 +247,13 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
                     && r["egress_version"] == r["held_version"]
             })
         });
-        code == 0 && n("subnets") == 2 && n("routers") == 2 && routers_hold
+        // Every subnet has reported its verified tables, not only
+        // registered (a registered agent shows no tables yet).
+        let subnets_routed = v["subnets"].as_array().is_some_and(|ss| {
+            ss.iter()
+                .all(|s| s["live"] == true && s["deadlock_free"] == true)
+        });
+        code == 0 && n("subnets") == 2 && n("routers") == 2 && routers_hold && subnets_routed
     });
     let up = t0.elapsed();
     let leader = v["leader"].as_str().expect("a leader").to_string();
