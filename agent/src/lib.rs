@@ -72,6 +72,17 @@ pub struct Agent {
     mapping_changed: watch::Sender<u64>,
 }
 
+/// The channel list held, when it is the one of `routed`'s tables.
+fn held_for<'a>(
+    held: &'a Option<(Weak<RoutedSubnet>, ChannelList)>,
+    routed: &Arc<RoutedSubnet>,
+) -> Option<&'a ChannelList> {
+    match held {
+        Some((of, list)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(routed)) => Some(list),
+        _ => None,
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error(transparent)]
@@ -412,12 +423,11 @@ impl Agent {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             let t = std::time::Instant::now();
-            let copy = me.list.lock().ok().and_then(|l| match &*l {
-                Some((of, list)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(&routed)) => {
-                    Some(list.clone())
-                }
-                _ => None,
-            });
+            let copy = me
+                .list
+                .lock()
+                .ok()
+                .and_then(|l| held_for(&l, &routed).cloned());
             let Some(mut list) = copy else { return };
             match list.prune_to(&routed.fabric, routed.routing.get()) {
                 Ok(false) => {}
@@ -425,8 +435,7 @@ impl Agent {
                     let current = me.subnet.load_full();
                     let in_force = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &routed));
                     if let Ok(mut l) = me.list.lock() {
-                        let still = matches!(&*l, Some((of, _)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(&routed)));
-                        if in_force && still {
+                        if in_force && held_for(&l, &routed).is_some() {
                             tracing::debug!(
                                 seconds = t.elapsed().as_secs_f64(),
                                 dependencies = list.num_edges(),
@@ -447,21 +456,19 @@ impl Agent {
     pub fn channel_list_dependencies(&self) -> Option<usize> {
         let cur = self.subnet.load_full()?;
         let l = self.list.lock().ok()?;
-        match &*l {
-            Some((of, list)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(&cur)) => {
-                Some(list.num_edges())
-            }
-            _ => None,
-        }
+        held_for(&l, &cur).map(ChannelList::num_edges)
     }
 
     /// Whether the channel list of the tables in force is ready (DQR can
     /// reroute the next failure).
     pub fn dqr_ready(&self) -> bool {
-        let cur = self.subnet.load_full();
-        self.list.lock().ok().is_some_and(|l| {
-            matches!((&*l, &cur), (Some((of, _)), Some(c)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(c)))
-        })
+        let Some(cur) = self.subnet.load_full() else {
+            return false;
+        };
+        self.list
+            .lock()
+            .ok()
+            .is_some_and(|l| held_for(&l, &cur).is_some())
     }
 
     fn current_report(&self, session: &str) -> Option<v1::SubnetReport> {

@@ -22,6 +22,27 @@ struct Edges {
     pred: Vec<Vec<Vertex>>,
 }
 
+impl Edges {
+    /// The dependencies of the verifier's `cdg` on a fabric of `slots`
+    /// ports, numbered for `vls` VLs per channel (at least the CDG's).
+    fn of(cdg: &crate::verify::LocalCdg, slots: usize, vls: usize) -> Self {
+        let n = slots * vls;
+        let mut edges = Edges {
+            succ: vec![Vec::new(); n],
+            pred: vec![Vec::new(); n],
+        };
+        let remap = |v: u32| (v as usize / cdg.vls * vls + v as usize % cdg.vls) as u32;
+        for a in 0..cdg.start.len() - 1 {
+            for &b in &cdg.adj[cdg.start[a] as usize..cdg.start[a + 1] as usize] {
+                let (x, y) = (remap(a as u32), remap(b));
+                edges.succ[x as usize].push(y);
+                edges.pred[y as usize].push(x);
+            }
+        }
+        edges
+    }
+}
+
 impl Digraph for Edges {
     fn successors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
         self.succ[v as usize].iter().copied()
@@ -84,21 +105,9 @@ impl ChannelList {
             .as_ref()
             .map_or(1, |t| t.max_vl() as usize + 1)
             .clamp(cdg.vls, 16);
+        let edges = Edges::of(cdg, f.num_slots(), vls);
         let n = f.num_slots() * vls;
-        let mut edges = Edges {
-            succ: vec![Vec::new(); n],
-            pred: vec![Vec::new(); n],
-        };
-        let remap = |v: u32| (v as usize / cdg.vls * vls + v as usize % cdg.vls) as u32;
-        let mut indeg = vec![0u32; n];
-        for a in 0..cdg.start.len() - 1 {
-            for &b in &cdg.adj[cdg.start[a] as usize..cdg.start[a + 1] as usize] {
-                let (x, y) = (remap(a as u32), remap(b));
-                edges.succ[x as usize].push(y);
-                edges.pred[y as usize].push(x);
-                indeg[y as usize] += 1;
-            }
-        }
+        let mut indeg: Vec<u32> = edges.pred.iter().map(|p| p.len() as u32).collect();
         // Kahn's algorithm: the verifier found no cycle, so every vertex
         // gets a position.
         let mut seq: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
@@ -157,27 +166,20 @@ impl ChannelList {
         if let Some(desc) = report.describe_cycle(f) {
             return Err(ChannelListError::Cyclic(desc));
         }
-        if cdg.vls > self.vls || !self.fits(f.num_slots()) {
+        // The new tables' dependencies in the list's numbering, when they
+        // fit it and go up its order; else the list is ordered afresh.
+        let kept = (cdg.vls <= self.vls && self.fits(f.num_slots()))
+            .then(|| Edges::of(&cdg, f.num_slots(), self.vls))
+            .filter(|e| {
+                e.succ
+                    .iter()
+                    .enumerate()
+                    .all(|(x, ys)| ys.iter().all(|&y| self.order.precedes(x as Vertex, y)))
+            });
+        let Some(edges) = kept else {
             *self = Self::from_cdg(f, routing, &report, &cdg)?;
             return Ok(true);
-        }
-        let n = self.order.len();
-        let mut edges = Edges {
-            succ: vec![Vec::new(); n],
-            pred: vec![Vec::new(); n],
         };
-        let remap = |v: u32| (v as usize / cdg.vls * self.vls + v as usize % cdg.vls) as u32;
-        for a in 0..cdg.start.len() - 1 {
-            for &b in &cdg.adj[cdg.start[a] as usize..cdg.start[a + 1] as usize] {
-                let (x, y) = (remap(a as u32), remap(b));
-                if !self.order.precedes(x, y) {
-                    *self = Self::from_cdg(f, routing, &report, &cdg)?;
-                    return Ok(true);
-                }
-                edges.succ[x as usize].push(y);
-                edges.pred[y as usize].push(x);
-            }
-        }
         self.edges = edges;
         self.added = 0;
         self.max_vl_used = report.max_vl;

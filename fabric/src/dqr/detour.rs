@@ -89,7 +89,10 @@ pub fn enable(before: &Fabric, after: &Fabric, list: &mut ChannelList, kind: Det
     }
     let is_switch = |f: &Fabric, n: NodeId| f.kind(n) == NodeKind::Switch;
     let alive = |n: NodeId| after.port_slots(n).any(|s| after.remote(s) != NONE);
-    let mut ecc: HashMap<NodeId, u32> = HashMap::new();
+    // Eccentricities on `before`'s switch graph, per switch index, found
+    // as the mesh plug-in's candidates need them.
+    let mut ecc: HashMap<u32, u32> = HashMap::new();
+    let mut centre: Option<(crate::graph::SwitchGraph, Vec<u8>, Vec<u32>)> = None;
     for &u in before.switches() {
         for a in before.port_slots(u) {
             let b = before.remote(a);
@@ -115,9 +118,21 @@ pub fn enable(before: &Fabric, after: &Fabric, list: &mut ChannelList, kind: Det
                         c.sort_by_cached_key(|p| {
                             let inner: u32 = p[1..]
                                 .iter()
-                                .map(|&s| {
-                                    let n = after.node_of(s);
-                                    *ecc.entry(n).or_insert_with(|| eccentricity(before, n))
+                                .filter_map(|&s| before.switch_index(after.node_of(s)))
+                                .map(|si| {
+                                    *ecc.entry(si).or_insert_with(|| {
+                                        let (g, dist, queue) = centre.get_or_insert_with(|| {
+                                            let g = crate::graph::SwitchGraph::new(before);
+                                            let n = g.len();
+                                            (g, vec![0; n], Vec::new())
+                                        });
+                                        g.bfs_into(si, dist, queue);
+                                        dist.iter()
+                                            .filter(|&&d| d != crate::graph::UNREACHABLE)
+                                            .map(|&d| u32::from(d))
+                                            .max()
+                                            .unwrap_or(0)
+                                    })
                                 })
                                 .sum();
                             (inner, p.len())
@@ -130,18 +145,15 @@ pub fn enable(before: &Fabric, after: &Fabric, list: &mut ChannelList, kind: Det
                     }
                     c
                 });
-                let mut fitted = false;
-                for path in cands.iter() {
-                    if let Some(n) = try_detour(after, list, path, vl, &preds, &succs) {
+                match cands
+                    .iter()
+                    .find_map(|path| try_detour(after, list, path, vl, &preds, &succs))
+                {
+                    Some(n) => {
                         out.dependencies += n;
-                        fitted = true;
-                        break;
+                        out.detours += 1;
                     }
-                }
-                if fitted {
-                    out.detours += 1;
-                } else {
-                    out.refused += 1;
+                    None => out.refused += 1,
                 }
             }
         }
@@ -284,25 +296,4 @@ fn shortest_around(f: &Fabric, u: NodeId, v: NodeId) -> Vec<Vec<Slot>> {
     out.dedup();
     out.truncate(CANDIDATES);
     out
-}
-
-/// The largest hop count from switch `n` to a switch it reaches.
-fn eccentricity(f: &Fabric, n: NodeId) -> u32 {
-    let mut dist = vec![u32::MAX; f.num_nodes()];
-    dist[n as usize] = 0;
-    let mut queue = VecDeque::from([n]);
-    let mut max = 0;
-    while let Some(x) = queue.pop_front() {
-        let d = dist[x as usize];
-        max = max.max(d);
-        for s in f.port_slots(x) {
-            if let Some(y) = switch_across(f, s) {
-                if dist[y as usize] == u32::MAX {
-                    dist[y as usize] = d + 1;
-                    queue.push_back(y);
-                }
-            }
-        }
-    }
-    max
 }

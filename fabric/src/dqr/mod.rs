@@ -214,47 +214,39 @@ pub fn reroute_from(
     // a cycle with a mix of the update, is given up: the next kind is
     // tried on the list as it was (the mesh plug-in, then the shortest
     // detours, then none).
-    let kinds: &[Detours] = match opts.detours {
-        Detours::None => &[Detours::None],
-        Detours::Local => &[Detours::Local, Detours::None],
-        Detours::Mesh => &[Detours::Mesh, Detours::Local, Detours::None],
+    let first: &[Detours] = match opts.detours {
+        Detours::None => &[],
+        Detours::Local => &[Detours::Local],
+        Detours::Mesh => &[Detours::Mesh, Detours::Local],
     };
-    let mut saved = (kinds.len() > 1).then(|| list.clone());
-    let mut last = None;
-    for (i, &kind) in kinds.iter().enumerate() {
-        if i > 0 {
-            // The last attempt takes the saved list itself.
-            let restored = if i + 1 == kinds.len() {
-                saved.take()
-            } else {
-                saved.clone()
-            };
-            if let Some(s) = restored {
-                *list = s;
-            }
-        }
+    let attempt = |kind: Detours, list: &mut ChannelList| {
         let enabled = detour::enable(before, after, list, kind);
-        match reroute(after, old, list, opts) {
-            Ok(mut out) => {
-                out.stats.detours = enabled.detours;
-                out.stats.detours_refused = enabled.refused;
-                out.stats.detour_dependencies = enabled.dependencies;
-                out.stats.detours_kind = kind;
-                return Ok(out);
+        let mut out = reroute(after, old, list, opts)?;
+        out.stats.detours = enabled.detours;
+        out.stats.detours_refused = enabled.refused;
+        out.stats.detour_dependencies = enabled.dependencies;
+        out.stats.detours_kind = kind;
+        Ok(out)
+    };
+    let mut saved = (!first.is_empty()).then(|| list.clone());
+    for (i, &kind) in first.iter().enumerate() {
+        match attempt(kind, list) {
+            Err(DqrError::NoPath { .. } | DqrError::Transition(_) | DqrError::Verify(_)) => {
+                // The next kind starts from the list as it was; the last
+                // one takes the saved copy itself.
+                let restored = if i + 1 == first.len() {
+                    saved.take()
+                } else {
+                    saved.clone()
+                };
+                if let Some(s) = restored {
+                    *list = s;
+                }
             }
-            Err(e @ (DqrError::NoPath { .. } | DqrError::Transition(_) | DqrError::Verify(_)))
-                if i + 1 < kinds.len() =>
-            {
-                last = Some(e)
-            }
-            Err(e) => return Err(e),
+            done => return done,
         }
     }
-    Err(last.unwrap_or(DqrError::NoPath {
-        unrouted: 0,
-        src: 0,
-        dst: 0,
-    }))
+    attempt(Detours::None, list)
 }
 
 /// Reroutes the flows of `old` (tables for `f`'s nodes and ports) that no

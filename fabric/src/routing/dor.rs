@@ -40,23 +40,18 @@ impl RoutingEngine for Dor {
                     return;
                 }
                 // The lowest shortest-path port, then every port to the
-                // same neighbour (the graph lists neighbours' links in
-                // port order).
+                // same neighbour (the graph lists a switch's links in port
+                // order, as balanced_lfts wants its candidates).
                 let closer = |nb: u32| hops[nb as usize * n + j as usize] == h - 1;
-                let lowest = g
-                    .neighbours(si)
-                    .iter()
-                    .filter(|&&(nb, _)| closer(nb))
-                    .min_by_key(|&&(_, slot)| f.port_of(slot));
-                let Some(&(nb0, _)) = lowest else { return };
-                let mut ports: Vec<u8> = g
-                    .neighbours(si)
-                    .iter()
-                    .filter(|&&(nb, _)| nb == nb0)
-                    .map(|&(_, slot)| f.port_of(slot))
-                    .collect();
-                ports.sort_unstable();
-                out.extend(ports);
+                let Some(&(nb0, _)) = g.neighbours(si).iter().find(|&&(nb, _)| closer(nb)) else {
+                    return;
+                };
+                out.extend(
+                    g.neighbours(si)
+                        .iter()
+                        .filter(|&&(nb, _)| nb == nb0)
+                        .map(|&(_, slot)| f.port_of(slot)),
+                );
             },
         )))
     }

@@ -13,7 +13,7 @@
 use super::{EngineOptions, RoutingEngine};
 use crate::error::Result;
 use crate::graph::{SwitchGraph, UNREACHABLE};
-use crate::model::{Fabric, NodeId, NodeKind, NONE};
+use crate::model::{Fabric, NodeKind, NONE};
 use crate::tables::{Lfts, Routing, NO_PATH};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,34 +77,30 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
 /// in network byte order compared as a native integer, so on the x86 hosts
 /// OpenSM runs on they iterate by the byte-swapped GUID.
 pub(crate) fn opensm_order(f: &Fabric, targets: &[LidTarget]) -> Vec<u16> {
-    let mut sws: Vec<(u32, u64, NodeId)> = f
+    // Per switch: its end ports' LIDs in port order, sorted by their
+    // count (most first), then by the byte-swapped GUID (a stable sort).
+    let mut sws: Vec<(std::cmp::Reverse<usize>, u64, Vec<u16>)> = f
         .switches()
         .iter()
         .map(|&sw| {
-            let ends = f
+            let ends: Vec<u16> = f
                 .port_slots(sw)
-                .filter(|&s| {
+                .filter_map(|s| {
                     let r = f.remote(s);
-                    r != NONE && f.kind(f.node_of(r)) != NodeKind::Switch
+                    (r != NONE && f.kind(f.node_of(r)) != NodeKind::Switch)
+                        .then(|| f.lid_of_slot(r))
                 })
-                .count() as u32;
-            (ends, f.guid(sw).swap_bytes(), sw)
+                .collect();
+            (std::cmp::Reverse(ends.len()), f.guid(sw).swap_bytes(), ends)
         })
         .collect();
-    sws.sort_by_key(|&(ends, key, _)| (std::cmp::Reverse(ends), key));
+    sws.sort_by_key(|s| (s.0, s.1));
     let mut order = Vec::with_capacity(targets.len());
     let mut placed = vec![false; targets.len()];
-    for &(_, _, sw) in &sws {
-        for s in f.port_slots(sw) {
-            let r = f.remote(s);
-            if r == NONE || f.kind(f.node_of(r)) == NodeKind::Switch {
-                continue;
-            }
-            let lid = f.lid_of_slot(r);
-            if let Some(p) = placed.get_mut(lid as usize).filter(|p| !**p) {
-                *p = true;
-                order.push(lid);
-            }
+    for lid in sws.into_iter().flat_map(|(_, _, ends)| ends) {
+        if let Some(p) = placed.get_mut(lid as usize).filter(|p| !**p) {
+            *p = true;
+            order.push(lid);
         }
     }
     let mut rest: Vec<(u64, u16)> = (0..targets.len())
