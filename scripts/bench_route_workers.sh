@@ -5,8 +5,9 @@
 # on loopback; the coordinator keeps its 2 threads for the SL choice and
 # the merge), then 2 workers of which one is killed once it has loaded its
 # first job. Every run's tables are compared byte for byte with the one-process
-# tables. Prints a markdown table. Engines other than dfdn route in the
-# coordinator (only the verification is cut).
+# tables. Prints a markdown table. dfdn, minhop and nue route on the
+# workers (nue by virtual layer, exchanging channel loads every round);
+# other engines route in the coordinator (only the verification is cut).
 #
 #   [ENGINE=nue|minhop] [EXTRA="--allow-cycles"] scripts/bench_route_workers.sh TOPOLOGY [PARTS_PER_WORKER]
 #

@@ -97,17 +97,29 @@ impl Setup {
 /// Kills worker `pid` (SIGKILL) as soon as its log says it loaded one more
 /// job than it has now; gives up after 60 s. Joins to whether it killed.
 fn kill_on_next_load(log: std::path::PathBuf, pid: u32) -> std::thread::JoinHandle<bool> {
-    let loads = |p: &std::path::Path| {
+    kill_after(log, pid, "job loaded", 1)
+}
+
+/// Kills worker `pid` (SIGKILL) once its log holds `more` lines saying
+/// `what` beyond those it holds now; gives up after 60 s. Joins to whether
+/// it killed.
+fn kill_after(
+    log: std::path::PathBuf,
+    pid: u32,
+    what: &'static str,
+    more: usize,
+) -> std::thread::JoinHandle<bool> {
+    let count = move |p: &std::path::Path| {
         std::fs::read_to_string(p)
             .unwrap_or_default()
-            .matches("job loaded")
+            .matches(what)
             .count()
     };
-    let before = loads(&log);
+    let before = count(&log);
     std::thread::spawn(move || {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(60) {
-            if loads(&log) > before {
+            if count(&log) >= before + more {
                 let _ = std::process::Command::new("kill")
                     .args(["-9", &pid.to_string()])
                     .status();
@@ -359,18 +371,17 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         }
     }
 
-    // An engine that does not split, and a base that does not: routed
-    // here, verified on the workers, the same tables.
+    // A base that does not split: routed here, verified on the workers,
+    // the same tables.
     let net = s.path("df.net");
-    for (engine, base) in [("nue", None), ("dfdn", Some("minhop"))] {
-        let one = s.path(&format!("{engine}-one"));
-        let more: Vec<&str> = base.map(|b| vec!["--base", b]).unwrap_or_default();
-        let plain: Vec<String> = more.iter().map(|m| m.to_string()).collect();
-        route_json(&net, engine, &one, &plain);
-        let out = s.path(&format!("{engine}-farm"));
-        let v = route_json(&net, engine, &out, &with(2, "2", &more));
-        assert_eq!(tables(&out), tables(&one), "{engine} {base:?}");
-        assert!(job(&v, "route").is_none(), "{engine} {base:?} routed here");
+    {
+        let one = s.path("dfdn-minhop-one");
+        let more = ["--base", "minhop"];
+        route_json(&net, "dfdn", &one, &more.map(String::from));
+        let out = s.path("dfdn-minhop-farm");
+        let v = route_json(&net, "dfdn", &out, &with(2, "2", &more));
+        assert_eq!(tables(&out), tables(&one), "dfdn on the minhop base");
+        assert!(job(&v, "route").is_none(), "the minhop base routed here");
         assert!(job(&v, "verify").is_some());
     }
 
@@ -398,6 +409,30 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         }
     }
 
+    // Nue splits by virtual layer: each worker routes its layers round by
+    // round on the loads summed here; the tables are the one process's.
+    let four = ["--max-vls", "4"];
+    let one = s.path("nue-one");
+    route_json(&net, "nue", &one, &four.map(String::from));
+    for k in [1, 3] {
+        let out = s.path(&format!("nue-{k}"));
+        let v = route_json(&net, "nue", &out, &with(k, "1", &four));
+        assert_eq!(tables(&out), tables(&one), "nue on {k} workers");
+        assert_eq!(v["deadlock_free"], true);
+        let r = job(&v, "route").expect("nue routed on the workers");
+        assert_eq!(
+            (r["parts"].as_u64(), r["local_parts"].as_u64()),
+            (Some(4), Some(0)),
+            "{r}"
+        );
+        let holders: std::collections::BTreeSet<&str> = r["part_runs"]
+            .as_array()
+            .expect("part runs")
+            .iter()
+            .filter_map(|p| p["by"].as_str())
+            .collect();
+        assert_eq!(holders.len(), k, "every worker held layers: {r}");
+    }
     // A worker killed once it holds the routing job of a larger fabric:
     // its parts go to the others (or, if it was quick, it is missed by the
     // verification job); the tables do not change.
@@ -424,6 +459,34 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         "the victim and only it was lost: {v}"
     );
     workers[1].0.kill();
+
+    // A worker killed after routing some rounds: its layers start again on
+    // another worker, which replays those rounds from the loads kept by
+    // the caller; the tables do not change.
+    let net4 = s.path("df4.net");
+    ibfabric(&["gen", "dragonfly", "--p", "4", "-o", &net4]).expect("gen");
+    let one4 = s.path("nue4-one");
+    route_json(&net4, "nue", &one4, &four.map(String::from));
+    let victim = &workers[2].0;
+    let killer = kill_after(victim.log.clone(), victim.pid(), "nue round routed", 4);
+    let out = s.path("nue4-farm");
+    let mut extra = vec!["--workers".to_string(), format!("{},{}", all[0], all[2])];
+    extra.extend(four.map(String::from));
+    extra.extend(client.clone());
+    let v = route_json(&net4, "nue", &out, &extra);
+    assert!(killer.join().expect("killer"), "the victim was killed");
+    assert_eq!(
+        tables(&out),
+        tables(&one4),
+        "nue with a worker lost mid-job"
+    );
+    let r = job(&v, "route").expect("nue routed on the workers");
+    assert_eq!(lost_in(r), vec![all[2].clone()], "{r}");
+    assert_eq!(
+        r["local_parts"], 0,
+        "the layers moved to a live worker: {r}"
+    );
+    workers[2].0.kill();
 
     // No worker reachable: routed and verified here, said so.
     for (p, _) in &mut workers {
@@ -613,6 +676,55 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         assert!(w["jobs"].as_array().is_some_and(|j| !j.is_empty()), "{w}");
     }
     assert_eq!(st["lagging"].as_array().map(Vec::len), Some(0), "{st}");
+    assert_eq!(
+        st["parts_held"],
+        serde_json::json!([]),
+        "no job, no part held"
+    );
+
+    // While a job runs, the store records which worker holds which part,
+    // each under a lease of the worker's; the records go when it ends.
+    let status_json = || -> serde_json::Value {
+        serde_json::from_str(&ibfabric(&argv).expect("status")).expect("JSON")
+    };
+    let net4 = s.path("dfl4.net");
+    ibfabric(&["gen", "dragonfly", "--p", "4", "-o", &net4]).expect("gen");
+    let (n4, out4) = (net4.clone(), s.path("dfl4-nue"));
+    let mut nue_extra = extra.clone();
+    nue_extra.extend(["--max-vls".to_string(), "4".into()]);
+    let nue_job = std::thread::spawn(move || route_json(&n4, "nue", &out4, &nue_extra));
+    let t = Instant::now();
+    let mut seen: Vec<serde_json::Value> = Vec::new();
+    while seen.len() < 3 && !nue_job.is_finished() && t.elapsed() < Duration::from_secs(120) {
+        seen = status_json()["parts_held"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| {
+                p["part"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("-nue-layers-"))
+            })
+            .collect();
+    }
+    let v = nue_job.join().expect("nue job");
+    assert!(job(&v, "route").is_some(), "nue routed on the workers: {v}");
+    let mut holders: Vec<&str> = seen.iter().filter_map(|p| p["worker"].as_str()).collect();
+    holders.sort();
+    assert_eq!(
+        holders,
+        ["l1", "l2", "l3"],
+        "each worker's layers recorded: {seen:?}"
+    );
+    let t = Instant::now();
+    while status_json()["parts_held"] != serde_json::json!([]) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "records outlived the job"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // Frozen, not dead: only the lease tells.
     let log = s.dir.path().join("l2.log");

@@ -69,7 +69,10 @@ pub struct RouteArgs {
     /// trees or auto base: each worker computes the base routes and their
     /// link load toward a range of destination switches, the SL choice runs
     /// here; minhop: each worker computes the LFT rows of a range of
-    /// switches; the verifier's walks are cut by destination. Lost workers'
+    /// switches; nue: each worker routes some virtual layers, round by
+    /// round, on the channel loads summed here after every round (a lost
+    /// worker's layers restart elsewhere and replay the rounds); the
+    /// verifier's walks are cut by destination. Lost workers'
     /// parts go to the others; with none left they run here. The tables
     /// equal one process's, byte for byte. Other engines and bases route
     /// here (said so) and verify on the workers.

@@ -207,6 +207,27 @@ pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()
 
 /// The workers registered in the store `path`'s `[store]` names, with their
 /// leases watched.
+/// The parts the workers registered in the store of `path`'s `[store]`
+/// hold now.
+pub async fn held_parts(path: &std::path::Path) -> Result<Vec<worker::registry::HeldPart>> {
+    use settings::ConfigFile;
+    let f = worker::registry::StoreFile::load(path)?;
+    let Some(sc) = f.store else {
+        anyhow::bail!("{}: no [store] table", path.display());
+    };
+    let store = controller::store::open(&sc)
+        .await
+        .with_context(|| format!("opening the store {} names", path.display()))?;
+    worker::registry::held_parts(store.as_ref())
+        .await
+        .with_context(|| {
+            format!(
+                "listing the parts held in the store {} names",
+                path.display()
+            )
+        })
+}
+
 pub async fn registered_workers(path: &std::path::Path) -> Result<worker::registry::Leases> {
     use settings::ConfigFile;
     let f = worker::registry::StoreFile::load(path)?;

@@ -120,6 +120,9 @@ struct StatusJson {
     routers: Vec<RouterJson>,
     routers_asked: Vec<RouterAskedJson>,
     workers_asked: Vec<WorkerAskedJson>,
+    /// With `--workers-from`: the parts recorded in the store, each under
+    /// its holder's lease.
+    parts_held: Vec<worker::registry::HeldPart>,
     lagging: Vec<LagJson>,
 }
 
@@ -209,7 +212,9 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
     let mut workers_asked = Vec::new();
     let mut targets: Vec<(String, Option<String>)> =
         a.workers.iter().map(|w| (w.clone(), None)).collect();
+    let mut parts_held = Vec::new();
     if let Some(p) = &a.workers_from {
+        parts_held = super::runtime::held_parts(p).await?;
         let leases = super::runtime::registered_workers(p).await?;
         if leases.workers.is_empty() {
             lagging.push(LagJson {
@@ -303,6 +308,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             .collect(),
         routers_asked,
         workers_asked,
+        parts_held,
         controllers,
         lagging,
     };
@@ -402,6 +408,9 @@ fn print(s: &StatusJson) {
             }
             Some(e) => println!("worker asked    {}: no answer ({e})", w.address),
         }
+    }
+    for p in &s.parts_held {
+        println!("part held       {} by {} (leased)", p.part, p.worker);
     }
     if s.lagging.is_empty() {
         println!("lagging         nothing");

@@ -29,11 +29,13 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
                 let store = controller::store::open(sc).await.with_context(|| {
                     format!("opening the store the worker registers in ({})", sc.kind)
                 })?;
+                let ttl = std::time::Duration::from_secs(sc.election_ttl_seconds.max(1));
+                w.record_parts_in(store.clone(), ttl);
                 Some(worker::registry::register(
                     store,
                     cfg.name.clone(),
                     url.clone(),
-                    std::time::Duration::from_secs(sc.election_ttl_seconds.max(1)),
+                    ttl,
                     std::time::Duration::from_secs(1),
                 ))
             }

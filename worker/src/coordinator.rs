@@ -5,6 +5,10 @@
 //! when no worker is left, the parts still open run here, and the result
 //! says so.
 
+mod nue;
+
+pub use nue::route_nue;
+
 use fabric::routing::shard::{merge_dfdn, RoutePart};
 use fabric::routing::EngineOptions;
 use fabric::tables::Routing;
@@ -82,7 +86,7 @@ pub struct JobRun {
     pub local_parts: usize,
     pub bytes_per_load: u64,
     /// Column bytes sent with the parts, all parts together (0 when the
-    /// whole tables were loaded).
+    /// whole tables were loaded); for Nue, the rounds' channel loads.
     pub column_bytes: u64,
     /// Bytes of the parts' replies, all together.
     pub reply_bytes: u64,
@@ -447,7 +451,7 @@ pub async fn route_dfdn(
 }
 
 /// Routes `f` with `engine` on the workers at `addrs`: [`route_minhop`]
-/// for MinHop, [`route_dfdn`] otherwise (callers check
+/// for MinHop, [`route_nue`] for Nue, [`route_dfdn`] otherwise (callers check
 /// [`fabric::routing::shard::splits`] first).
 pub async fn route(
     engine: fabric::routing::EngineKind,
@@ -458,10 +462,14 @@ pub async fn route(
     opts: &Options,
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
-    if engine == fabric::routing::EngineKind::Minhop {
-        route_minhop(f, topology, addrs, transport, opts).await
-    } else {
-        route_dfdn(f, topology, addrs, transport, opts, engine_opts).await
+    match engine {
+        fabric::routing::EngineKind::Minhop => {
+            route_minhop(f, topology, addrs, transport, opts).await
+        }
+        fabric::routing::EngineKind::Nue => {
+            route_nue(f, topology, addrs, transport, opts, engine_opts).await
+        }
+        _ => route_dfdn(f, topology, addrs, transport, opts, engine_opts).await,
     }
 }
 
@@ -660,43 +668,15 @@ async fn run_worker<T: Covers + Send + 'static>(
         tracing::warn!(worker = %addr, "worker lost: {why}");
         run.lost = Some(why);
     };
-    // A frozen worker accepts the TCP connection and never finishes the
-    // handshake: its lease says so before the connect timeout does.
-    let connected = tokio::select! {
-        r = proto::client::connect(&addr, &t, ibtls::Role::Worker) => r,
-        _ = &mut gone => {
-            lose(&mut run, format!("connect: {LEASE_ENDED}"));
+    let (c, load_seconds) = match open_worker(&addr, &t, &load, &mut gone).await {
+        Ok(x) => x,
+        Err(why) => {
+            lose(&mut run, why);
             return run;
         }
     };
-    let ch = match connected {
-        Ok(c) => c,
-        Err(e) => {
-            lose(&mut run, e.to_string());
-            return run;
-        }
-    };
-    let c: Client = v1::worker_client::WorkerClient::new(ch)
-        .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    let send_load = |c: &Client| {
-        let chunks = chunks(&load.job, &load.topology, &load.tables, load.chunk);
-        let mut c = c.clone();
-        async move { c.load(tokio_stream::iter(chunks)).await }
-    };
-    let t_load = Instant::now();
-    let loaded = tokio::select! {
-        r = send_load(&c) => r,
-        _ = &mut gone => {
-            lose(&mut run, format!("load: {LEASE_ENDED}"));
-            return run;
-        }
-    };
-    if let Err(e) = loaded {
-        lose(&mut run, format!("load: {}", e.message()));
-        return run;
-    }
-    run.load_seconds = t_load.elapsed().as_secs_f64();
+    run.load_seconds = load_seconds;
+    let send_load = |c: &Client| load_job(c.clone(), &load);
     loop {
         let next = {
             let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
@@ -769,6 +749,40 @@ async fn run_worker<T: Covers + Send + 'static>(
             }
         }
     }
+}
+
+/// Connects to the worker at `addr` and loads the job there: the client
+/// and the seconds the load took, or why the worker is given up on.
+async fn open_worker(
+    addr: &str,
+    t: &ibtls::Transport,
+    load: &Load,
+    gone: &mut (impl Future<Output = ()> + Send + Unpin),
+) -> Result<(Client, f64), String> {
+    // A frozen worker accepts the TCP connection and never finishes the
+    // handshake: its lease says so before the connect timeout does.
+    let ch = tokio::select! {
+        r = proto::client::connect(addr, t, ibtls::Role::Worker) => r.map_err(|e| e.to_string())?,
+        _ = &mut *gone => return Err(format!("connect: {LEASE_ENDED}")),
+    };
+    let c: Client = v1::worker_client::WorkerClient::new(ch)
+        .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
+    let t_load = Instant::now();
+    tokio::select! {
+        r = load_job(c.clone(), load) => r.map_err(|e| format!("load: {}", e.message()))?,
+        _ = &mut *gone => return Err(format!("load: {LEASE_ENDED}")),
+    };
+    Ok((c, t_load.elapsed().as_secs_f64()))
+}
+
+/// Sends the job to a worker.
+async fn load_job(
+    mut c: Client,
+    load: &Load,
+) -> Result<tonic::Response<v1::LoadReply>, tonic::Status> {
+    let chunks = chunks(&load.job, &load.topology, &load.tables, load.chunk);
+    c.load(tokio_stream::iter(chunks)).await
 }
 
 fn chunks(job: &str, topology: &[u8], tables: &[u8], size: usize) -> Vec<v1::JobChunk> {

@@ -31,7 +31,24 @@ pub struct Job {
     trees: std::sync::OnceLock<fabric::routing::trees::TreeParents>,
     /// The switch graph and its hop matrix, for MinHop parts.
     hops: std::sync::OnceLock<fabric::routing::shard::MinhopBase>,
+    /// Nue sessions by the caller's id, oldest first.
+    nue: Mutex<VecDeque<(u64, Arc<Mutex<NueSession>>)>>,
 }
+
+/// Some of Nue's layers of a job, between rounds.
+struct NueSession {
+    plan: Arc<fabric::routing::nue::Plan>,
+    /// The layers while they route; None once finished.
+    layers: Option<fabric::routing::nue::Layers>,
+    /// Finished layers not yet returned.
+    done: Vec<fabric::routing::nue::LayerCols>,
+    /// The session's record in the store, given up when it ends.
+    _held: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Nue sessions a job keeps: a caller that went away leaves its session
+/// behind, and a new one starts for the same layers.
+const MAX_NUE_SESSIONS: usize = 16;
 
 impl Job {
     pub fn new(fabric: Fabric, routing: Option<Routing>) -> Self {
@@ -40,6 +57,7 @@ impl Job {
             routing,
             trees: std::sync::OnceLock::new(),
             hops: std::sync::OnceLock::new(),
+            nue: Mutex::new(VecDeque::new()),
         }
     }
 }
@@ -54,6 +72,7 @@ pub struct Worker {
     /// Parts being computed, oldest first.
     working: Mutex<Vec<Working>>,
     tickets: AtomicU64,
+    ledger: std::sync::OnceLock<Ledger>,
 }
 
 struct Working {
@@ -69,6 +88,15 @@ struct OnPart<'a> {
     worker: &'a Worker,
     ticket: u64,
     since: std::time::Instant,
+    /// Its record in the store, given up when this drops.
+    _held: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Where a worker records the parts it holds: a store, and the lease
+/// length.
+struct Ledger {
+    store: Arc<dyn controller::store::Store>,
+    ttl: std::time::Duration,
 }
 
 impl OnPart<'_> {
@@ -101,7 +129,48 @@ impl Worker {
             parts_done: AtomicU64::new(0),
             working: Mutex::new(Vec::new()),
             tickets: AtomicU64::new(0),
+            ledger: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Records every part from now on in `store`, under a lease of `ttl`
+    /// held while the part is computed ([`registry::held_parts`]): a
+    /// worker that dies loses the lease, and the record goes with it.
+    pub fn record_parts_in(
+        &self,
+        store: Arc<dyn controller::store::Store>,
+        ttl: std::time::Duration,
+    ) {
+        let _ = self.ledger.set(Ledger { store, ttl });
+    }
+
+    /// Holds `part`'s record in the store until the returned sender drops;
+    /// None without a store. Runs in the background: a part never waits
+    /// for the store (a record still held by a lost holder's lease is
+    /// taken over once that lease ends).
+    fn hold(&self, part: String) -> Option<tokio::sync::oneshot::Sender<()>> {
+        let l = self.ledger.get()?;
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (store, ttl, name) = (l.store.clone(), l.ttl, self.name.clone());
+        let election = format!("{}{part}", registry::PART);
+        rt.spawn(async move {
+            tokio::pin!(rx);
+            let guard = tokio::select! {
+                g = store.campaign(&election, &name, ttl) => g,
+                _ = &mut rx => return,
+            };
+            match guard {
+                Ok(g) => {
+                    let _ = rx.await;
+                    if let Err(e) = g.resign().await {
+                        tracing::debug!(%election, error = %e, "part record not resigned; its lease ends it");
+                    }
+                }
+                Err(e) => tracing::warn!(%election, error = %e, "cannot record the part in the store"),
+            }
+        });
+        Some(tx)
     }
 
     fn jobs(&self) -> std::sync::MutexGuard<'_, VecDeque<(String, Arc<Job>)>> {
@@ -121,8 +190,16 @@ impl Worker {
             .ok_or_else(|| Status::failed_precondition(format!("job {id} is not loaded here")))
     }
 
-    /// Lists a part as in progress until the guard drops.
-    fn on_part(&self, job: &str, kind: &'static str, start: u64, end: u64) -> OnPart<'_> {
+    /// Lists a part as in progress until the guard drops, and records it
+    /// in the store if `record` (Nue records its sessions, not each round).
+    fn on_part(
+        &self,
+        job: &str,
+        kind: &'static str,
+        start: u64,
+        end: u64,
+        record: bool,
+    ) -> OnPart<'_> {
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let since = std::time::Instant::now();
         self.working
@@ -135,10 +212,16 @@ impl Worker {
                 range: (start, end),
                 since,
             });
+        let held = if record {
+            self.hold(format!("{job}-{}-{start}-{end}", kind.replace(' ', "-")))
+        } else {
+            None
+        };
         OnPart {
             worker: self,
             ticket,
             since,
+            _held: held,
         }
     }
 
@@ -276,7 +359,7 @@ impl WorkerRpc for Service {
                 r.start, r.end
             )));
         }
-        let on = self.worker.on_part(&r.job, "verify", r.start, r.end);
+        let on = self.worker.on_part(&r.job, "verify", r.start, r.end, true);
         let part = tokio::task::spawn_blocking(move || {
             let range = r.start as usize..r.end as usize;
             let Some(routing) = job.routing.as_ref() else {
@@ -318,7 +401,7 @@ impl WorkerRpc for Service {
         let range = r.start as usize..r.end as usize;
         match r.engine.as_str() {
             "" | "dfdn" => {
-                let on = self.worker.on_part(&r.job, "route", r.start, r.end);
+                let on = self.worker.on_part(&r.job, "route", r.start, r.end, true);
                 let part = tokio::task::spawn_blocking(move || {
                     let trees = job
                         .trees
@@ -330,7 +413,9 @@ impl WorkerRpc for Service {
                 Ok(Response::new(wire::route_part_to_wire(&part, on.finish())))
             }
             "minhop" => {
-                let on = self.worker.on_part(&r.job, "route minhop", r.start, r.end);
+                let on = self
+                    .worker
+                    .on_part(&r.job, "route minhop", r.start, r.end, true);
                 let part = tokio::task::spawn_blocking(move || {
                     let base = job
                         .hops
@@ -342,9 +427,36 @@ impl WorkerRpc for Service {
                 Ok(Response::new(wire::rows_part_to_wire(&part, on.finish())))
             }
             other => Err(Status::invalid_argument(format!(
-                "engine '{other}' is not cut across workers (dfdn and minhop are)"
+                "engine '{other}' is not cut across workers (dfdn and minhop are; nue goes by NueRound)"
             ))),
         }
+    }
+
+    async fn nue_round(
+        &self,
+        req: Request<v1::NueRoundRequest>,
+    ) -> Result<Response<v1::NueRoundReply>, Status> {
+        self.transport.peer(&req)?;
+        let r = req.into_inner();
+        let job = self.worker.loaded(&r.job)?;
+        let kind = if r.finish { "nue finish" } else { "nue round" };
+        let on = self
+            .worker
+            .on_part(&r.job, kind, r.round, r.round + 1, false);
+        let t = std::time::Instant::now();
+        let (session, round, finish) = (r.session, r.round, r.finish);
+        let worker = self.worker.clone();
+        let mut reply = tokio::task::spawn_blocking(move || nue_step(&worker, &job, r))
+            .await
+            .map_err(|e| Status::internal(format!("nue task: {e}")))??;
+        on.finish();
+        reply.seconds = t.elapsed().as_secs_f64();
+        if finish {
+            tracing::info!(session, layer = reply.layer, "nue layer returned");
+        } else {
+            tracing::info!(session, round, secs = reply.seconds, "nue round routed");
+        }
+        Ok(Response::new(reply))
     }
 
     async fn state(
@@ -359,6 +471,125 @@ impl WorkerRpc for Service {
             working: self.worker.working(),
         }))
     }
+}
+
+/// One call of a Nue session: start it (round 0), route its next round,
+/// or hand back one finished layer.
+fn nue_step(
+    worker: &Worker,
+    job: &Job,
+    r: v1::NueRoundRequest,
+) -> Result<v1::NueRoundReply, Status> {
+    let session = {
+        let mut sessions = job.nue.lock().unwrap_or_else(|p| p.into_inner());
+        match sessions.iter().find(|(id, _)| *id == r.session) {
+            Some((_, s)) => s.clone(),
+            None if r.round == 0 && !r.finish => {
+                let opts = fabric::routing::EngineOptions {
+                    max_vls: u8::try_from(r.max_vls).unwrap_or(u8::MAX),
+                    max_sls: u8::try_from(r.max_sls).unwrap_or(u8::MAX),
+                    ..Default::default()
+                };
+                let plan = fabric::routing::nue::Plan::new(&job.fabric, &opts)
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                let ids: Vec<usize> = r.layers.iter().map(|&l| l as usize).collect();
+                let layers = plan
+                    .start(&ids)
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                let layer_list: Vec<String> = ids.iter().map(|l| l.to_string()).collect();
+                let s = Arc::new(Mutex::new(NueSession {
+                    plan: Arc::new(plan),
+                    layers: Some(layers),
+                    done: Vec::new(),
+                    _held: worker.hold(format!("{}-nue-layers-{}", r.job, layer_list.join("_"))),
+                }));
+                sessions.push_back((r.session, s.clone()));
+                while sessions.len() > MAX_NUE_SESSIONS {
+                    sessions.pop_front();
+                }
+                s
+            }
+            None => {
+                return Err(Status::failed_precondition(format!(
+                    "nue session {} is not held here",
+                    r.session
+                )))
+            }
+        }
+    };
+    let mut s = session.lock().unwrap_or_else(|p| p.into_inner());
+    let s = &mut *s;
+    if r.finish {
+        if let Some(layers) = s.layers.take() {
+            if layers.rounds_done() != s.plan.rounds() {
+                let done = layers.rounds_done();
+                s.layers = Some(layers);
+                return Err(Status::failed_precondition(format!(
+                    "nue session {}: {done} of {} rounds routed, nothing to finish",
+                    r.session,
+                    s.plan.rounds()
+                )));
+            }
+            s.done = layers.finish();
+        }
+        let at = s
+            .done
+            .iter()
+            .position(|c| c.layer == r.finish_layer as usize)
+            .ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "nue session {} holds no finished layer {}",
+                    r.session, r.finish_layer
+                ))
+            })?;
+        let c = s.done.swap_remove(at);
+        if s.done.is_empty() {
+            job.nue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(id, _)| *id != r.session);
+        }
+        return Ok(v1::NueRoundReply {
+            round: s.plan.rounds() as u64,
+            layer: c.layer as u32,
+            cols: c.cols,
+            repairs: c.stats.repairs,
+            fallbacks: c.stats.fallbacks,
+            fixed: c.stats.fixed,
+            reruns: c.stats.reruns,
+            blocked: c.stats.blocked,
+            reorders: c.stats.reorders,
+            ..Default::default()
+        });
+    }
+    let Some(layers) = s.layers.as_mut() else {
+        return Err(Status::failed_precondition(format!(
+            "nue session {} is finished",
+            r.session
+        )));
+    };
+    if r.round != layers.rounds_done() as u64 {
+        return Err(Status::failed_precondition(format!(
+            "nue session {}: asked round {}, next is {}",
+            r.session,
+            r.round,
+            layers.rounds_done()
+        )));
+    }
+    let global = wire::u64s_from_le(&r.global).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "{} load bytes: not whole 64-bit words",
+            r.global.len()
+        ))
+    })?;
+    let delta = layers
+        .round(&s.plan, &global)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok(v1::NueRoundReply {
+        round: r.round,
+        delta: wire::u64s_to_le(&delta),
+        ..Default::default()
+    })
 }
 
 /// Serves the worker on `listener` until `shutdown` turns true.
@@ -387,9 +618,9 @@ mod tests {
     #[test]
     fn a_part_is_listed_while_it_runs_and_not_after() {
         let w = Worker::new("w", 2);
-        let a = w.on_part("j1", "route", 0, 10);
+        let a = w.on_part("j1", "route", 0, 10, false);
         {
-            let _b = w.on_part("j1", "verify", 10, 20);
+            let _b = w.on_part("j1", "verify", 10, 20, false);
             let now = w.working();
             assert_eq!(now.len(), 2);
             assert_eq!(

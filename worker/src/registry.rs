@@ -17,6 +17,40 @@ use tokio::sync::watch;
 /// Election names of workers start with this; the worker's name follows.
 pub const ELECTION: &str = "worker-";
 
+/// Election names of parts being computed start with this; then the job,
+/// the kind and the range (`<job>-verify-0-512`), or for Nue the layers a
+/// session holds (`<job>-nue-layers-0_2`). The holder is the worker's
+/// name, under a lease of its own: the record goes when the part is done
+/// or the worker's lease ends.
+pub const PART: &str = "part-";
+
+/// One part a worker holds, as recorded in the store.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HeldPart {
+    /// `<job>-<kind>-<range>`, as under [`PART`].
+    pub part: String,
+    /// The holding worker's name.
+    pub worker: String,
+}
+
+/// The parts the workers registered in `store` hold now, by part.
+pub async fn held_parts(store: &dyn Store) -> Result<Vec<HeldPart>, StoreError> {
+    let prefix = format!("{ELECTION_PREFIX}{PART}");
+    let mut parts: Vec<HeldPart> = store
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .filter_map(|e| {
+            Some(HeldPart {
+                part: e.key.strip_prefix(&prefix)?.to_string(),
+                worker: String::from_utf8(e.value).ok()?,
+            })
+        })
+        .collect();
+    parts.sort_by(|a, b| a.part.cmp(&b.part));
+    Ok(parts)
+}
+
 fn election(name: &str) -> String {
     format!("{ELECTION}{name}")
 }

@@ -9,7 +9,7 @@ pub fn part_to_wire(p: &Part, seconds: f64) -> v1::VerifyPartReply {
     v1::VerifyPartReply {
         start: p.start as u64,
         end: p.end as u64,
-        edges: p.edges.iter().flat_map(|w| w.to_le_bytes()).collect(),
+        edges: u64s_to_le(&p.edges),
         broken: p.broken,
         examples: p
             .examples
@@ -42,10 +42,25 @@ pub enum PartError {
     Load(usize),
 }
 
-pub fn part_from_wire(r: &v1::VerifyPartReply) -> Result<Part, PartError> {
-    if !r.edges.len().is_multiple_of(8) {
-        return Err(PartError::Edges(r.edges.len()));
+/// 64-bit words as they travel: little-endian, back to back.
+pub fn u64s_to_le(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The words of `b`, None unless it holds whole words.
+pub fn u64s_from_le(b: &[u8]) -> Option<Vec<u64>> {
+    if !b.len().is_multiple_of(8) {
+        return None;
     }
+    Some(
+        b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect(),
+    )
+}
+
+pub fn part_from_wire(r: &v1::VerifyPartReply) -> Result<Part, PartError> {
+    let edges = u64s_from_le(&r.edges).ok_or(PartError::Edges(r.edges.len()))?;
     let lid = |x: u32| u16::try_from(x).map_err(|_| PartError::Lid(x));
     let examples = r
         .examples
@@ -62,11 +77,7 @@ pub fn part_from_wire(r: &v1::VerifyPartReply) -> Result<Part, PartError> {
     Ok(Part {
         start: r.start as usize,
         end: r.end as usize,
-        edges: r
-            .edges
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect(),
+        edges,
         broken: r.broken,
         examples,
         vl_mask: u16::try_from(r.vl_mask).map_err(|_| PartError::Mask)?,
@@ -80,12 +91,7 @@ pub fn route_part_to_wire(p: &RoutePart, seconds: f64) -> v1::RoutePartReply {
         start: p.start as u64,
         end: p.end as u64,
         next: p.next.clone(),
-        load: p
-            .load
-            .per_slot
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect(),
+        load: u64s_to_le(&p.load.per_slot),
         unrouted: p.load.unrouted,
         seconds,
         rows: Vec::new(),
@@ -94,19 +100,13 @@ pub fn route_part_to_wire(p: &RoutePart, seconds: f64) -> v1::RoutePartReply {
 
 /// The part in `r`; the merge checks its sizes against the fabric.
 pub fn route_part_from_wire(r: v1::RoutePartReply) -> Result<RoutePart, PartError> {
-    if !r.load.len().is_multiple_of(8) {
-        return Err(PartError::Load(r.load.len()));
-    }
+    let per_slot = u64s_from_le(&r.load).ok_or(PartError::Load(r.load.len()))?;
     Ok(RoutePart {
         start: r.start as usize,
         end: r.end as usize,
         next: r.next,
         load: LoadSums {
-            per_slot: r
-                .load
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
+            per_slot,
             unrouted: r.unrouted,
         },
     })

@@ -237,7 +237,7 @@ impl EngineOptions<'_> {
         }
     }
 
-    pub(crate) fn report(&self, done: u64, total: u64) {
+    pub fn report(&self, done: u64, total: u64) {
         if let Some(p) = self.progress {
             p(done, total);
         }

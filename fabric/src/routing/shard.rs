@@ -15,8 +15,15 @@
 //!
 //! MinHop balances each switch on that switch's own port counters, so its
 //! rows are independent: a part is a range of switches and returns their
-//! LFT rows ([`minhop_part`]); the merge stacks them ([`merge_rows`]). What
-//! does not split: SSSP's balancing (each destination's tree reads the
+//! LFT rows ([`minhop_part`]); the merge stacks them ([`merge_rows`]).
+//!
+//! Nue splits by virtual layer ([`super::nue::Plan`]): its layers share
+//! nothing but the channel loads, which they exchange in rounds (each
+//! layer sees the loads of every layer as of the round's start), so a
+//! process holding some layers needs the summed loads once per round and
+//! returns its layers' columns at the end ([`super::nue::Layers`]).
+//!
+//! What does not split: SSSP's balancing (each destination's tree reads the
 //! link weights every earlier destination raised), and DF-DN on the MinHop
 //! or SSSP base (its SL choice needs the whole base first): those run in
 //! one place.
@@ -44,12 +51,12 @@ pub struct RoutePart {
 /// Whether a job of `engine` on `base` (None: the engine's default) can be
 /// cut across workers; `Err` says why not.
 pub fn splits(engine: EngineKind, base: Option<Base>) -> std::result::Result<(), String> {
-    if engine == EngineKind::Minhop {
+    if matches!(engine, EngineKind::Minhop | EngineKind::Nue) {
         return Ok(());
     }
     if engine != EngineKind::Dfdn {
         return Err(format!(
-            "{} is not cut across workers (dfdn and minhop are)",
+            "{} is not cut across workers (dfdn, minhop and nue are)",
             engine.name()
         ));
     }
@@ -219,6 +226,7 @@ mod tests {
     use super::*;
     use crate::gen::{generate, Topology};
     use crate::routing::by_name;
+    use crate::routing::RoutingEngine;
 
     fn cut(n: usize, k: usize) -> Vec<Range<usize>> {
         (0..k).map(|i| i * n / k..(i + 1) * n / k).collect()
@@ -304,6 +312,111 @@ mod tests {
         identical(&generate(&Topology::KaryNTree { k: 4, n: 3 }).unwrap());
     }
 
+    /// Nue with its layers held by `groups` (each group one process),
+    /// the rounds' loads summed between them, and one group replaced
+    /// midway by a fresh one that replays the rounds from their loads.
+    fn nue_split(f: &Fabric, opts: &EngineOptions, groups: &[Vec<usize>]) -> Routing {
+        let plan = super::super::nue::Plan::new(f, opts).unwrap();
+        let mut held: Vec<_> = groups.iter().map(|g| plan.start(g).unwrap()).collect();
+        let mut history: Vec<Vec<u64>> = Vec::new();
+        let mut global = vec![0u64; plan.channels()];
+        for r in 0..plan.rounds() {
+            if r == plan.rounds() / 2 {
+                // The first group's holder is lost: a new one catches up.
+                let mut fresh = plan.start(&groups[0]).unwrap();
+                for g in &history {
+                    fresh.round(&plan, g).unwrap();
+                }
+                assert_eq!(fresh.rounds_done(), r);
+                held[0] = fresh;
+            }
+            history.push(global.clone());
+            let mut next = global.clone();
+            for h in held.iter_mut().rev() {
+                for (n, d) in next.iter_mut().zip(h.round(&plan, &global).unwrap()) {
+                    *n += d;
+                }
+            }
+            global = next;
+        }
+        let mut cols: Vec<_> = held.into_iter().flat_map(|h| h.finish()).collect();
+        cols.reverse();
+        plan.tables(f, cols).unwrap()
+    }
+
+    #[test]
+    fn nue_layers_split_over_processes_give_one_process_tables() {
+        for (t, vls) in [
+            (Topology::Dragonfly { p: 3, hosts: None }, 4u8),
+            (Topology::SlimFly { q: 5, hosts: None }, 3),
+            (
+                Topology::RandomRegular {
+                    switches: 40,
+                    degree: 4,
+                    hosts: 2,
+                    seed: 7,
+                },
+                2,
+            ),
+        ] {
+            let f = generate(&t).unwrap();
+            let opts = EngineOptions {
+                max_vls: vls,
+                ..EngineOptions::default()
+            };
+            let one = super::super::nue::Nue.route(&f, &opts).unwrap();
+            assert!(crate::verify::verify(&f, &one).ok(), "{t:?}");
+            let k = vls as usize;
+            let layouts: Vec<Vec<Vec<usize>>> = vec![
+                (0..k).map(|l| vec![l]).collect(),
+                vec![(0..k).step_by(2).collect(), (1..k).step_by(2).collect()],
+            ];
+            for groups in layouts {
+                let split = nue_split(&f, &opts, &groups);
+                assert_eq!(split.to_bytes(), one.to_bytes(), "{t:?}, {groups:?}");
+            }
+            // The loads exchanged matter: layers that never see the
+            // others' loads route differently.
+            let plan = super::super::nue::Plan::new(&f, &opts).unwrap();
+            let mut alone: Vec<_> = (0..k).map(|l| plan.start(&[l]).unwrap()).collect();
+            let zero = vec![0u64; plan.channels()];
+            for _ in 0..plan.rounds() {
+                for a in &mut alone {
+                    a.round(&plan, &zero).unwrap();
+                }
+            }
+            let cols = alone.into_iter().flat_map(|a| a.finish()).collect();
+            let isolated = plan.tables(&f, cols).unwrap();
+            assert_ne!(isolated.lfts, one.lfts, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn nue_tables_refuse_missing_twice_or_short_layers() {
+        let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).unwrap();
+        let opts = EngineOptions {
+            max_vls: 2,
+            ..EngineOptions::default()
+        };
+        let plan = super::super::nue::Plan::new(&f, &opts).unwrap();
+        let mut all = plan.start(&[0, 1]).unwrap();
+        let mut global = vec![0u64; plan.channels()];
+        for _ in 0..plan.rounds() {
+            let d = all.round(&plan, &global).unwrap();
+            global.iter_mut().zip(d).for_each(|(g, d)| *g += d);
+        }
+        assert!(all.round(&plan, &[0]).is_err(), "wrong load length");
+        let cols = all.finish();
+        assert!(plan.tables(&f, cols[..1].to_vec()).is_err(), "missing");
+        let twice = vec![cols[0].clone(), cols[0].clone(), cols[1].clone()];
+        assert!(plan.tables(&f, twice).is_err(), "twice");
+        let mut short = cols.clone();
+        short[1].cols.pop();
+        assert!(plan.tables(&f, short).is_err(), "short");
+        assert!(plan.tables(&f, cols).is_ok());
+        assert!(plan.start(&[2]).is_err(), "no such layer");
+    }
+
     #[test]
     fn load_sums_add_up_to_the_whole_index() {
         let f = generate(&Topology::Dragonfly { p: 3, hosts: None }).unwrap();
@@ -348,7 +461,7 @@ mod tests {
             ..EngineOptions::default()
         };
         assert!(splits(EngineKind::Dfdn, minhop.base).is_err());
-        assert!(splits(EngineKind::Nue, None).is_err());
+        assert!(splits(EngineKind::Nue, None).is_ok());
         assert!(splits(EngineKind::Dfdn, None).is_ok());
         assert!(splits(EngineKind::Minhop, None).is_ok());
         assert!(splits(EngineKind::Sssp, None).is_err());

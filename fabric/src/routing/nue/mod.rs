@@ -129,14 +129,31 @@ const HOP_COST: u64 = 2;
 const ROOT_SAMPLES: usize = 64;
 
 /// How often the impasse handling ran (for logs and tests).
-#[derive(Debug, Default, Clone, Copy)]
-struct Stats {
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
     /// Impasses solved by moving one reached switch to another out channel.
-    repairs: u64,
+    pub repairs: u64,
     /// Destinations for which some switches had to take their escape route.
-    fallbacks: u64,
+    pub fallbacks: u64,
     /// Switches fixed to their escape route, over all destinations.
-    fixed: u64,
+    pub fixed: u64,
+    /// Dijkstras run again around fixed switches.
+    pub reruns: u64,
+    /// Turns found to close a cycle.
+    pub blocked: u64,
+    /// Reorders of the layers' topological orders.
+    pub reorders: u64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.repairs += o.repairs;
+        self.fallbacks += o.fallbacks;
+        self.fixed += o.fixed;
+        self.reruns += o.reruns;
+        self.blocked += o.blocked;
+        self.reorders += o.reorders;
+    }
 }
 
 fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
@@ -147,151 +164,327 @@ fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
 /// exercise them).
 fn route_with_stats(f: &Fabric, opts: &EngineOptions, repair: bool) -> Result<(Routing, Stats)> {
     let t_start = std::time::Instant::now();
-    let net = Net::new(f)?;
-    let nsw = net.nsw;
-    let k = opts.max_vls.clamp(1, 15).min(opts.max_sls.clamp(1, 16)) as usize;
-
-    let mut lfts = Lfts::for_fabric(f);
-    let mut sl2vl = Sl2Vl::new(f);
-    let mut ident = [0u8; NUM_SLS];
-    for (sl, v) in ident.iter_mut().enumerate() {
-        // SLs past the layers fold onto them, so no SL leaves the VL budget.
-        *v = (sl % k) as u8;
-    }
-    for row in sl2vl.raw_mut().chunks_exact_mut(NUM_SLS) {
-        row.copy_from_slice(&ident);
-    }
-    for &e in f.endports() {
-        sl2vl.set_port_row(e, ident);
-    }
-    let mut path_sl = PathSl::new(f.max_lid());
-    let mut sl_row = vec![SL_NONE; path_sl.width()];
-
-    if nsw > 0 {
-        let mut dist = vec![0u32; nsw];
-        net.bfs(0, &mut dist, &mut Vec::new());
-        if let Some(v) = dist.iter().position(|&d| d == u32::MAX) {
-            return Err(fail(format!(
-                "the switches are not connected: '{}' cannot reach '{}'",
-                f.desc(f.switches()[0]),
-                f.desc(f.switches()[v])
-            )));
-        }
-    }
-
-    // End ports per switch, in end-port order.
-    let mut ports_of: Vec<Vec<(u16, u8)>> = vec![Vec::new(); nsw];
-    for &e in f.endports() {
-        let si = switch_of_endport(f, e)?;
-        ports_of[si as usize].push((f.lid_of_slot(e), f.port_of(f.remote(e))));
-    }
-    let switch_lid: Vec<u16> = f.switches().iter().map(|&n| f.switch_lid(n)).collect();
-    let weight: Vec<u64> = (0..nsw).map(|v| ports_of[v].len() as u64 + 1).collect();
-    let nlayers = k.min(nsw);
-    let layer_of = partition(&net, &weight, nlayers);
-    let mut members: Vec<Vec<u32>> = vec![Vec::new(); nlayers];
-    for (v, &l) in layer_of.iter().enumerate() {
-        if let Some(m) = members.get_mut(l as usize) {
-            m.push(v as u32);
-        } else {
-            return Err(fail(format!(
-                "internal error: switch '{}' is in no layer",
-                f.desc(f.switches()[v])
-            )));
-        }
-    }
-    let t_partition = t_start.elapsed().as_secs_f64();
-
-    let mut layers = members
-        .par_iter()
-        .enumerate()
-        .map(|(l, sw)| {
-            let dests = layer_dests(sw, &ports_of, &switch_lid);
-            Layer::new(&net, l as u8, sw, &weight, dests, repair)
-        })
-        .collect::<Result<Vec<Layer>>>()?;
+    let plan = Plan::with_repair(f, opts, repair)?;
     let t_setup = t_start.elapsed().as_secs_f64();
-
-    let total: usize = layers.iter().map(|l| l.dests.len()).sum();
-    let most = layers.iter().map(|l| l.dests.len()).max().unwrap_or(0);
-    let round = (most / MIN_ROUNDS).clamp(1, ROUND);
-    let mut global = vec![0u64; net.nch()];
-    loop {
-        if layers.iter().all(|l| l.next >= l.dests.len()) {
-            break;
+    let all: Vec<usize> = (0..plan.layers()).collect();
+    let mut layers = plan.start(&all)?;
+    let mut global = vec![0u64; plan.channels()];
+    for _ in 0..plan.rounds() {
+        let delta = layers.round(&plan, &global)?;
+        for (g, d) in global.iter_mut().zip(&delta) {
+            *g += *d;
         }
-        let global_sum = global.iter().sum::<u64>();
-        layers
-            .par_iter_mut()
-            .try_for_each(|l| l.route_round(&net, &global, global_sum, nlayers as u64, round))?;
-        for l in &mut layers {
-            for (g, d) in global.iter_mut().zip(l.delta.iter_mut()) {
-                *g += *d;
-                *d = 0;
-            }
-            l.delta_sum = 0;
-        }
-        let done: usize = layers.iter().map(|l| l.next.min(l.dests.len())).sum();
-        opts.report(done as u64, total as u64);
+        opts.report(layers.routed() as u64, plan.destinations() as u64);
     }
     let t_routes = t_start.elapsed().as_secs_f64();
-
-    // Columns to rows: each switch row gathers one byte per routed LID.
-    let mut entries: Vec<(u16, u32, u32)> = Vec::with_capacity(total * 2);
-    for (l, layer) in layers.iter().enumerate() {
-        for (i, d) in layer.dests.iter().enumerate() {
-            entries.push((d.lid, l as u32, i as u32));
-            sl_row[d.lid as usize] = l as u8;
-            if d.switch_lid != 0 {
-                entries.push((d.switch_lid, l as u32, i as u32));
-                sl_row[d.switch_lid as usize] = l as u8;
-            }
-        }
-    }
-    lfts.par_rows_mut().enumerate().for_each(|(v, row)| {
-        for &(lid, l, i) in &entries {
-            let layer = &layers[l as usize];
-            let d = &layer.dests[i as usize];
-            let p = layer.cols[i as usize * nsw + v];
-            row[lid as usize] = if lid == d.switch_lid && v == d.switch as usize {
-                0
-            } else {
-                p
-            };
-        }
-    });
-    let row = path_sl.push_row(&sl_row);
-    for &e in f.endports() {
-        path_sl.assign(f.lid_of_slot(e), row);
-    }
-
-    let stats = Stats {
-        repairs: layers.iter().map(|l| l.repairs).sum(),
-        fallbacks: layers.iter().map(|l| l.fallbacks).sum(),
-        fixed: layers.iter().map(|l| l.fixed_total).sum(),
-    };
+    let (routing, stats) = plan.tables_with_stats(f, layers.finish())?;
     tracing::debug!(
-        layers = nlayers,
-        destinations = total,
+        layers = plan.layers(),
+        destinations = plan.destinations(),
         repairs = stats.repairs,
         fallbacks = stats.fallbacks,
         fixed = stats.fixed,
-        reruns = layers.iter().map(|l| l.reruns).sum::<u64>(),
-        blocked = layers.iter().map(|l| l.blocked).sum::<u64>(),
-        reorders = layers.iter().map(|l| l.order.reorders()).sum::<u64>(),
-        t_partition,
+        reruns = stats.reruns,
+        blocked = stats.blocked,
+        reorders = stats.reorders,
         t_setup,
         t_routes,
         t_total = t_start.elapsed().as_secs_f64(),
         "nue routed"
     );
-    let routing = Routing {
-        lfts,
-        sl2vl: Some(sl2vl),
-        path_sl: Some(path_sl),
-        vls_needed: None,
-    };
     Ok((routing, stats))
+}
+
+/// What every layer of one Nue run reads: the channels and turns, the
+/// partition into layers and each layer's destinations, and the round
+/// length. Built from the fabric and the VL budget alone, so the process
+/// that routes every layer and the workers that route some of them
+/// ([`super::shard`]) build the same plan.
+pub struct Plan {
+    net: Net,
+    /// The VL budget: SLs fold onto this many VLs (layers may be fewer,
+    /// one per switch at most).
+    vls: usize,
+    members: Vec<Vec<u32>>,
+    dests: Vec<Vec<partition::Dest>>,
+    weight: Vec<u64>,
+    round: usize,
+    repair: bool,
+}
+
+impl Plan {
+    pub fn new(f: &Fabric, opts: &EngineOptions) -> Result<Self> {
+        Self::with_repair(f, opts, true)
+    }
+
+    fn with_repair(f: &Fabric, opts: &EngineOptions, repair: bool) -> Result<Self> {
+        let net = Net::new(f)?;
+        let nsw = net.nsw;
+        let k = opts.max_vls.clamp(1, 15).min(opts.max_sls.clamp(1, 16)) as usize;
+        if nsw > 0 {
+            let mut dist = vec![0u32; nsw];
+            net.bfs(0, &mut dist, &mut Vec::new());
+            if let Some(v) = dist.iter().position(|&d| d == u32::MAX) {
+                return Err(fail(format!(
+                    "the switches are not connected: '{}' cannot reach '{}'",
+                    f.desc(f.switches()[0]),
+                    f.desc(f.switches()[v])
+                )));
+            }
+        }
+        // End ports per switch, in end-port order.
+        let mut ports_of: Vec<Vec<(u16, u8)>> = vec![Vec::new(); nsw];
+        for &e in f.endports() {
+            let si = switch_of_endport(f, e)?;
+            ports_of[si as usize].push((f.lid_of_slot(e), f.port_of(f.remote(e))));
+        }
+        let switch_lid: Vec<u16> = f.switches().iter().map(|&n| f.switch_lid(n)).collect();
+        let weight: Vec<u64> = (0..nsw).map(|v| ports_of[v].len() as u64 + 1).collect();
+        let nlayers = k.min(nsw);
+        let layer_of = partition(&net, &weight, nlayers);
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); nlayers];
+        for (v, &l) in layer_of.iter().enumerate() {
+            if let Some(m) = members.get_mut(l as usize) {
+                m.push(v as u32);
+            } else {
+                return Err(fail(format!(
+                    "internal error: switch '{}' is in no layer",
+                    f.desc(f.switches()[v])
+                )));
+            }
+        }
+        let dests: Vec<Vec<partition::Dest>> = members
+            .iter()
+            .map(|sw| layer_dests(sw, &ports_of, &switch_lid))
+            .collect();
+        let most = dests.iter().map(Vec::len).max().unwrap_or(0);
+        Ok(Self {
+            net,
+            vls: k,
+            members,
+            dests,
+            weight,
+            round: (most / MIN_ROUNDS).clamp(1, ROUND),
+            repair,
+        })
+    }
+
+    /// Virtual layers (SLs and VLs) the plan routes over.
+    pub fn layers(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Length of the load vectors [`Layers::round`] reads and returns.
+    pub fn channels(&self) -> usize {
+        self.net.nch()
+    }
+
+    /// Destinations (Dijkstras) in all layers.
+    pub fn destinations(&self) -> usize {
+        self.dests.iter().map(Vec::len).sum()
+    }
+
+    /// Rounds until every layer has routed all its destinations.
+    pub fn rounds(&self) -> usize {
+        let most = self.dests.iter().map(Vec::len).max().unwrap_or(0);
+        most.div_ceil(self.round)
+    }
+
+    /// Builds layers `ids` (escape tree, initial CDG), ready for round 0.
+    pub fn start(&self, ids: &[usize]) -> Result<Layers> {
+        let layers =
+            ids.par_iter()
+                .map(|&l| {
+                    let sw = self.members.get(l).ok_or_else(|| {
+                        fail(format!("no layer {l} in a plan of {}", self.layers()))
+                    })?;
+                    Layer::new(
+                        &self.net,
+                        l as u8,
+                        sw,
+                        &self.weight,
+                        self.dests[l].clone(),
+                        self.repair,
+                    )
+                })
+                .collect::<Result<Vec<Layer>>>()?;
+        Ok(Layers {
+            ids: ids.to_vec(),
+            layers,
+            rounds_done: 0,
+        })
+    }
+
+    /// The tables of the finished layers, each of the plan's layers once
+    /// (any order, from any mix of processes).
+    pub fn tables(&self, f: &Fabric, parts: Vec<LayerCols>) -> Result<Routing> {
+        self.tables_with_stats(f, parts).map(|(r, _)| r)
+    }
+
+    fn tables_with_stats(&self, f: &Fabric, parts: Vec<LayerCols>) -> Result<(Routing, Stats)> {
+        let nsw = self.net.nsw;
+        let k = self.layers();
+        let mut cols: Vec<Option<LayerCols>> = (0..k).map(|_| None).collect();
+        for p in parts {
+            let slot = cols
+                .get_mut(p.layer)
+                .ok_or_else(|| fail(format!("a part for layer {} of {k}", p.layer)))?;
+            let want = self.dests[p.layer].len() * nsw;
+            if p.cols.len() != want {
+                return Err(fail(format!(
+                    "layer {}: {} column bytes, expected {want}",
+                    p.layer,
+                    p.cols.len()
+                )));
+            }
+            if slot.replace(p).is_some() {
+                return Err(fail("a layer came back twice".to_string()));
+            }
+        }
+        let cols: Vec<LayerCols> = cols
+            .into_iter()
+            .enumerate()
+            .map(|(l, c)| c.ok_or_else(|| fail(format!("layer {l} did not come back"))))
+            .collect::<Result<_>>()?;
+
+        let mut lfts = Lfts::for_fabric(f);
+        let mut sl2vl = Sl2Vl::new(f);
+        let mut ident = [0u8; NUM_SLS];
+        for (sl, v) in ident.iter_mut().enumerate() {
+            // SLs past the budget fold onto it, so no SL leaves it.
+            *v = (sl % self.vls.max(1)) as u8;
+        }
+        for row in sl2vl.raw_mut().chunks_exact_mut(NUM_SLS) {
+            row.copy_from_slice(&ident);
+        }
+        for &e in f.endports() {
+            sl2vl.set_port_row(e, ident);
+        }
+        let mut path_sl = PathSl::new(f.max_lid());
+        let mut sl_row = vec![SL_NONE; path_sl.width()];
+        // Columns to rows: each switch row gathers one byte per routed LID.
+        let mut entries: Vec<(u16, u32, u32)> = Vec::with_capacity(self.destinations() * 2);
+        for (l, dests) in self.dests.iter().enumerate() {
+            for (i, d) in dests.iter().enumerate() {
+                entries.push((d.lid, l as u32, i as u32));
+                sl_row[d.lid as usize] = l as u8;
+                if d.switch_lid != 0 {
+                    entries.push((d.switch_lid, l as u32, i as u32));
+                    sl_row[d.switch_lid as usize] = l as u8;
+                }
+            }
+        }
+        lfts.par_rows_mut().enumerate().for_each(|(v, row)| {
+            for &(lid, l, i) in &entries {
+                let d = &self.dests[l as usize][i as usize];
+                let p = cols[l as usize].cols[i as usize * nsw + v];
+                row[lid as usize] = if lid == d.switch_lid && v == d.switch as usize {
+                    0
+                } else {
+                    p
+                };
+            }
+        });
+        let row = path_sl.push_row(&sl_row);
+        for &e in f.endports() {
+            path_sl.assign(f.lid_of_slot(e), row);
+        }
+        let mut stats = Stats::default();
+        for c in &cols {
+            stats.add(&c.stats);
+        }
+        let routing = Routing {
+            lfts,
+            sl2vl: Some(sl2vl),
+            path_sl: Some(path_sl),
+            vls_needed: None,
+        };
+        Ok((routing, stats))
+    }
+}
+
+/// Some layers of a plan, routed round by round. In round `r` every layer
+/// routes its next destinations seeing the load all layers added before
+/// the round (`global`) plus its own since: the result depends on the
+/// rounds' loads only, not on which process holds which layer.
+pub struct Layers {
+    ids: Vec<usize>,
+    layers: Vec<Layer>,
+    rounds_done: usize,
+}
+
+impl Layers {
+    /// The layers held, as plan indices.
+    pub fn ids(&self) -> &[usize] {
+        &self.ids
+    }
+
+    /// Rounds routed so far.
+    pub fn rounds_done(&self) -> usize {
+        self.rounds_done
+    }
+
+    /// Destinations routed so far.
+    pub fn routed(&self) -> usize {
+        self.layers.iter().map(|l| l.next.min(l.dests.len())).sum()
+    }
+
+    /// Routes the next round on `global` (one load per channel, as of the
+    /// round's start) and returns the load these layers added, summed.
+    pub fn round(&mut self, plan: &Plan, global: &[u64]) -> Result<Vec<u64>> {
+        if global.len() != plan.channels() {
+            return Err(fail(format!(
+                "round {}: {} channel loads for {} channels",
+                self.rounds_done,
+                global.len(),
+                plan.channels()
+            )));
+        }
+        let global_sum = global.iter().sum::<u64>();
+        let nlayers = plan.layers() as u64;
+        self.layers
+            .par_iter_mut()
+            .try_for_each(|l| l.route_round(&plan.net, global, global_sum, nlayers, plan.round))?;
+        let mut sum = vec![0u64; plan.channels()];
+        for l in &mut self.layers {
+            for (s, d) in sum.iter_mut().zip(l.delta.iter_mut()) {
+                *s += *d;
+                *d = 0;
+            }
+            l.delta_sum = 0;
+        }
+        self.rounds_done += 1;
+        Ok(sum)
+    }
+
+    /// Each layer's columns, once every round has run.
+    pub fn finish(self) -> Vec<LayerCols> {
+        self.ids
+            .into_iter()
+            .zip(self.layers)
+            .map(|(layer, l)| LayerCols {
+                layer,
+                stats: Stats {
+                    repairs: l.repairs,
+                    fallbacks: l.fallbacks,
+                    fixed: l.fixed_total,
+                    reruns: l.reruns,
+                    blocked: l.blocked,
+                    reorders: l.order.reorders(),
+                },
+                cols: l.cols,
+            })
+            .collect()
+    }
+}
+
+/// A finished layer: per destination (in the layer's order) the out port
+/// of every switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerCols {
+    pub layer: usize,
+    pub cols: Vec<u8>,
+    pub stats: Stats,
 }
 
 #[cfg(test)]

@@ -1,0 +1,480 @@
+//! Nue on workers: its virtual layers are dealt out (each worker holds a
+//! session of some layers) and routed round by round; after every round
+//! the layers' added loads are summed here and sent with the next round
+//! ([`fabric::routing::nue::Layers`]). The loads of every round are kept,
+//! so a lost worker's layers start again elsewhere (another worker, or
+//! here when none is left) and replay the rounds already routed: the
+//! tables equal one process's, byte for byte, whoever computed what.
+
+use super::{job_id, open_worker, Client, CoordError, JobRun, Load, Options, PartRun, WorkerRun};
+use fabric::routing::nue::{LayerCols, Layers, Plan, Stats};
+use fabric::routing::EngineOptions;
+use fabric::tables::Routing;
+use fabric::Fabric;
+use proto::v1;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where a group of layers is routed.
+enum At {
+    /// A session on worker `w` (index into the workers).
+    Worker { w: usize, session: u64 },
+    /// Here; None once finished.
+    Here(Option<Box<Layers>>),
+}
+
+struct Group {
+    ids: Vec<usize>,
+    at: At,
+    /// Rounds the holder has routed.
+    next: usize,
+    /// Seconds the holders reported for this group's calls.
+    seconds: f64,
+}
+
+struct Remote {
+    run: WorkerRun,
+    client: Option<Client>,
+    /// Turns true when the worker's lease in the store ends.
+    gone: tokio::sync::watch::Receiver<bool>,
+    /// Layers it holds now.
+    holds: usize,
+}
+
+/// Why a group's call failed: its worker is lost (the group moves), or
+/// the routing itself failed (the job fails, as it would in one process).
+enum StepError {
+    Lost(String),
+    Fatal(fabric::Error),
+}
+
+/// What every call of the job shares.
+struct Ctx<'a> {
+    job: &'a str,
+    plan: &'a Plan,
+    max_vls: u32,
+    max_sls: u32,
+    /// Bytes sent with rounds, and received, all calls together.
+    sent: std::sync::atomic::AtomicU64,
+    received: std::sync::atomic::AtomicU64,
+}
+
+/// The loads a reply carries: one per channel.
+fn loads(b: &[u8], want: usize) -> Result<Vec<u64>, String> {
+    match crate::wire::u64s_from_le(b) {
+        Some(v) if v.len() == want => Ok(v),
+        _ => Err(format!("{} load bytes for {want} channels", b.len())),
+    }
+}
+
+/// Resolves when the lease ends; never when no lease watches the worker
+/// (its sender is gone without having said so).
+async fn lease_ended(mut rx: tokio::sync::watch::Receiver<bool>) {
+    if rx.wait_for(|g| *g).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Calls the worker unless its lease ends first.
+async fn call(
+    c: &Client,
+    gone: &tokio::sync::watch::Receiver<bool>,
+    req: v1::NueRoundRequest,
+) -> Result<v1::NueRoundReply, String> {
+    let mut c = c.clone();
+    tokio::select! {
+        r = c.nue_round(req) => r.map(|r| r.into_inner()).map_err(|s| s.message().to_string()),
+        _ = lease_ended(gone.clone()) => Err(super::LEASE_ENDED.to_string()),
+    }
+}
+
+/// Routes the group's rounds up to `upto` (replaying those a new holder
+/// missed, from `history`) and returns the load it added in round `upto`.
+async fn step(
+    g: &mut Group,
+    upto: usize,
+    history: &[Arc<Vec<u64>>],
+    ctx: &Ctx<'_>,
+    remotes: &[Remote],
+) -> Result<Vec<u64>, StepError> {
+    let mut last = Vec::new();
+    while g.next <= upto {
+        let global = &history[g.next];
+        match &mut g.at {
+            At::Here(held) => {
+                let layers = held
+                    .as_mut()
+                    .ok_or_else(|| StepError::Lost("the layers here are finished".into()))?;
+                let t = Instant::now();
+                last = layers.round(ctx.plan, global).map_err(StepError::Fatal)?;
+                g.seconds += t.elapsed().as_secs_f64();
+            }
+            At::Worker { w, session } => {
+                let r = &remotes[*w];
+                let c = r
+                    .client
+                    .as_ref()
+                    .ok_or_else(|| StepError::Lost("not connected".into()))?;
+                let req = v1::NueRoundRequest {
+                    job: ctx.job.to_string(),
+                    session: *session,
+                    layers: if g.next == 0 {
+                        g.ids.iter().map(|&l| l as u32).collect()
+                    } else {
+                        Vec::new()
+                    },
+                    max_vls: ctx.max_vls,
+                    max_sls: ctx.max_sls,
+                    round: g.next as u64,
+                    global: crate::wire::u64s_to_le(global),
+                    ..Default::default()
+                };
+                ctx.sent.fetch_add(
+                    req.global.len() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                let reply = call(c, &r.gone, req).await.map_err(|why| {
+                    StepError::Lost(format!("layers {:?}, round {}: {why}", g.ids, g.next))
+                })?;
+                ctx.received.fetch_add(
+                    reply.delta.len() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                last = loads(&reply.delta, ctx.plan.channels()).map_err(StepError::Lost)?;
+                g.seconds += reply.seconds;
+            }
+        }
+        g.next += 1;
+    }
+    Ok(last)
+}
+
+/// The group's finished layers, every round routed.
+async fn finish(
+    g: &mut Group,
+    ctx: &Ctx<'_>,
+    remotes: &[Remote],
+) -> Result<Vec<LayerCols>, StepError> {
+    match &mut g.at {
+        At::Here(held) => held
+            .take()
+            .map(|l| l.finish())
+            .ok_or_else(|| StepError::Lost("the layers here are finished".into())),
+        At::Worker { w, session } => {
+            let r = &remotes[*w];
+            let c = r
+                .client
+                .as_ref()
+                .ok_or_else(|| StepError::Lost("not connected".into()))?;
+            let mut out = Vec::with_capacity(g.ids.len());
+            for &l in &g.ids {
+                let req = v1::NueRoundRequest {
+                    job: ctx.job.to_string(),
+                    session: *session,
+                    finish: true,
+                    finish_layer: l as u32,
+                    ..Default::default()
+                };
+                let reply = call(c, &r.gone, req)
+                    .await
+                    .map_err(|why| StepError::Lost(format!("layer {l}, finish: {why}")))?;
+                ctx.received.fetch_add(
+                    reply.cols.len() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                if reply.layer as usize != l {
+                    return Err(StepError::Lost(format!(
+                        "asked layer {l}, answered layer {}",
+                        reply.layer
+                    )));
+                }
+                g.seconds += reply.seconds;
+                out.push(LayerCols {
+                    layer: l,
+                    cols: reply.cols,
+                    stats: Stats {
+                        repairs: reply.repairs,
+                        fallbacks: reply.fallbacks,
+                        fixed: reply.fixed,
+                        reruns: reply.reruns,
+                        blocked: reply.blocked,
+                        reorders: reply.reorders,
+                    },
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Gives the group of a lost worker to the live worker holding the fewest
+/// layers, or to this process when none is left; the new holder starts
+/// at round 0.
+fn move_group(
+    g: &mut Group,
+    why: String,
+    remotes: &mut [Remote],
+    plan: &Plan,
+    sessions: &mut u64,
+) -> Result<(), CoordError> {
+    if let At::Worker { w, .. } = g.at {
+        let r = &mut remotes[w];
+        tracing::warn!(worker = %r.run.address, "worker lost: {why}");
+        if r.run.lost.is_none() {
+            r.run.lost = Some(why);
+        }
+        r.client = None;
+        r.holds = r.holds.saturating_sub(g.ids.len());
+    }
+    let best = remotes
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.client.is_some())
+        .min_by_key(|(i, r)| (r.holds, *i))
+        .map(|(i, _)| i);
+    g.next = 0;
+    g.at = match best {
+        Some(w) => {
+            remotes[w].holds += g.ids.len();
+            *sessions += 1;
+            At::Worker {
+                w,
+                session: *sessions,
+            }
+        }
+        None => {
+            tracing::warn!(layers = ?g.ids, "no worker left for these layers: routing them here");
+            At::Here(Some(Box::new(plan.start(&g.ids)?)))
+        }
+    };
+    Ok(())
+}
+
+/// Routes `f` with Nue on the workers at `addrs` (see the module doc).
+pub async fn route_nue(
+    f: &Fabric,
+    topology: &[u8],
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    opts: &Options,
+    engine_opts: &EngineOptions<'_>,
+) -> Result<(Routing, JobRun), CoordError> {
+    if addrs.is_empty() {
+        return Err(CoordError::NoWorkers);
+    }
+    let t0 = Instant::now();
+    let plan = Plan::new(f, engine_opts)?;
+    let topology = Arc::new(topology.to_vec());
+    let job = job_id(&topology, &[], "route nue");
+    let load = Load {
+        job: job.clone(),
+        topology: topology.clone(),
+        tables: Arc::new(Vec::new()),
+        chunk: opts.chunk_bytes,
+    };
+    // Connect and load everywhere at once.
+    let opened = futures::future::join_all(addrs.iter().map(|addr| {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        if let Some(l) = &opts.leases {
+            let gone = l.gone(addr);
+            tokio::spawn(async move {
+                gone.await;
+                let _ = tx.send(true);
+            });
+        }
+        let load = &load;
+        async move {
+            let mut wait = Box::pin(lease_ended(rx.clone()));
+            let opened = open_worker(addr, transport, load, &mut wait).await;
+            (addr.clone(), opened, rx)
+        }
+    }))
+    .await;
+    let mut remotes: Vec<Remote> = opened
+        .into_iter()
+        .map(|(address, opened, gone)| {
+            let mut run = WorkerRun {
+                address,
+                parts: 0,
+                load_seconds: 0.0,
+                part_seconds: 0.0,
+                lost: None,
+            };
+            let client = match opened {
+                Ok((c, secs)) => {
+                    run.load_seconds = secs;
+                    Some(c)
+                }
+                Err(why) => {
+                    tracing::warn!(worker = %run.address, "worker lost: {why}");
+                    run.lost = Some(why);
+                    None
+                }
+            };
+            Remote {
+                run,
+                client,
+                gone,
+                holds: 0,
+            }
+        })
+        .collect();
+    // Layers dealt round robin over the workers that loaded the job.
+    let live: Vec<usize> = (0..remotes.len())
+        .filter(|&i| remotes[i].client.is_some())
+        .collect();
+    let mut sessions = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0))
+        << 8;
+    let mut groups: Vec<Group> = Vec::new();
+    if live.is_empty() {
+        tracing::warn!("no worker loaded the job: routing every layer here");
+        groups.push(Group {
+            ids: (0..plan.layers()).collect(),
+            at: At::Here(Some(Box::new(
+                plan.start(&(0..plan.layers()).collect::<Vec<_>>())?,
+            ))),
+            next: 0,
+            seconds: 0.0,
+        });
+    } else {
+        for (j, &w) in live.iter().enumerate().take(plan.layers()) {
+            let ids: Vec<usize> = (j..plan.layers()).step_by(live.len()).collect();
+            remotes[w].holds += ids.len();
+            sessions += 1;
+            groups.push(Group {
+                ids,
+                at: At::Worker {
+                    w,
+                    session: sessions,
+                },
+                next: 0,
+                seconds: 0.0,
+            });
+        }
+    }
+    tracing::info!(%job, layers = plan.layers(), rounds = plan.rounds(), workers = live.len(), "nue job dealt");
+    let ctx = Ctx {
+        job: &job,
+        plan: &plan,
+        max_vls: u32::from(engine_opts.max_vls),
+        max_sls: u32::from(engine_opts.max_sls),
+        sent: Default::default(),
+        received: Default::default(),
+    };
+    let mut history: Vec<Arc<Vec<u64>>> = Vec::with_capacity(plan.rounds());
+    let mut global = vec![0u64; plan.channels()];
+    for r in 0..plan.rounds() {
+        history.push(Arc::new(global.clone()));
+        loop {
+            let results = {
+                let remotes = &remotes;
+                let history = &history;
+                let ctx = &ctx;
+                futures::future::join_all(
+                    groups
+                        .iter_mut()
+                        .enumerate()
+                        .filter(|(_, g)| g.next <= r)
+                        .map(|(i, g)| async move { (i, step(g, r, history, ctx, remotes).await) }),
+                )
+                .await
+            };
+            let mut moved = false;
+            let mut sums = Vec::new();
+            for (i, res) in results {
+                match res {
+                    Ok(d) => sums.push(d),
+                    Err(StepError::Fatal(e)) => return Err(e.into()),
+                    Err(StepError::Lost(why)) => {
+                        move_group(&mut groups[i], why, &mut remotes, &plan, &mut sessions)?;
+                        moved = true;
+                    }
+                }
+            }
+            for d in sums {
+                for (x, y) in global.iter_mut().zip(d) {
+                    *x += y;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        engine_opts.report((r + 1) as u64, plan.rounds() as u64);
+    }
+    let mut cols = Vec::with_capacity(plan.layers());
+    for g in &mut groups {
+        loop {
+            // A group moved at the end replays every round first.
+            let caught_up = if g.next < plan.rounds() {
+                step(g, plan.rounds() - 1, &history, &ctx, &remotes)
+                    .await
+                    .map(|_| ())
+            } else {
+                Ok(())
+            };
+            let res = match caught_up {
+                Ok(()) => finish(g, &ctx, &remotes).await,
+                Err(e) => Err(e),
+            };
+            match res {
+                Ok(c) => {
+                    cols.extend(c);
+                    break;
+                }
+                Err(StepError::Fatal(e)) => return Err(e.into()),
+                Err(StepError::Lost(why)) => {
+                    move_group(g, why, &mut remotes, &plan, &mut sessions)?
+                }
+            }
+        }
+    }
+    let mut part_runs = Vec::with_capacity(plan.layers());
+    let mut local_parts = 0;
+    for g in &groups {
+        let by = match g.at {
+            At::Worker { w, .. } => {
+                let r = &mut remotes[w].run;
+                r.parts += g.ids.len();
+                r.part_seconds += g.seconds;
+                r.address.clone()
+            }
+            At::Here(_) => {
+                local_parts += g.ids.len();
+                "local".to_string()
+            }
+        };
+        for &l in &g.ids {
+            part_runs.push(PartRun {
+                start: l,
+                end: l + 1,
+                by: by.clone(),
+                seconds: g.seconds / g.ids.len().max(1) as f64,
+            });
+        }
+    }
+    part_runs.sort_by_key(|p| p.start);
+    let t = Instant::now();
+    let routing = plan.tables(f, cols)?;
+    let (sent, received) = (
+        ctx.sent.load(std::sync::atomic::Ordering::Relaxed),
+        ctx.received.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    let run = JobRun {
+        job,
+        kind: "route",
+        parts: plan.layers(),
+        workers: remotes.into_iter().map(|r| r.run).collect(),
+        part_runs,
+        local_parts,
+        bytes_per_load: topology.len() as u64,
+        column_bytes: sent,
+        reply_bytes: received,
+        seconds: t0.elapsed().as_secs_f64(),
+        merge_seconds: t.elapsed().as_secs_f64(),
+    };
+    Ok((routing, run))
+}
