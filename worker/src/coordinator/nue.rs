@@ -41,6 +41,16 @@ struct Remote {
     holds: usize,
 }
 
+impl Remote {
+    /// The worker and its client, unless it was given up on.
+    fn connected(&self) -> Result<(&Remote, &Client), StepError> {
+        match &self.client {
+            Some(c) => Ok((self, c)),
+            None => Err(StepError::Lost("not connected".into())),
+        }
+    }
+}
+
 /// Why a group's call failed: its worker is lost (the group moves), or
 /// the routing itself failed (the job fails, as it would in one process).
 enum StepError {
@@ -110,11 +120,7 @@ async fn step(
                 g.seconds += t.elapsed().as_secs_f64();
             }
             At::Worker { w, session } => {
-                let r = &remotes[*w];
-                let c = r
-                    .client
-                    .as_ref()
-                    .ok_or_else(|| StepError::Lost("not connected".into()))?;
+                let (r, c) = remotes[*w].connected()?;
                 let req = v1::NueRoundRequest {
                     job: ctx.job.to_string(),
                     session: *session,
@@ -161,11 +167,7 @@ async fn finish(
             .map(|l| l.finish())
             .ok_or_else(|| StepError::Lost("the layers here are finished".into())),
         At::Worker { w, session } => {
-            let r = &remotes[*w];
-            let c = r
-                .client
-                .as_ref()
-                .ok_or_else(|| StepError::Lost("not connected".into()))?;
+            let (r, c) = remotes[*w].connected()?;
             let mut out = Vec::with_capacity(g.ids.len());
             for &l in &g.ids {
                 let req = v1::NueRoundRequest {
