@@ -35,13 +35,22 @@ struct Group {
 struct Remote {
     run: WorkerRun,
     client: Option<Client>,
-    /// Turns true when the worker's lease in the store ends.
-    gone: tokio::sync::watch::Receiver<bool>,
+    /// The workers' leases, when they were found in the store.
+    leases: Option<crate::registry::Leases>,
     /// Layers it holds now.
     holds: usize,
 }
 
 impl Remote {
+    /// Resolves when the worker's lease in the store ends; never without
+    /// leases.
+    fn gone(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        match &self.leases {
+            Some(l) => Box::pin(l.gone(&self.run.address)),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
     /// The worker and its client, unless it was given up on.
     fn connected(&self) -> Result<(&Remote, &Client), StepError> {
         match &self.client {
@@ -77,24 +86,16 @@ fn loads(b: &[u8], want: usize) -> Result<Vec<u64>, String> {
     }
 }
 
-/// Resolves when the lease ends; never when no lease watches the worker
-/// (its sender is gone without having said so).
-async fn lease_ended(mut rx: tokio::sync::watch::Receiver<bool>) {
-    if rx.wait_for(|g| *g).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 /// Calls the worker unless its lease ends first.
 async fn call(
+    r: &Remote,
     c: &Client,
-    gone: &tokio::sync::watch::Receiver<bool>,
     req: v1::NueRoundRequest,
 ) -> Result<v1::NueRoundReply, String> {
     let mut c = c.clone();
     tokio::select! {
         r = c.nue_round(req) => r.map(|r| r.into_inner()).map_err(|s| s.message().to_string()),
-        _ = lease_ended(gone.clone()) => Err(super::LEASE_ENDED.to_string()),
+        _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
     }
 }
 
@@ -103,7 +104,7 @@ async fn call(
 async fn step(
     g: &mut Group,
     upto: usize,
-    history: &[Arc<Vec<u64>>],
+    history: &[Vec<u64>],
     ctx: &Ctx<'_>,
     remotes: &[Remote],
 ) -> Result<Vec<u64>, StepError> {
@@ -139,7 +140,7 @@ async fn step(
                     req.global.len() as u64,
                     std::sync::atomic::Ordering::Relaxed,
                 );
-                let reply = call(c, &r.gone, req).await.map_err(|why| {
+                let reply = call(r, c, req).await.map_err(|why| {
                     StepError::Lost(format!("layers {:?}, round {}: {why}", g.ids, g.next))
                 })?;
                 ctx.received.fetch_add(
@@ -177,7 +178,7 @@ async fn finish(
                     finish_layer: l as u32,
                     ..Default::default()
                 };
-                let reply = call(c, &r.gone, req)
+                let reply = call(r, c, req)
                     .await
                     .map_err(|why| StepError::Lost(format!("layer {l}, finish: {why}")))?;
                 ctx.received.fetch_add(
@@ -275,34 +276,31 @@ pub async fn route_nue(
         chunk: opts.chunk_bytes,
     };
     // Connect and load everywhere at once.
+    let remote = |address: &String| Remote {
+        run: WorkerRun {
+            address: address.clone(),
+            parts: 0,
+            load_seconds: 0.0,
+            part_seconds: 0.0,
+            lost: None,
+        },
+        client: None,
+        leases: opts.leases.clone(),
+        holds: 0,
+    };
     let opened = futures::future::join_all(addrs.iter().map(|addr| {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        if let Some(l) = &opts.leases {
-            let gone = l.gone(addr);
-            tokio::spawn(async move {
-                gone.await;
-                let _ = tx.send(true);
-            });
-        }
-        let load = &load;
+        let (load, r) = (&load, remote(addr));
         async move {
-            let mut wait = Box::pin(lease_ended(rx.clone()));
-            let opened = open_worker(addr, transport, load, &mut wait).await;
-            (addr.clone(), opened, rx)
+            let opened = open_worker(addr, transport, load, &mut r.gone()).await;
+            (r, opened)
         }
     }))
     .await;
     let mut remotes: Vec<Remote> = opened
         .into_iter()
-        .map(|(address, opened, gone)| {
-            let mut run = WorkerRun {
-                address,
-                parts: 0,
-                load_seconds: 0.0,
-                part_seconds: 0.0,
-                lost: None,
-            };
-            let client = match opened {
+        .map(|(mut r, opened)| {
+            let run = &mut r.run;
+            r.client = match opened {
                 Ok((c, secs)) => {
                     run.load_seconds = secs;
                     Some(c)
@@ -313,12 +311,7 @@ pub async fn route_nue(
                     None
                 }
             };
-            Remote {
-                run,
-                client,
-                gone,
-                holds: 0,
-            }
+            r
         })
         .collect();
     // Layers dealt round robin over the workers that loaded the job.
@@ -366,10 +359,10 @@ pub async fn route_nue(
         sent: Default::default(),
         received: Default::default(),
     };
-    let mut history: Vec<Arc<Vec<u64>>> = Vec::with_capacity(plan.rounds());
+    let mut history: Vec<Vec<u64>> = Vec::with_capacity(plan.rounds());
     let mut global = vec![0u64; plan.channels()];
     for r in 0..plan.rounds() {
-        history.push(Arc::new(global.clone()));
+        history.push(global.clone());
         loop {
             let results = {
                 let remotes = &remotes;
@@ -385,20 +378,14 @@ pub async fn route_nue(
                 .await
             };
             let mut moved = false;
-            let mut sums = Vec::new();
             for (i, res) in results {
                 match res {
-                    Ok(d) => sums.push(d),
+                    Ok(d) => global.iter_mut().zip(d).for_each(|(x, y)| *x += y),
                     Err(StepError::Fatal(e)) => return Err(e.into()),
                     Err(StepError::Lost(why)) => {
                         move_group(&mut groups[i], why, &mut remotes, &plan, &mut sessions)?;
                         moved = true;
                     }
-                }
-            }
-            for d in sums {
-                for (x, y) in global.iter_mut().zip(d) {
-                    *x += y;
                 }
             }
             if !moved {
