@@ -1294,7 +1294,7 @@ fn engines_json_lists_every_engine_with_its_claim() {
     let v = json(&ibf(&["engines", "--json"]));
     assert_eq!(v["schema_version"], 1);
     let list = v["engines"].as_array().expect("a list");
-    assert_eq!(list.len(), 11);
+    assert_eq!(list.len(), 12);
     let claim = |n: &str| {
         list.iter()
             .find(|e| e["name"] == n)
@@ -1303,6 +1303,7 @@ fn engines_json_lists_every_engine_with_its_claim() {
     assert_eq!(claim("dfdn"), Some(Some(true)));
     assert_eq!(claim("minhop"), Some(Some(false)));
     assert_eq!(claim("dor"), Some(Some(false)));
+    assert_eq!(claim("ecube"), Some(Some(true)));
 }
 
 /// Logs go to files and journald without terminal colour codes.
@@ -1467,6 +1468,66 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
     );
     // Tables of dor get the mesh plug-in when no detours are named.
     assert_eq!(json(&run(None, "default"))["stats"]["detours_kind"], "mesh");
+}
+
+/// E-cube routes a torus on one VL per set of wrap-around links crossed,
+/// refuses a mesh with the switch that does not fit, and its tables get
+/// the torus plug-in (the mesh plug-in's detours per layer) by default: a
+/// wrap-around link lost is rerouted within the same 4 VLs.
+#[test]
+fn ecube_routes_a_torus_and_reroutes_a_wrap_around_link() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let topo = dir.path().join("t.net");
+    let mesh = dir.path().join("m.net");
+    let old = dir.path().join("old");
+    assert!(ibf(&["gen", "torus", "--dims", "5x5", "-o", s(&topo)])
+        .status
+        .success());
+    assert!(ibf(&["gen", "mesh", "--dims", "5x5", "-o", s(&mesh)])
+        .status
+        .success());
+    let r = json(&ibf(&[
+        "route",
+        "-t",
+        s(&topo),
+        "-e",
+        "ecube",
+        "-o",
+        s(&old),
+        "--json",
+    ]));
+    assert_eq!(r["vls"], 4, "{r}");
+    let o = ibf(&[
+        "route",
+        "-t",
+        s(&mesh),
+        "-e",
+        "ecube",
+        "-o",
+        s(&dir.path().join("no")),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a torus"), "{err}");
+    // s0_0's port 2 is its -X link, the wrap-around to s4_0 (host on 1).
+    let j = json(&ibf(&[
+        "reroute",
+        "-t",
+        s(&topo),
+        "-d",
+        s(&old),
+        "--fail",
+        "0x0002000000000001:2",
+        "-o",
+        s(&dir.path().join("new")),
+        "--json",
+    ]));
+    assert_eq!(j["rerouted"], true, "{j}");
+    let st = &j["stats"];
+    assert!(st["flows_broken"].as_u64().unwrap_or(0) > 0, "{j}");
+    assert_eq!(st["flows_broken"], st["flows_rerouted"]);
+    assert_eq!(st["detours_kind"], "mesh", "{j}");
+    assert!(st["vls_after"].as_u64().unwrap_or(99) <= 4, "{j}");
 }
 
 /// One schema across commands: every `--json` object names its command

@@ -16,6 +16,11 @@
 //! (`IBF_BENCH_TURNS`: none, single, all; default all; `IBF_BENCH_DETOURS`:
 //! none, local, mesh; default none); `IBF_BENCH_FAULTS` (default 10).
 //!
+//! Single faults (`IBF_BENCH_SINGLE`, e.g. "torus20-ecube"): every
+//! switch-to-switch link that is no bridge, failed alone, rerouted from
+//! the tables as routed; how many DQR reroutes (a plug-in's guarantee,
+//! checked link by link).
+//!
 //! Speed (`IBF_BENCH_SPEED`, e.g. "df8-dfdn"): the channel list's build,
 //! then `IBF_BENCH_RUNS` single random link faults, each rerouted from the
 //! list and its transition checked; median and max.
@@ -402,6 +407,47 @@ fn speed(name: &str, runs: usize) {
     );
 }
 
+/// Every switch-to-switch link of the setup failed alone (bridges left
+/// out), each rerouted from the list of the tables in force: how many DQR
+/// reroutes, the guarantee a plug-in claims, checked link by link.
+fn single_faults(name: &str, turns: Turns, detours: Detours) {
+    let (t, engine) = setup(name);
+    let f0 = generate(&t).expect("topology");
+    let r0 = engine
+        .engine()
+        .route(&f0, &engine_options())
+        .expect("routes");
+    let (list0, rep) = ChannelList::build(&f0, &r0).expect("channel list");
+    assert!(rep.ok());
+    let opts = Options {
+        turns,
+        detours,
+        ..Options::default()
+    };
+    let cut = bridges(&f0);
+    let (mut tried, mut rerouted, mut retried) = (0usize, 0usize, 0u64);
+    let t0 = Instant::now();
+    for l in f0.switch_links() {
+        if cut.contains(&l) {
+            continue;
+        }
+        tried += 1;
+        let f1 = dqr::apply_faults(&f0, &[Fault::Link(l)]);
+        let mut list = list0.clone();
+        match dqr::reroute_from(&f0, &f1, &r0, &mut list, &opts) {
+            Ok(o) => {
+                rerouted += 1;
+                retried += o.stats.order_retries + o.stats.destination_retries;
+            }
+            Err(e) => eprintln!("{name}: link at slot {l}: {e}"),
+        }
+    }
+    println!(
+        "{name} {turns:?}+{detours:?}: every single link fault: {rerouted} of {tried} rerouted ({retried} retries in another order), {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
 fn main() {
     if let Ok(p) = std::env::var("IBF_BENCH_PLOT") {
         let (csv, svg) = p.split_once(':').expect("IBF_BENCH_PLOT=IN.csv:OUT.svg");
@@ -426,6 +472,12 @@ fn main() {
         "single" => Turns::Single,
         _ => Turns::All,
     };
+    if let Ok(s) = std::env::var("IBF_BENCH_SINGLE") {
+        for name in s.split_whitespace() {
+            single_faults(name, turns, detours);
+        }
+        return;
+    }
     for name in env("IBF_BENCH_SETUPS", "mesh10-updn").split_whitespace() {
         tolerance(name, runs, faults, turns, detours);
     }

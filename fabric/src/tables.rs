@@ -9,10 +9,35 @@ pub const NO_PATH: u8 = 0xFF;
 pub const NUM_SLS: usize = 16;
 
 /// One LFT per switch, `width = max_lid + 1` bytes each, row = switch index.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Lfts {
     width: usize,
     data: Vec<u8>,
+}
+
+impl Clone for Lfts {
+    /// Copies large tables on the idle threads of the pool too: a subnet
+    /// near the LID limit holds tens of megabytes of LFTs, and a fresh
+    /// allocation that size costs a page fault per 4 KiB, which a single
+    /// copy pays one after the other.
+    fn clone(&self) -> Self {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 20;
+        if self.data.len() < 4 * CHUNK {
+            return Self {
+                width: self.width,
+                data: self.data.clone(),
+            };
+        }
+        let mut data = vec![0u8; self.data.len()];
+        data.par_chunks_mut(CHUNK)
+            .zip(self.data.par_chunks(CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        Self {
+            width: self.width,
+            data,
+        }
+    }
 }
 
 impl Lfts {
@@ -85,12 +110,17 @@ impl Lfts {
 /// SL-to-VL tables: per switch a `(ports+1) x (ports+1) x 16` cube
 /// (in port, out port, SL), and one 16-entry row per CA/router port (what
 /// the port uses to inject). All entries start at VL 0.
+///
+/// The rows are shared between clones until one changes (copy on write):
+/// a reroute keeps the SL-to-VL tables in force, and a subnet near the LID
+/// limit holds tens of megabytes of them, which each of its new tables
+/// (and a drain stage) would otherwise copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sl2Vl {
     sw_off: Vec<usize>,
     sw_dim: Vec<u16>,
-    sw: Vec<u8>,
-    port: Vec<[u8; NUM_SLS]>,
+    sw: std::sync::Arc<Vec<u8>>,
+    port: std::sync::Arc<Vec<[u8; NUM_SLS]>>,
 }
 
 impl Sl2Vl {
@@ -108,8 +138,8 @@ impl Sl2Vl {
         Self {
             sw_off,
             sw_dim,
-            sw: vec![0; total],
-            port: vec![[0; NUM_SLS]; f.num_slots()],
+            sw: std::sync::Arc::new(vec![0; total]),
+            port: std::sync::Arc::new(vec![[0; NUM_SLS]; f.num_slots()]),
         }
     }
     #[inline]
@@ -126,7 +156,7 @@ impl Sl2Vl {
     }
     pub fn set_switch_row(&mut self, sw: u32, inp: u8, out: u8, vls: [u8; NUM_SLS]) {
         let i = self.idx(sw, inp, out, 0);
-        self.sw[i..i + NUM_SLS].copy_from_slice(&vls);
+        std::sync::Arc::make_mut(&mut self.sw)[i..i + NUM_SLS].copy_from_slice(&vls);
     }
     pub fn switch_row(&self, sw: u32, inp: u8, out: u8) -> [u8; NUM_SLS] {
         let i = self.idx(sw, inp, out, 0);
@@ -141,7 +171,7 @@ impl Sl2Vl {
     }
     /// All switch rows, for engines that fill tables entry by entry.
     pub fn raw_mut(&mut self) -> &mut [u8] {
-        &mut self.sw
+        std::sync::Arc::make_mut(&mut self.sw).as_mut_slice()
     }
     /// Injection VL of a CA/router port for `sl`.
     #[inline]
@@ -149,7 +179,7 @@ impl Sl2Vl {
         self.port[slot as usize][sl as usize]
     }
     pub fn set_port_row(&mut self, slot: Slot, vls: [u8; NUM_SLS]) {
-        self.port[slot as usize] = vls;
+        std::sync::Arc::make_mut(&mut self.port)[slot as usize] = vls;
     }
     pub fn port_row(&self, slot: Slot) -> [u8; NUM_SLS] {
         self.port[slot as usize]
@@ -342,7 +372,7 @@ impl Routing {
         f(&self.lfts.data);
         if let Some(t) = &self.sl2vl {
             f(&t.sw);
-            for r in &t.port {
+            for r in t.port.iter() {
                 f(r);
             }
         }
@@ -513,8 +543,11 @@ impl Routing {
                 }
                 let ports = blob(&mut at)?;
                 shape("SL-to-VL port bytes", ports.len(), t.port.len() * NUM_SLS)?;
-                t.sw = sw;
-                for (row, chunk) in t.port.iter_mut().zip(ports.chunks_exact(NUM_SLS)) {
+                t.sw = std::sync::Arc::new(sw);
+                for (row, chunk) in std::sync::Arc::make_mut(&mut t.port)
+                    .iter_mut()
+                    .zip(ports.chunks_exact(NUM_SLS))
+                {
                     row.copy_from_slice(chunk);
                 }
                 Some(t)

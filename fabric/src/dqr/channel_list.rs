@@ -76,6 +76,10 @@ pub struct ChannelList {
     /// the walks of their old SLs on the new paths, which hosts may still
     /// send with, and no table shows.
     cached_sl_walks: bool,
+    /// Edges added since [`ChannelList::mark`], which
+    /// [`ChannelList::undo_to`] withdraws: a reroute that gives up one
+    /// destination's paths to try them in another order.
+    journal: Option<Vec<(Vertex, Vertex)>>,
 }
 
 impl ChannelList {
@@ -133,6 +137,7 @@ impl ChannelList {
             max_vl_used: report.max_vl,
             vls_used: report.vls_used,
             cached_sl_walks: false,
+            journal: None,
         })
     }
 
@@ -274,7 +279,37 @@ impl ChannelList {
         self.edges.succ[a as usize].push(b);
         self.edges.pred[b as usize].push(a);
         self.added += 1;
+        if let Some(j) = &mut self.journal {
+            j.push((a, b));
+        }
         Ok(true)
+    }
+
+    /// Starts recording the edges added (a no-op when recording).
+    pub(crate) fn journal_start(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    /// Edges recorded so far: a mark [`ChannelList::undo_to`] returns to.
+    pub(crate) fn journal_len(&self) -> usize {
+        self.journal.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Withdraws the edges recorded after `mark` (the order stays valid:
+    /// removing edges never breaks it).
+    pub(crate) fn undo_to(&mut self, mark: usize) {
+        let undone = match &mut self.journal {
+            Some(j) if j.len() > mark => j.split_off(mark),
+            _ => return,
+        };
+        for (a, b) in undone.into_iter().rev() {
+            self.remove(a, b);
+        }
+    }
+
+    /// Stops recording.
+    pub(crate) fn journal_stop(&mut self) {
+        self.journal = None;
     }
 
     /// Adds every dependency of `deps` or none: on the first that would
@@ -289,6 +324,9 @@ impl ChannelList {
                 Err(_) => {
                     for &(x, y) in added.iter().rev() {
                         self.remove(x, y);
+                    }
+                    if let Some(j) = &mut self.journal {
+                        j.truncate(j.len().saturating_sub(added.len()));
                     }
                     return Err((a, b));
                 }
@@ -333,6 +371,47 @@ mod tests {
     use super::*;
     use crate::gen::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
+
+    /// Undoing to a mark withdraws exactly the edges added after it,
+    /// those an `add_all` refused included once.
+    #[test]
+    fn undo_to_a_mark_withdraws_what_came_after() {
+        let f = generate(&Topology::Mesh {
+            dims: vec![4, 4],
+            torus: false,
+            hosts: 1,
+        })
+        .expect("mesh");
+        let r = EngineKind::Dor
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        let (mut list, _) = ChannelList::build(&f, &r).expect("list");
+        let free: Vec<(Vertex, Vertex)> = (0..list.len() as u32)
+            .flat_map(|a| (0..list.len() as u32).map(move |b| (a, b)))
+            .filter(|&(a, b)| a != b && list.goes_up(a, b) && !list.has_edge(a, b))
+            .take(3)
+            .collect();
+        assert_eq!(free.len(), 3);
+        list.journal_start();
+        assert_eq!(list.add(free[0].0, free[0].1), Ok(true));
+        let mark = list.journal_len();
+        let (edges, added) = (list.num_edges(), list.added());
+        assert_eq!(list.add(free[1].0, free[1].1), Ok(true));
+        // The second edge of this batch closes a cycle with the first: the
+        // batch is refused, and the journal keeps nothing of it.
+        let (a, b) = free[2];
+        assert!(list.add_all(vec![(a, b), (b, a)]).is_err());
+        assert_eq!(list.journal_len(), mark + 1);
+        list.undo_to(mark);
+        assert_eq!((list.num_edges(), list.added()), (edges, added));
+        assert!(list.has_edge(free[0].0, free[0].1));
+        assert!(!list.has_edge(free[1].0, free[1].1));
+        list.undo_to(0);
+        assert!(!list.has_edge(free[0].0, free[0].1));
+        list.journal_stop();
+        assert_eq!(list.journal_len(), 0);
+    }
 
     /// A list that holds walks of SLs hosts may have cached is never
     /// pruned; one that does not loses every dependency the tables lack.

@@ -48,9 +48,13 @@ pub enum Detours {
 impl Detours {
     /// The detours for tables `engine` computed when none are asked for:
     /// the mesh plug-in for dimension order (the routing it is defined
-    /// on), none otherwise.
+    /// on) and for E-cube's layers (the torus plug-in: each layer is a
+    /// mesh routed in dimension order), none otherwise.
     pub fn default_for(engine: crate::routing::EngineKind) -> Self {
-        if engine == crate::routing::EngineKind::Dor {
+        if matches!(
+            engine,
+            crate::routing::EngineKind::Dor | crate::routing::EngineKind::Ecube
+        ) {
             Detours::Mesh
         } else {
             Detours::None

@@ -63,6 +63,13 @@ pub fn apply_faults(f: &Fabric, faults: &[Fault]) -> Fabric {
     f.without_links(&slots)
 }
 
+/// Times a destination is tried again in another flow order before its
+/// flows count as without a path.
+const ORDER_RETRIES: usize = 24;
+/// Times a whole reroute is tried again with a destination that found no
+/// path moved first.
+const DEST_RETRIES: usize = 8;
+
 /// How illegal turns (down the channel list) are admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -128,6 +135,12 @@ pub struct Stats {
     /// the list and moved channels.
     pub dependencies_added: u64,
     pub reorders: u64,
+    /// Destinations undone and tried again with the flow that found no
+    /// path first (the LFT entry a switch holds serves every SL).
+    pub order_retries: u64,
+    /// Whole reroutes tried again with a destination left without a path
+    /// moved first.
+    pub destination_retries: u64,
     /// VLs used on switch-to-switch links before and after.
     pub vls_before: u32,
     pub vls_after: u32,
@@ -272,6 +285,37 @@ pub fn reroute(
     list: &mut ChannelList,
     opts: &Options,
 ) -> Result<Outcome, DqrError> {
+    // Destinations are rerouted one after the other, each on the
+    // dependencies the ones before it added: a destination left without a
+    // path is tried again first, on the list as it was (the dependencies
+    // this try added withdrawn).
+    let mut first: Vec<u16> = Vec::new();
+    list.journal_start();
+    let out = loop {
+        match reroute_once(f, old, list, opts, &first) {
+            Err(DqrError::NoPath { dst, .. })
+                if first.len() < DEST_RETRIES && !first.contains(&dst) =>
+            {
+                list.undo_to(0);
+                first.insert(0, dst);
+            }
+            out => break out,
+        }
+    };
+    list.journal_stop();
+    out.map(|mut o| {
+        o.stats.destination_retries = first.len() as u64;
+        o
+    })
+}
+
+fn reroute_once(
+    f: &Fabric,
+    old: &Routing,
+    list: &mut ChannelList,
+    opts: &Options,
+    first: &[u16],
+) -> Result<Outcome, DqrError> {
     if !list.fits(f.num_slots()) {
         return Err(DqrError::OtherFabric {
             list: list.len(),
@@ -380,13 +424,33 @@ pub fn reroute(
     // the fault, found for all of them first, from the tables in force (a
     // destination's column changes only while it is rerouted, below), in
     // parallel with the copy of those tables that becomes the new ones.
-    let affected_dests: Vec<Slot> = f
+    let mut affected_dests: Vec<Slot> = f
         .endports()
         .iter()
         .copied()
         .filter(|&d| affected_lid[f.lid_of_slot(d) as usize])
         .collect();
-    let ((mut new, dropped), broken_all) = rayon::join(
+    // The destinations an earlier try found no path to go first.
+    affected_dests.sort_by_key(|&d| !first.contains(&f.lid_of_slot(d)));
+    let broken_all = SwitchLinks::new(f).broken(f, old, &affected_dests, &dropped_lid);
+    for &d in f.endports() {
+        stats.flows += if f.kind(f.node_of(d)) == NodeKind::Router {
+            hosts.len() as u64 - router_hosts
+        } else {
+            hosts.len() as u64 - u64::from(f.switch_index(f.node_of(f.remote(d))).is_some())
+        };
+    }
+    // The destinations are rerouted on the tables in force and the entries
+    // their paths set ([`search::Entries`]) while the other core copies the
+    // tables in force into the new ones; the entries set go in after.
+    let mut path_sl = old.path_sl.clone();
+    let mut ent = search::Entries {
+        old,
+        assigned: vec![NO_PATH; f.switches().len()],
+    };
+    // The routes toward switches are repaired there too: the destinations
+    // rerouted here are end ports, so the two touch different columns.
+    let ((mut new, dropped, repaired), ()) = rayon::join(
         || {
             let mut new = old.clone();
             let mut dropped = 0u64;
@@ -398,134 +462,163 @@ pub fn reroute(
                     }
                 }
             }
-            (new, dropped)
+            let repaired = repair_switch_lids(f, &mut new, &affected_lid);
+            (new, dropped, repaired)
         },
-        || broken_switches(f, old, &affected_dests, &dropped_lid),
-    );
-    stats.entries_dropped = dropped;
-    let mut broken_of = broken_all.into_iter();
-    for &d in f.endports() {
-        let dlid = f.lid_of_slot(d);
-        let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
-        stats.flows += if d_router {
-            hosts.len() as u64 - router_hosts
-        } else {
-            hosts.len() as u64 - u64::from(f.switch_index(f.node_of(f.remote(d))).is_some())
-        };
-        if !affected_lid[dlid as usize] {
-            continue;
-        }
-        let broken = broken_of.next().unwrap_or_default();
-        state.fill(Reach::Good);
-        for &si in &broken {
-            state[si as usize] = Reach::Broken;
-        }
-        routed_from.clear();
-        let mut affected = false;
-        // Most sources sit on switches the fault left alone: only those of
-        // the others, in the order of `hosts`.
-        order.clear();
-        for (si, at) in hosts_at.iter().enumerate() {
-            if state[si] != Reach::Good {
-                order.extend_from_slice(at);
-            }
-        }
-        order.sort_unstable();
-        for &k in &order {
-            let (h, si0) = (hosts[k as usize], host_switch[k as usize]);
-            if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
-                continue;
-            }
-            let slid = f.lid_of_slot(h);
-            let sl = new.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
-            if sl == SL_NONE {
-                // No path before the fault either: not this reroute's.
-                continue;
-            }
-            stats.flows_broken += 1;
-            affected = true;
-            // The VL this host's packets take out of its switch now, when
-            // that switch's entry is fixed.
-            let first_vl = |new: &Routing, state: &[Reach]| {
-                state[si0 as usize].fixed().then(|| {
-                    let out = new.lfts.get(si0, dlid);
-                    new.sl2vl
-                        .as_ref()
-                        .map_or(0, |t| t.switch_vl(si0, f.port_of(f.remote(h)), out, sl))
-                })
-            };
-            if let Some(v) = first_vl(&new, &state) {
-                if routed_from.contains(&(si0, sl, v)) {
-                    stats.flows_rerouted += 1;
-                    continue;
-                }
-            }
-            let mut done = false;
-            for attempt in 0.. {
-                let try_sl = if attempt == 0 {
-                    sl
-                } else {
-                    let others = layers.get_or_insert_with(|| layers_of(old));
-                    match others.iter().copied().filter(|&l| l != sl).nth(attempt - 1) {
-                        Some(l) => l,
-                        None => break,
+        || {
+            for (&d, broken) in affected_dests.iter().zip(broken_all) {
+                let dlid = f.lid_of_slot(d);
+                let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
+                let reset = |state: &mut [Reach]| {
+                    state.fill(Reach::Good);
+                    for &si in &broken {
+                        state[si as usize] = Reach::Broken;
                     }
                 };
-                let found = searcher.route_flow(
-                    f,
-                    &mut new,
-                    list,
-                    &search::Flow {
-                        src: h,
-                        dst: d,
-                        dlid,
-                        sl: try_sl,
-                        cached_sl: sl,
-                        max_vl,
-                    },
-                    &mut state,
-                    opts.turns,
-                );
-                if found {
-                    if try_sl == sl {
-                        if let Some(v) = first_vl(&new, &state) {
-                            routed_from.push((si0, sl, v));
+                reset(&mut state);
+                // Most sources sit on switches the fault left alone: only those of
+                // the others, in the order of `hosts`.
+                order.clear();
+                for (si, at) in hosts_at.iter().enumerate() {
+                    if state[si] != Reach::Good {
+                        order.extend_from_slice(at);
+                    }
+                }
+                order.sort_unstable();
+                // The switches share one entry per destination across SLs, so the
+                // first flow routed fixes the way for the flows after it, whose
+                // layers may not admit it: when some flow finds no path, the
+                // destination is undone (entries, SLs, dependencies, counts) and
+                // tried again with that flow first.
+                let (stats0, set0) = (stats.clone(), searcher.set.len());
+                let mut sl_changes: Vec<(u16, u8)> = Vec::new();
+                let mark = list.journal_len();
+                let mut affected = false;
+                let mut retried = 0u64;
+                for retry in 0..=ORDER_RETRIES {
+                    let last = retry == ORDER_RETRIES;
+                    let mut failed: Option<usize> = None;
+                    affected = false;
+                    routed_from.clear();
+                    for (pos, &k) in order.iter().enumerate() {
+                        let (h, si0) = (hosts[k as usize], host_switch[k as usize]);
+                        if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
+                            continue;
+                        }
+                        let slid = f.lid_of_slot(h);
+                        let sl = path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
+                        if sl == SL_NONE {
+                            // No path before the fault either: not this reroute's.
+                            continue;
+                        }
+                        stats.flows_broken += 1;
+                        affected = true;
+                        // The VL this host's packets take out of its switch now, when
+                        // that switch's entry is fixed.
+                        let first_vl = |ent: &search::Entries, state: &[Reach]| {
+                            state[si0 as usize].fixed().then(|| {
+                                let out = ent.get(si0, dlid, state);
+                                ent.vl(si0, f.port_of(f.remote(h)), out, sl)
+                            })
+                        };
+                        if let Some(v) = first_vl(&ent, &state) {
+                            if routed_from.contains(&(si0, sl, v)) {
+                                stats.flows_rerouted += 1;
+                                continue;
+                            }
+                        }
+                        let mut done = false;
+                        for attempt in 0.. {
+                            let try_sl = if attempt == 0 {
+                                sl
+                            } else {
+                                let others = layers.get_or_insert_with(|| layers_of(old));
+                                match others.iter().copied().filter(|&l| l != sl).nth(attempt - 1) {
+                                    Some(l) => l,
+                                    None => break,
+                                }
+                            };
+                            let found = searcher.route_flow(
+                                f,
+                                &mut ent,
+                                list,
+                                &search::Flow {
+                                    src: h,
+                                    dst: d,
+                                    dlid,
+                                    sl: try_sl,
+                                    cached_sl: sl,
+                                    max_vl,
+                                },
+                                &mut state,
+                                opts.turns,
+                            );
+                            if found {
+                                if try_sl == sl {
+                                    if let Some(v) = first_vl(&ent, &state) {
+                                        routed_from.push((si0, sl, v));
+                                    }
+                                }
+                                if try_sl != sl {
+                                    if let Some(p) = path_sl.as_mut() {
+                                        p.set_pair(slid, dlid, try_sl);
+                                        sl_changes.push((slid, sl));
+                                    }
+                                    stats.sls_changed += 1;
+                                }
+                                done = true;
+                                break;
+                            }
+                        }
+                        if done {
+                            stats.flows_rerouted += 1;
+                        } else if !last {
+                            failed = Some(pos);
+                            break;
+                        } else {
+                            unrouted += 1;
+                            first_unrouted.get_or_insert((slid, dlid));
                         }
                     }
-                    if try_sl != sl {
-                        if let Some(p) = new.path_sl.as_mut() {
-                            p.set_pair(slid, dlid, try_sl);
+                    let Some(pos) = failed else { break };
+                    list.undo_to(mark);
+                    searcher.set.truncate(set0);
+                    if let Some(p) = path_sl.as_mut() {
+                        for &(slid, sl) in sl_changes.iter().rev() {
+                            p.set_pair(slid, dlid, sl);
                         }
-                        stats.sls_changed += 1;
                     }
-                    done = true;
-                    break;
+                    sl_changes.clear();
+                    stats = stats0.clone();
+                    retried += 1;
+                    reset(&mut state);
+                    let k = order.remove(pos);
+                    order.insert(0, k);
+                }
+                stats.order_retries += retried;
+                if affected {
+                    stats.destinations_affected += 1;
+                    changed_dests.push(d);
+                    broken_at.push(broken);
                 }
             }
-            if done {
-                stats.flows_rerouted += 1;
-            } else {
-                unrouted += 1;
-                first_unrouted.get_or_insert((slid, dlid));
-            }
-        }
-        if affected {
-            stats.destinations_affected += 1;
-            changed_dests.push(d);
-            broken_at.push(broken);
-        }
+        },
+    );
+    stats.entries_dropped = dropped;
+    new.path_sl = path_sl;
+    for &(si, dlid, port) in &searcher.set {
+        new.lfts.set(si, dlid, port);
     }
     if let Some((src, dst)) = first_unrouted {
         return Err(DqrError::NoPath { unrouted, src, dst });
     }
-    let repaired = repair_switch_lids(f, &mut new, &affected_lid);
     stats.switch_entries_changed = repaired.len() as u64;
     // Only entries a path set can differ (each set once): counting them
     // spares a pass over every switch for every destination.
     stats.entries_changed = searcher
         .set
         .iter()
-        .filter(|&&(si, l)| old.lfts.get(si, l) != new.lfts.get(si, l))
+        .filter(|&&(si, l, p)| old.lfts.get(si, l) != p)
         .count() as u64;
     stats.dependencies_added = list.added().saturating_sub(added0);
     stats.reorders = list.reorders().saturating_sub(reorders0);
@@ -567,8 +660,9 @@ pub fn reroute(
                     .map(|&(dst, _)| dst)
                     .collect();
                 let none_dropped = vec![false; dropped_lid.len()];
-                let mut compared_broken =
-                    broken_switches(f, old, &compared, &none_dropped).into_iter();
+                let mut compared_broken = SwitchLinks::new(f)
+                    .broken(f, old, &compared, &none_dropped)
+                    .into_iter();
                 for &(dst, changed) in &changes {
                     let broken = match changed {
                         Changed::Given(broken) => broken.to_vec(),
@@ -626,25 +720,11 @@ pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) 
 /// (switch index, LID).
 fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec<(u32, u16)> {
     let n = f.switches().len();
-    let mut changed = Vec::new();
-    let mut chain = Vec::new();
-    let graph = crate::graph::SwitchGraph::new(f);
-    let mut dist = vec![crate::graph::UNREACHABLE; n];
-    let mut queue = Vec::new();
-    let mut state = vec![Reach::Unknown; n];
-    let neighbours = |si: u32| {
-        let sw = f.switches()[si as usize];
-        (1..=f.num_ports(sw)).filter_map(move |p| {
-            let rem = f.remote(f.slot(sw, p));
-            (rem != NONE)
-                .then(|| f.switch_index(f.node_of(rem)))
-                .flatten()
-                .map(|ni| (p, ni))
-        })
-    };
-    // The destination switches, by index and by a slot of theirs (any
-    // slot of a switch addresses its LID).
-    let dests: Vec<(u32, Slot)> = f
+    let links = SwitchLinks::new(f);
+    // The destination switches with a link left, by a slot of theirs (any
+    // slot of a switch addresses its LID; port 0's entry is 0, so routes
+    // end there).
+    let dests: Vec<Slot> = f
         .switches()
         .iter()
         .enumerate()
@@ -652,40 +732,50 @@ fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec
             let dlid = f.switch_lid(dsw);
             dlid != 0
                 && affected_lid.get(dlid as usize).copied().unwrap_or(false)
-                && neighbours(di as u32).next().is_some()
+                && links.has_link(di as u32)
         })
-        .map(|(di, &dsw)| (di as u32, f.slot(dsw, 0)))
+        .map(|(_, &dsw)| f.slot(dsw, 0))
         .collect();
-    for chunk in dests.chunks(64) {
-        // Read before any entry of the chunk changes: each column changes
-        // only after it was classified.
-        let slots: Vec<Slot> = chunk.iter().map(|&(_, s)| s).collect();
-        let cols = r.lfts.columns(f, &slots);
-        for (k, &(di, d)) in chunk.iter().enumerate() {
-            let dlid = f.lid_of_slot(d);
-            let col = |si: u32| cols[k * n + si as usize];
-            state.fill(Reach::Unknown);
-            state[di as usize] = Reach::Good;
-            // No port is the destination: routes end at its switch.
-            for si in 0..n as u32 {
-                classify(f, &col, NONE, si, &mut state, &mut chain);
+    let none = vec![false; affected_lid.len()];
+    let broken_all = links.broken(f, r, &dests, &none);
+    let mut changed = Vec::new();
+    let mut broken = vec![false; n];
+    let mut queue = std::collections::VecDeque::new();
+    for (&d, b) in dests.iter().zip(broken_all) {
+        if b.is_empty() {
+            continue;
+        }
+        let dlid = f.lid_of_slot(d);
+        for &si in &b {
+            broken[si as usize] = true;
+        }
+        // Outward from the switches whose route arrives: a broken switch
+        // next to one forwards to it, and the others to a switch repaired
+        // before them, so every repaired route ends on one that arrives.
+        for &si in &b {
+            if let Some(p) = links
+                .out_of(f, si)
+                .find_map(|(p, y)| (!broken[y as usize]).then_some(p))
+            {
+                r.lfts.set(si, dlid, p);
+                changed.push((si, dlid));
+                broken[si as usize] = false;
+                queue.push_back(si);
             }
-            // Distances only where some route needs repair.
-            if !state.contains(&Reach::Broken) {
-                continue;
-            }
-            graph.bfs_into(di, &mut dist, &mut queue);
-            for si in 0..n {
-                if state[si] != Reach::Broken || dist[si] == crate::graph::UNREACHABLE {
-                    continue;
+        }
+        while let Some(x) = queue.pop_front() {
+            for &(y, py) in links.links_into(x) {
+                if broken[y as usize] {
+                    r.lfts.set(y, dlid, py);
+                    changed.push((y, dlid));
+                    broken[y as usize] = false;
+                    queue.push_back(y);
                 }
-                if let Some((p, _)) = neighbours(si as u32)
-                    .find(|&(_, y)| u32::from(dist[y as usize]) + 1 == u32::from(dist[si]))
-                {
-                    r.lfts.set(si as u32, dlid, p);
-                    changed.push((si as u32, dlid));
-                }
             }
+        }
+        // Those left have no way to the destination on the fabric now.
+        for &si in &b {
+            broken[si as usize] = false;
         }
     }
     changed
@@ -767,52 +857,134 @@ pub(crate) fn admit_transition(
     Ok(added.len() as u64)
 }
 
-/// Per destination of `dests`, the switches whose entries toward it do
-/// not reach it on `f` (see [`classify`]), in switch order; every switch
-/// for a destination in `dropped_lid`, whose entries are all dropped.
-/// Columns are read 64 destinations at a time ([`Lfts::columns`]): a
-/// column read straight from the row-major LFTs costs a cache miss per
-/// switch, and the destinations a fault affects come in runs of
-/// consecutive LIDs (a group's or a leaf's hosts).
-///
-/// [`Lfts::columns`]: crate::tables::Lfts::columns
-fn broken_switches(f: &Fabric, r: &Routing, dests: &[Slot], dropped_lid: &[bool]) -> Vec<Vec<u32>> {
-    use rayon::prelude::*;
-    let n = f.switches().len();
-    dests
-        .par_chunks(64)
-        .flat_map_iter(|chunk| {
-            let cols = r.lfts.columns(f, chunk);
-            let mut state = vec![Reach::Unknown; n];
-            let mut chain = Vec::new();
-            chunk
-                .iter()
-                .enumerate()
-                .map(|(k, &d)| {
-                    if dropped_lid[f.lid_of_slot(d) as usize] {
-                        // Every entry dropped: no route reaches it.
-                        return (0..n as u32).collect();
-                    }
-                    let col = |si: u32| cols[k * n + si as usize];
-                    state.fill(Reach::Unknown);
-                    for si in 0..n as u32 {
-                        classify(f, &col, d, si, &mut state, &mut chain);
-                    }
-                    (0..n as u32)
-                        .filter(|&si| state[si as usize] == Reach::Broken)
-                        .collect::<Vec<u32>>()
-                })
-                .collect::<Vec<_>>()
+/// The switch-to-switch links of a fabric as the backward searches want
+/// them: per switch its dead ports, and the links into it.
+struct SwitchLinks {
+    /// Switches with a port whose link is down, and those ports.
+    dead: Vec<(u32, Vec<u8>)>,
+    /// Per switch `x`, `into[into_off[x]..into_off[x + 1]]`: the links
+    /// into it as (switch at the far end, that switch's port).
+    into_off: Vec<u32>,
+    into: Vec<(u32, u8)>,
+}
+
+impl SwitchLinks {
+    fn new(f: &Fabric) -> Self {
+        let n = f.switches().len();
+        let mut dead = Vec::new();
+        let mut by_target: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
+        for (si, &sw) in f.switches().iter().enumerate() {
+            let mut d = Vec::new();
+            for p in 1..=f.num_ports(sw) {
+                let rem = f.remote(f.slot(sw, p));
+                if rem == NONE {
+                    d.push(p);
+                } else if let Some(x) = f.switch_index(f.node_of(rem)) {
+                    by_target[x as usize].push((si as u32, p));
+                }
+            }
+            if !d.is_empty() {
+                dead.push((si as u32, d));
+            }
+        }
+        let mut into_off = vec![0u32; n + 1];
+        let mut into = Vec::new();
+        for (x, v) in by_target.into_iter().enumerate() {
+            into.extend(v);
+            into_off[x + 1] = into.len() as u32;
+        }
+        Self {
+            dead,
+            into_off,
+            into,
+        }
+    }
+
+    fn links_into(&self, x: u32) -> &[(u32, u8)] {
+        &self.into[self.into_off[x as usize] as usize..self.into_off[x as usize + 1] as usize]
+    }
+
+    fn has_link(&self, x: u32) -> bool {
+        !self.links_into(x).is_empty()
+    }
+
+    /// The linked ports of switch `si` toward other switches, as (port,
+    /// switch index).
+    fn out_of<'a>(&self, f: &'a Fabric, si: u32) -> impl Iterator<Item = (u8, u32)> + 'a {
+        let sw = f.switches()[si as usize];
+        (1..=f.num_ports(sw)).filter_map(move |p| {
+            let rem = f.remote(f.slot(sw, p));
+            (rem != NONE)
+                .then(|| f.switch_index(f.node_of(rem)))
+                .flatten()
+                .map(|y| (p, y))
         })
-        .collect()
+    }
+
+    /// Per destination of `dests`, the switches whose route toward it
+    /// crosses a link that is down, in switch order: found backwards from
+    /// the switches whose entry points into a dead port, along the links
+    /// whose far switch forwards into them (a few switches and their links
+    /// per destination, where a forward walk would follow every switch's
+    /// route). A destination the fault cut off (`dropped_lid`) has every
+    /// switch. Exact when every route of `r` reached its destination before
+    /// the fault (tables the gate let through); a switch whose entry led
+    /// nowhere before keeps it, as it carried no flow.
+    fn broken(
+        &self,
+        f: &Fabric,
+        r: &Routing,
+        dests: &[Slot],
+        dropped_lid: &[bool],
+    ) -> Vec<Vec<u32>> {
+        use rayon::prelude::*;
+        let n = f.switches().len();
+        dests
+            .par_chunks(64)
+            .flat_map_iter(|chunk| {
+                let mut seen = vec![false; n];
+                let mut stack: Vec<u32> = Vec::new();
+                chunk
+                    .iter()
+                    .map(|&d| {
+                        let dlid = f.lid_of_slot(d);
+                        if dropped_lid[dlid as usize] {
+                            // Every entry dropped: no route reaches it.
+                            return (0..n as u32).collect();
+                        }
+                        for (si, ports) in &self.dead {
+                            let e = r.lfts.get(*si, dlid);
+                            if ports.contains(&e) && !seen[*si as usize] {
+                                seen[*si as usize] = true;
+                                stack.push(*si);
+                            }
+                        }
+                        let mut out = Vec::new();
+                        while let Some(x) = stack.pop() {
+                            out.push(x);
+                            for &(y, py) in self.links_into(x) {
+                                if !seen[y as usize] && r.lfts.get(y, dlid) == py {
+                                    seen[y as usize] = true;
+                                    stack.push(y);
+                                }
+                            }
+                        }
+                        for &x in &out {
+                            seen[x as usize] = false;
+                        }
+                        out.sort_unstable();
+                        out
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
 }
 
 /// Whether a switch's route toward one destination still reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reach {
     Unknown,
-    /// Being followed (a loop if met again).
-    Visiting,
     Good,
     /// Free to change: the route crossed a failed element, or had none.
     Broken,
@@ -826,43 +998,74 @@ impl Reach {
     }
 }
 
-/// Follows switch `si`'s entries toward `d`, marking every switch on the
-/// way good or broken.
-fn classify(
-    f: &Fabric,
-    col: &impl Fn(u32) -> u8,
-    d: Slot,
-    si: u32,
-    state: &mut [Reach],
-    chain: &mut Vec<u32>,
-) {
-    if state[si as usize] != Reach::Unknown {
-        return;
-    }
-    chain.clear();
-    let mut cur = si;
-    let verdict = loop {
-        match state[cur as usize] {
-            Reach::Good | Reach::Assigned => break Reach::Good,
-            Reach::Broken => break Reach::Broken,
-            Reach::Visiting => break Reach::Broken,
-            Reach::Unknown => {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::routing::{EngineKind, EngineOptions};
+
+    /// The backward search finds exactly the switches whose route, walked
+    /// forward entry by entry, meets a link that is down: for every
+    /// destination (end ports and switches) after single link and switch
+    /// faults of a Dragonfly routed by DF-DN and a torus routed by E-cube.
+    #[test]
+    fn broken_switches_are_those_whose_walk_meets_the_fault() {
+        for (t, engine) in [
+            (Topology::Dragonfly { p: 3, hosts: None }, EngineKind::Dfdn),
+            (
+                Topology::Mesh {
+                    dims: vec![4, 5],
+                    torus: true,
+                    hosts: 1,
+                },
+                EngineKind::Ecube,
+            ),
+        ] {
+            let f0 = generate(&t).expect("fabric");
+            let r = engine
+                .engine()
+                .route(&f0, &EngineOptions::default())
+                .expect("routes");
+            let links = f0.switch_links();
+            let mut faults: Vec<Fault> = links.iter().step_by(7).map(|&l| Fault::Link(l)).collect();
+            faults.push(Fault::Switch(f0.switches()[1]));
+            for fault in faults {
+                let f = apply_faults(&f0, &[fault]);
+                let mut dests: Vec<Slot> = f.endports().to_vec();
+                dests.extend(f.switches().iter().map(|&s| f.slot(s, 0)));
+                let none = vec![false; f.max_lid() as usize + 1];
+                let got = SwitchLinks::new(&f).broken(&f, &r, &dests, &none);
+                let n = f.switches().len() as u32;
+                for (&d, got) in dests.iter().zip(got) {
+                    let dlid = f.lid_of_slot(d);
+                    let dnode = f.node_of(d);
+                    let want: Vec<u32> = (0..n)
+                        .filter(|&si| {
+                            let mut cur = si;
+                            for _ in 0..=n {
+                                let sw = f.switches()[cur as usize];
+                                if sw == dnode {
+                                    return false;
+                                }
+                                let e = r.lfts.get(cur, dlid);
+                                let s = f0.slot(sw, e);
+                                if f0.remote(s) == d {
+                                    return false;
+                                }
+                                if f.remote(s) == NONE {
+                                    return true;
+                                }
+                                match f.switch_index(f.node_of(f.remote(s))) {
+                                    Some(next) => cur = next,
+                                    None => return false,
+                                }
+                            }
+                            panic!("a loop in the tables in force");
+                        })
+                        .collect();
+                    assert_eq!(got, want, "{fault:?} toward LID {dlid}");
+                }
+            }
         }
-        state[cur as usize] = Reach::Visiting;
-        chain.push(cur);
-        let Some(o) = f.linked_port(f.switches()[cur as usize], col(cur)) else {
-            break Reach::Broken;
-        };
-        let rem = f.remote(o);
-        if rem == d {
-            break Reach::Good;
-        }
-        match f.switch_index(f.node_of(rem)) {
-            Some(next) => cur = next,
-            None => break Reach::Broken,
-        }
-    };
-    for &s in chain.iter() {
-        state[s as usize] = verdict;
     }
 }

@@ -6,6 +6,38 @@ use super::channel_list::{ChannelList, Vertex};
 use super::{Reach, Turns};
 use crate::model::{Fabric, Slot, NONE};
 use crate::tables::Routing;
+
+/// The entries a reroute reads while the new tables are copied beside it:
+/// those in force, and the ones this destination's paths set. A switch
+/// whose route toward the destination still arrives keeps the entry in
+/// force, and only the destination being rerouted gets entries, so the
+/// two together are the new tables' column.
+pub(crate) struct Entries<'a> {
+    pub old: &'a Routing,
+    /// Per switch index: the entry set toward the destination being
+    /// rerouted, meaningful where the switch's state is `Assigned`.
+    pub assigned: Vec<u8>,
+}
+
+impl Entries<'_> {
+    #[inline]
+    pub(crate) fn get(&self, si: u32, dlid: u16, state: &[Reach]) -> u8 {
+        if state[si as usize] == Reach::Assigned {
+            self.assigned[si as usize]
+        } else {
+            self.old.lfts.get(si, dlid)
+        }
+    }
+    /// The VL of a hop by the SL-to-VL tables in force (a reroute keeps
+    /// them).
+    #[inline]
+    pub(crate) fn vl(&self, si: u32, inp: u8, out: u8, sl: u8) -> u8 {
+        self.old
+            .sl2vl
+            .as_ref()
+            .map_or(0, |t| t.switch_vl(si, inp, out, sl))
+    }
+}
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -37,9 +69,9 @@ pub(crate) struct Searcher {
     tag: u32,
     heap: BinaryHeap<Reverse<(u32, u32)>>,
     forbidden: Vec<(Vertex, Vertex)>,
-    /// Every (switch index, LID) entry a committed path set, once each (a
-    /// switch given an entry is fixed from then on).
-    pub(crate) set: Vec<(u32, u16)>,
+    /// Every (switch index, LID, port) entry a committed path set, once
+    /// each (a switch given an entry is fixed from then on).
+    pub(crate) set: Vec<(u32, u16, u8)>,
     graph: crate::graph::SwitchGraph,
     /// Hops from every switch to `to_sw` on the fabric after the fault:
     /// the search's lower bound of the cost still to go (A*), which keeps
@@ -73,7 +105,7 @@ impl Searcher {
     pub(crate) fn route_flow(
         &mut self,
         f: &Fabric,
-        r: &mut Routing,
+        r: &mut Entries,
         list: &mut ChannelList,
         flow: &Flow,
         state: &mut [Reach],
@@ -88,7 +120,7 @@ impl Searcher {
             match commit(f, r, list, flow, state, &path, &self.is_s2s) {
                 Ok(assigned) => {
                     self.set
-                        .extend(assigned.into_iter().map(|si| (si, flow.dlid)));
+                        .extend(assigned.into_iter().map(|(si, p)| (si, flow.dlid, p)));
                     return true;
                 }
                 Err(turn) => self.forbidden.push(turn),
@@ -100,7 +132,7 @@ impl Searcher {
     fn search(
         &mut self,
         f: &Fabric,
-        r: &Routing,
+        r: &Entries,
         list: &mut ChannelList,
         flow: &Flow,
         state: &[Reach],
@@ -166,7 +198,7 @@ impl Searcher {
             let inp = f.port_of(rem);
             let fixed = state[si as usize].fixed();
             let outs = if fixed {
-                let e = r.lfts.get(si, flow.dlid);
+                let e = r.get(si, flow.dlid, state);
                 e..=e
             } else {
                 1..=f.num_ports(node)
@@ -179,10 +211,7 @@ impl Searcher {
                 if next != flow.dst && f.switch_index(f.node_of(next)).is_none() {
                     continue;
                 }
-                let vo = r
-                    .sl2vl
-                    .as_ref()
-                    .map_or(0, |t| t.switch_vl(si, inp, out, flow.sl));
+                let vo = r.vl(si, inp, out, flow.sl);
                 if vo > flow.max_vl {
                     continue;
                 }
@@ -247,13 +276,13 @@ impl Searcher {
 /// that did not fit.
 fn commit(
     f: &Fabric,
-    r: &mut Routing,
+    r: &mut Entries,
     list: &mut ChannelList,
     flow: &Flow,
     state: &mut [Reach],
     path: &[(Slot, u8)],
     is_s2s: &[bool],
-) -> Result<Vec<u32>, (Vertex, Vertex)> {
+) -> Result<Vec<(u32, u8)>, (Vertex, Vertex)> {
     let s2s = |s: Slot| is_s2s[s as usize];
     // The path's own dependencies, then (when the SL changes) those of the
     // same path under the SL the source still holds.
@@ -270,10 +299,7 @@ fn commit(
                 continue;
             };
             let inp = f.port_of(f.remote(c));
-            let vo = r
-                .sl2vl
-                .as_ref()
-                .map_or(0, |t| t.switch_vl(si, inp, f.port_of(o), flow.cached_sl));
+            let vo = r.vl(si, inp, f.port_of(o), flow.cached_sl);
             if vo > flow.max_vl {
                 // The old SL would leave the VLs the routing uses.
                 let v = list.vertex(o, 0);
@@ -296,9 +322,9 @@ fn commit(
             continue;
         };
         if !state[si as usize].fixed() {
-            r.lfts.set(si, flow.dlid, f.port_of(o));
+            r.assigned[si as usize] = f.port_of(o);
             state[si as usize] = Reach::Assigned;
-            assigned.push(si);
+            assigned.push((si, f.port_of(o)));
         }
     }
     Ok(assigned)

@@ -6,6 +6,7 @@ pub mod dfdn;
 pub mod dfsssp;
 pub mod dnup;
 pub mod dor;
+pub mod ecube;
 pub mod ftree;
 pub mod lash;
 pub mod minhop;
@@ -89,11 +90,12 @@ pub enum EngineKind {
     Ftree,
     Nue,
     Dor,
+    Ecube,
 }
 
 impl EngineKind {
     /// Every engine, in the order listings show them.
-    pub const ALL: [EngineKind; 11] = [
+    pub const ALL: [EngineKind; 12] = [
         EngineKind::Minhop,
         EngineKind::Sssp,
         EngineKind::Dfd2,
@@ -105,6 +107,7 @@ impl EngineKind {
         EngineKind::Ftree,
         EngineKind::Nue,
         EngineKind::Dor,
+        EngineKind::Ecube,
     ];
 
     pub fn engine(self) -> Box<dyn RoutingEngine> {
@@ -120,6 +123,7 @@ impl EngineKind {
             EngineKind::Ftree => Box::new(ftree::FTree),
             EngineKind::Nue => Box::new(nue::Nue),
             EngineKind::Dor => Box::new(dor::Dor),
+            EngineKind::Ecube => Box::new(ecube::Ecube),
         }
     }
 
@@ -136,6 +140,7 @@ impl EngineKind {
             EngineKind::Ftree => "ftree",
             EngineKind::Nue => "nue",
             EngineKind::Dor => "dor",
+            EngineKind::Ecube => "ecube",
         }
     }
 }
