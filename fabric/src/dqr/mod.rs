@@ -712,12 +712,14 @@ pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) 
 }
 
 /// Gives every switch whose route toward another switch's LID crossed the
-/// fault an entry toward a neighbour one hop closer (on the fabric after
-/// the fault); routes that still arrive stay. A repaired chain only
-/// descends in distance until it meets the destination or a switch whose
-/// route arrives, and such a route passes no repaired switch (it would
-/// not have arrived), so no loop forms. Returns the entries changed
-/// (switch index, LID).
+/// fault an entry that arrives again; routes that still arrive stay. The
+/// repair grows outward from the switches whose route arrives: a broken
+/// switch next to one forwards to it, the others to a switch repaired
+/// before them, so every repaired chain ends on a route that arrives, and
+/// such a route passes no repaired switch (it would not have arrived):
+/// no loop forms. A repaired route may be longer than the shortest; these
+/// routes carry management packets (VL 15, outside the dependency graph).
+/// Returns the entries changed (switch index, LID).
 fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec<(u32, u16)> {
     let n = f.switches().len();
     let links = SwitchLinks::new(f);
