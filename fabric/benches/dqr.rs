@@ -146,7 +146,8 @@ fn bridges(f: &Fabric) -> std::collections::HashSet<Slot> {
     out
 }
 
-fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Detours) {
+/// The setup's fabric, routed by its engine, and the tables' channel list.
+fn routed(name: &str) -> (Fabric, fabric::tables::Routing, ChannelList) {
     let (t, engine) = setup(name);
     let f0 = generate(&t).expect("topology");
     let r0 = engine
@@ -155,6 +156,11 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Deto
         .expect("routes");
     let (list0, rep) = ChannelList::build(&f0, &r0).expect("channel list");
     assert!(rep.ok());
+    (f0, r0, list0)
+}
+
+fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Detours) {
+    let (f0, r0, list0) = routed(name);
     let mut survived = vec![0usize; faults + 1];
     let mut broken_share = vec![(0f64, 0usize); faults + 1];
     let opts = Options {
@@ -411,14 +417,7 @@ fn speed(name: &str, runs: usize) {
 /// out), each rerouted from the list of the tables in force: how many DQR
 /// reroutes, the guarantee a plug-in claims, checked link by link.
 fn single_faults(name: &str, turns: Turns, detours: Detours) {
-    let (t, engine) = setup(name);
-    let f0 = generate(&t).expect("topology");
-    let r0 = engine
-        .engine()
-        .route(&f0, &engine_options())
-        .expect("routes");
-    let (list0, rep) = ChannelList::build(&f0, &r0).expect("channel list");
-    assert!(rep.ok());
+    let (f0, r0, list0) = routed(name);
     let opts = Options {
         turns,
         detours,

@@ -372,10 +372,8 @@ mod tests {
     use crate::gen::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
 
-    /// Undoing to a mark withdraws exactly the edges added after it,
-    /// those an `add_all` refused included once.
-    #[test]
-    fn undo_to_a_mark_withdraws_what_came_after() {
+    /// A 4x4 mesh routed XY (`dor`), its tables and their list.
+    fn xy_mesh() -> (Fabric, Routing, ChannelList) {
         let f = generate(&Topology::Mesh {
             dims: vec![4, 4],
             torus: false,
@@ -386,7 +384,15 @@ mod tests {
             .engine()
             .route(&f, &EngineOptions::default())
             .expect("routes");
-        let (mut list, _) = ChannelList::build(&f, &r).expect("list");
+        let (list, _) = ChannelList::build(&f, &r).expect("list");
+        (f, r, list)
+    }
+
+    /// Undoing to a mark withdraws exactly the edges added after it,
+    /// those an `add_all` refused included once.
+    #[test]
+    fn undo_to_a_mark_withdraws_what_came_after() {
+        let (_, _, mut list) = xy_mesh();
         let free: Vec<(Vertex, Vertex)> = (0..list.len() as u32)
             .flat_map(|a| (0..list.len() as u32).map(move |b| (a, b)))
             .filter(|&(a, b)| a != b && list.goes_up(a, b) && !list.has_edge(a, b))
@@ -417,17 +423,7 @@ mod tests {
     /// pruned; one that does not loses every dependency the tables lack.
     #[test]
     fn prune_keeps_a_list_with_cached_sl_walks_whole() {
-        let f = generate(&Topology::Mesh {
-            dims: vec![4, 4],
-            torus: false,
-            hosts: 1,
-        })
-        .expect("mesh");
-        let r = EngineKind::Dor
-            .engine()
-            .route(&f, &EngineOptions::default())
-            .expect("routes");
-        let (mut list, _) = ChannelList::build(&f, &r).expect("list");
+        let (f, r, mut list) = xy_mesh();
         let own = list.num_edges();
         // A dependency no table holds, between two channels already in
         // that order.
