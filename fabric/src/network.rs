@@ -210,7 +210,7 @@ fn walk(
             "subnet '{name}' has no SL for LID {slid} -> {dlid}"
         )));
     }
-    let vl = r.sl2vl.as_ref().map_or(0, |t| t.port_vl(start, sl));
+    let vl = r.port_vl(start, sl);
     walk_channels(f, r, off, start, vl, sl, dlid, out)
         .map_err(|e| net_err(format!("subnet '{name}': {e}")))
 }
@@ -256,10 +256,7 @@ pub(crate) fn walk_channels(
                         f.desc(node)
                     ));
                 }
-                vl = r
-                    .sl2vl
-                    .as_ref()
-                    .map_or(0, |t| t.switch_vl(si, f.port_of(rem), p, sl));
+                vl = r.switch_vl(si, f.port_of(rem), p, sl);
                 slot = f.slot(node, p);
             }
         }

@@ -384,6 +384,23 @@ impl Routing {
         }
     }
 
+    /// VL of a hop by these tables' SL-to-VL cubes: a packet with `sl`
+    /// leaving switch index `si` on `out` after entering on `inp` (VL 0
+    /// everywhere when the engine left SL-to-VL alone).
+    #[inline]
+    pub fn switch_vl(&self, si: u32, inp: u8, out: u8, sl: u8) -> u8 {
+        self.sl2vl
+            .as_ref()
+            .map_or(0, |t| t.switch_vl(si, inp, out, sl))
+    }
+
+    /// Injection VL of a CA/router port for `sl` (VL 0 without SL-to-VL
+    /// tables).
+    #[inline]
+    pub fn port_vl(&self, slot: Slot, sl: u8) -> u8 {
+        self.sl2vl.as_ref().map_or(0, |t| t.port_vl(slot, sl))
+    }
+
     pub fn lfts_only(lfts: Lfts) -> Self {
         Self {
             lfts,

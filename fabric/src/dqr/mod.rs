@@ -422,8 +422,7 @@ fn reroute_once(
         .count() as u64;
     // The switches whose route toward each affected destination crossed
     // the fault, found for all of them first, from the tables in force (a
-    // destination's column changes only while it is rerouted, below), in
-    // parallel with the copy of those tables that becomes the new ones.
+    // destination's column changes only while it is rerouted, below).
     let mut affected_dests: Vec<Slot> = f
         .endports()
         .iter()
@@ -432,7 +431,8 @@ fn reroute_once(
         .collect();
     // The destinations an earlier try found no path to go first.
     affected_dests.sort_by_key(|&d| !first.contains(&f.lid_of_slot(d)));
-    let broken_all = SwitchLinks::new(f).broken(f, old, &affected_dests, &dropped_lid);
+    let links = SwitchLinks::new(f);
+    let broken_all = links.broken(f, old, &affected_dests, &dropped_lid);
     for &d in f.endports() {
         stats.flows += if f.kind(f.node_of(d)) == NodeKind::Router {
             hosts.len() as u64 - router_hosts
@@ -462,7 +462,7 @@ fn reroute_once(
                     }
                 }
             }
-            let repaired = repair_switch_lids(f, &mut new, &affected_lid);
+            let repaired = repair_switch_lids(f, &links, &mut new, &affected_lid);
             (new, dropped, repaired)
         },
         || {
@@ -660,9 +660,8 @@ fn reroute_once(
                     .map(|&(dst, _)| dst)
                     .collect();
                 let none_dropped = vec![false; dropped_lid.len()];
-                let mut compared_broken = SwitchLinks::new(f)
-                    .broken(f, old, &compared, &none_dropped)
-                    .into_iter();
+                let mut compared_broken =
+                    links.broken(f, old, &compared, &none_dropped).into_iter();
                 for &(dst, changed) in &changes {
                     let broken = match changed {
                         Changed::Given(broken) => broken.to_vec(),
@@ -720,9 +719,13 @@ pub(crate) fn switch_columns_from(f: &Fabric, dst: &mut Routing, src: &Routing) 
 /// no loop forms. A repaired route may be longer than the shortest; these
 /// routes carry management packets (VL 15, outside the dependency graph).
 /// Returns the entries changed (switch index, LID).
-fn repair_switch_lids(f: &Fabric, r: &mut Routing, affected_lid: &[bool]) -> Vec<(u32, u16)> {
+fn repair_switch_lids(
+    f: &Fabric,
+    links: &SwitchLinks,
+    r: &mut Routing,
+    affected_lid: &[bool],
+) -> Vec<(u32, u16)> {
     let n = f.switches().len();
-    let links = SwitchLinks::new(f);
     // The destination switches with a link left, by a slot of theirs (any
     // slot of a switch addresses its LID; port 0's entry is 0, so routes
     // end there).

@@ -32,10 +32,7 @@ impl Entries<'_> {
     /// them).
     #[inline]
     pub(crate) fn vl(&self, si: u32, inp: u8, out: u8, sl: u8) -> u8 {
-        self.old
-            .sl2vl
-            .as_ref()
-            .map_or(0, |t| t.switch_vl(si, inp, out, sl))
+        self.old.switch_vl(si, inp, out, sl)
     }
 }
 use std::cmp::Reverse;

@@ -137,16 +137,20 @@ impl Torus {
         if sws.is_empty() {
             return Err(err("the fabric has no switch".into()));
         }
-        // Switch-to-switch ports in port order, per switch index.
-        let links: Vec<Vec<u8>> = sws
+        // Switch-to-switch ports in port order, per switch index, with the
+        // switch each leads to.
+        let links: Vec<Vec<(u8, usize)>> = sws
             .iter()
             .map(|&sw| {
                 f.port_slots(sw)
-                    .filter(|&p| {
+                    .filter_map(|p| {
                         let r = f.remote(p);
-                        r != NONE && f.kind(f.node_of(r)) == NodeKind::Switch
+                        if r == NONE {
+                            return None;
+                        }
+                        let x = f.switch_index(f.node_of(r))?;
+                        Some((f.port_of(p), x as usize))
                     })
-                    .map(|p| f.port_of(p))
                     .collect()
             })
             .collect();
@@ -166,19 +170,15 @@ impl Torus {
             )));
         }
         let n = m / 2;
-        let ports: Vec<[u8; 2]> = links
+        // Per switch and dimension, the -1 and +1 (port, neighbour).
+        let sides: Vec<[(u8, usize); 2]> = links
             .iter()
             .flat_map(|l| (0..n).map(move |d| [l[2 * d], l[2 * d + 1]]))
             .collect();
-        let step = |si: usize, d: usize, side: usize| -> usize {
-            let sw = sws[si];
-            let r = f.remote(f.slot(sw, ports[si * n + d][side]));
-            f.switch_index(f.node_of(r))
-                .map_or(usize::MAX, |i| i as usize)
-        };
+        let step = |si: usize, d: usize, side: usize| sides[si * n + d][side].1;
         // Ring sizes: the +1 walk from the first switch back to it.
         let mut dims = Vec::with_capacity(n);
-        for (d, first) in ports[..n].iter().enumerate() {
+        for (d, first) in sides[..n].iter().enumerate() {
             let (mut at, mut k) = (step(0, d, 1), 1u32);
             while at != 0 && (k as usize) <= sws.len() {
                 at = step(at, d, 1);
@@ -188,7 +188,7 @@ impl Torus {
                 return Err(err(format!(
                     "the +1 ports of dimension {d} from switch '{}' do not close a ring of 3 or more switches (port {})",
                     f.desc(sws[0]),
-                    first[1]
+                    first[1].0
                 )));
             }
             dims.push(k);
@@ -231,35 +231,35 @@ impl Torus {
                 c[d] = 0;
                 d += 1;
             }
-            if at == usize::MAX {
-                return Err(err("a +1 port leads off the switches".into()));
-            }
         }
         for si in 0..sws.len() {
             for d in 0..n {
                 for (side, delta) in [(0usize, dims[d] - 1), (1, 1)] {
                     let nb = step(si, d, side);
-                    let ok = nb != usize::MAX
-                        && (0..n).all(|e| {
-                            let want = if e == d {
-                                (coord[si * n + e] + delta) % dims[e]
-                            } else {
-                                coord[si * n + e]
-                            };
-                            coord[nb * n + e] == want
-                        });
+                    let ok = (0..n).all(|e| {
+                        let want = if e == d {
+                            (coord[si * n + e] + delta) % dims[e]
+                        } else {
+                            coord[si * n + e]
+                        };
+                        coord[nb * n + e] == want
+                    });
                     if !ok {
                         return Err(err(format!(
                             "switch '{}' port {} does not lead to its {} neighbour along dimension {d}: not a torus cabled in dimension order",
                             f.desc(sws[si]),
-                            ports[si * n + d][side],
+                            sides[si * n + d][side].0,
                             if side == 0 { "-1" } else { "+1" }
                         )));
                     }
                 }
             }
         }
-        Ok(Self { dims, coord, ports })
+        Ok(Self {
+            dims,
+            coord,
+            ports: sides.iter().map(|s| [s[0].0, s[1].0]).collect(),
+        })
     }
 
     /// The way round dimension `d` from `a` to `b` (`a != b`): `(+1?, crosses

@@ -930,11 +930,7 @@ fn walk(
                 port: out,
             });
         }
-        let vo2 = ctx
-            .r
-            .sl2vl
-            .as_ref()
-            .map_or(0, |t| t.switch_vl(swi, inp, out, sl));
+        let vo2 = ctx.r.switch_vl(swi, inp, out, sl);
         if c_s2s && ctx.is_s2s[o2 as usize] {
             ctx.add_edge(c, out, vc, vo2, st.local);
         }

@@ -728,7 +728,7 @@ impl Walker<'_> {
         if sl == SL_NONE || sl as usize >= NUM_SLS {
             return Err(format!("no SL for LID {slid} -> {dlid}"));
         }
-        let vl = self.r.sl2vl.as_ref().map_or(0, |t| t.port_vl(start, sl));
+        let vl = self.r.port_vl(start, sl);
         self.walk_on(start, vl, sl, dlid, out)
     }
 
@@ -803,11 +803,7 @@ impl Walker<'_> {
             if out == 0 || out > f.num_ports(node) {
                 return Err(unrouted(format!("switch '{}' has no route", f.desc(node))));
             }
-            let vo = self
-                .r
-                .sl2vl
-                .as_ref()
-                .map_or(0, |t| t.switch_vl(si, f.port_of(rem), out, sl));
+            let vo = self.r.switch_vl(si, f.port_of(rem), out, sl);
             let id = match memo.get(&(si, sl, vo)) {
                 Some(&id) => id,
                 None => {

@@ -171,12 +171,6 @@ impl<'a> Mix<'a> {
         }
     }
 
-    fn vl(r: &Routing, si: u32, inp: u8, out: u8, sl: u8) -> u8 {
-        r.sl2vl
-            .as_ref()
-            .map_or(0, |t| t.switch_vl(si, inp, out, sl))
-    }
-
     /// Every mixed walk from every source toward `d`; calls `on_edge(c,
     /// vc, o, vo)` for each switch-to-switch dependency (`c` on VL `vc`
     /// into `o` on VL `vo`), more than once for some.
@@ -328,8 +322,8 @@ impl<'a> Mix<'a> {
                         continue;
                     };
                     let mut vos = [
-                        Self::vl(sides[0], si, inp, out, sl),
-                        Self::vl(sides[1], si, inp, out, sl),
+                        sides[0].switch_vl(si, inp, out, sl),
+                        sides[1].switch_vl(si, inp, out, sl),
                     ];
                     if vos[0] == vos[1] {
                         vos[1] = u8::MAX;
