@@ -12,6 +12,9 @@
 //! base = "minhop"                       # optional, for dfdn/dfd2/lash: minhop, sssp, trees,
 //!                                       # auto (default: auto for lash, trees for dfdn (auto when lopsided),
 //!                                       # minhop for dfd2)
+//! sssp_streams = 16                     # optional, for sssp/dfsssp (and the sssp base): balance
+//!                                       # in this many streams exchanging loads in rounds, so
+//!                                       # workers can share the job (default 0: sequential)
 //! max_vls = 8                           # optional
 //! max_sls = 16                          # optional
 //! out_dir = "out/subnet0"               # optional: OpenSM dumps for `opensm -R file`,
@@ -83,6 +86,10 @@ pub struct AgentConfig {
     /// None: the engine's default base.
     #[serde(default)]
     pub base: Option<Base>,
+    /// SSSP's balancing in this many streams (`EngineOptions::sssp_streams`);
+    /// 0: the sequential greedy.
+    #[serde(default)]
+    pub sssp_streams: u16,
     #[serde(default = "default_vls")]
     pub max_vls: u8,
     #[serde(default = "default_sls")]
@@ -265,6 +272,7 @@ impl AgentConfig {
         AgentConfig {
             engine: new.engine,
             base: new.base,
+            sssp_streams: new.sssp_streams,
             max_vls: new.max_vls,
             max_sls: new.max_sls,
             root_guids: new.root_guids.clone(),
@@ -310,14 +318,23 @@ mod tests {
     fn typed_fields_and_ranges() {
         let ok = "insecure = true\nagent_id = \"a\"\nsubnet_prefix = \"0xfec0000000000001\"\ntopology = \"t.net\"\n";
         let c = AgentConfig::parse(
-            &format!("{ok}engine = \"dfdn\"\nbase = \"sssp\"\n"),
+            &format!("{ok}engine = \"dfdn\"\nbase = \"sssp\"\nsssp_streams = 16\n"),
             "a.toml",
         )
         .expect("valid");
         assert_eq!(
-            (c.engine, c.base),
-            (Some(EngineKind::Dfdn), Some(Base::Sssp))
+            (c.engine, c.base, c.sssp_streams),
+            (Some(EngineKind::Dfdn), Some(Base::Sssp), 16)
         );
+        assert_eq!(
+            AgentConfig::parse(ok, "a.toml")
+                .expect("valid")
+                .sssp_streams,
+            0
+        );
+        let e = AgentConfig::parse(&format!("{ok}sssp_streams = -1\n"), "a.toml")
+            .expect_err("negative streams");
+        assert!(e.to_string().contains("sssp_streams"), "{e}");
         let c =
             AgentConfig::parse(&format!("{ok}dqr_detours = \"mesh\"\n"), "a.toml").expect("valid");
         assert_eq!(c.dqr_detours, Some(fabric::dqr::Detours::Mesh));

@@ -148,9 +148,10 @@ fn compute(
         base: cfg.base,
         progress: None,
         roots: roots.as_deref(),
+        sssp_streams: cfg.sssp_streams,
     };
     let t = std::time::Instant::now();
-    let on = if on_workers(cfg, engine, fabric) {
+    let on = if on_workers(cfg, engine, fabric, &opts) {
         route_on_workers(cfg, engine.kind(), fabric, &opts)?
     } else {
         None
@@ -176,12 +177,18 @@ fn compute(
 }
 
 /// Whether the configured workers take this routing: there are some, and
-/// the engine and base split ([`fabric::routing::shard::splits`]).
-fn on_workers(cfg: &AgentConfig, engine: &dyn RoutingEngine, f: &Fabric) -> bool {
+/// the engine, its base and its SSSP streams split
+/// ([`fabric::routing::shard::splits`]).
+fn on_workers(
+    cfg: &AgentConfig,
+    engine: &dyn RoutingEngine,
+    f: &Fabric,
+    opts: &EngineOptions,
+) -> bool {
     if (cfg.workers.is_empty() && cfg.workers_store.is_none()) || f.switches().is_empty() {
         return false;
     }
-    fabric::routing::shard::splits(engine.kind(), cfg.base)
+    fabric::routing::shard::splits(engine.kind(), opts)
         .map_err(|why| tracing::info!("routing here: {why}"))
         .is_ok()
 }

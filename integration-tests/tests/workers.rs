@@ -34,6 +34,11 @@ impl Setup {
     /// Starts worker `name` with `more` appended to its config (tables
     /// after its `[tls]`), advertising its address when `advertise`.
     fn worker_with(&self, name: &str, advertise: bool, more: &str) -> (Proc, String) {
+        self.worker_cfg(name, advertise, "", more)
+    }
+
+    /// [`Self::worker_with`], with `top` among the config's top-level keys.
+    fn worker_cfg(&self, name: &str, advertise: bool, top: &str, more: &str) -> (Proc, String) {
         let tls = issue_into(
             self.dir.path(),
             &self.ca,
@@ -51,7 +56,7 @@ impl Setup {
         std::fs::write(
             &cfg,
             format!(
-                "name = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\n{adv}\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\n{more}",
+                "name = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\n{adv}{top}\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\n{more}",
                 tls.ca.display(),
                 tls.cert.display(),
                 tls.key.display()
@@ -433,6 +438,40 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
             .collect();
         assert_eq!(holders.len(), k, "every worker held layers: {r}");
     }
+
+    // SSSP in streams splits as Nue does, by stream: sssp's LFTs (on the
+    // fat tree, where minimal routes are deadlock free) and dfsssp's
+    // layered tables (its layering runs here) are the one process's, and
+    // they differ from classic SSSP's only through the streams.
+    let streams = ["--sssp-streams", "6"];
+    for (engine, net) in [("sssp", s.path("ft.net")), ("dfsssp", net.clone())] {
+        let one = s.path(&format!("{engine}-streams-one"));
+        let local = route_json(&net, engine, &one, &streams.map(String::from));
+        assert_eq!(local["deadlock_free"], true, "{engine}");
+        assert_eq!(local["broken_pairs"], 0, "{engine}");
+        for k in [1, 3] {
+            let out = s.path(&format!("{engine}-streams-{k}"));
+            let v = route_json(&net, engine, &out, &with(k, "1", &streams));
+            let lft = |d: &str| std::fs::read(format!("{d}/opensm-lfts.dump")).expect("lfts");
+            assert_eq!(lft(&out), lft(&one), "{engine} streams on {k} workers");
+            if engine == "dfsssp" {
+                assert_eq!(tables(&out), tables(&one), "dfsssp on {k} workers");
+            }
+            let r = job(&v, "route").expect("streams routed on the workers");
+            assert_eq!(
+                (r["parts"].as_u64(), r["local_parts"].as_u64()),
+                (Some(6), Some(0)),
+                "{r}"
+            );
+            let holders: std::collections::BTreeSet<&str> = r["part_runs"]
+                .as_array()
+                .expect("part runs")
+                .iter()
+                .filter_map(|p| p["by"].as_str())
+                .collect();
+            assert_eq!(holders.len(), k, "every worker held streams: {r}");
+        }
+    }
     // A worker killed once it holds the routing job of a larger fabric:
     // its parts go to the others (or, if it was quick, it is missed by the
     // verification job); the tables do not change.
@@ -468,7 +507,7 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
     let one4 = s.path("nue4-one");
     route_json(&net4, "nue", &one4, &four.map(String::from));
     let victim = &workers[2].0;
-    let killer = kill_after(victim.log.clone(), victim.pid(), "nue round routed", 4);
+    let killer = kill_after(victim.log.clone(), victim.pid(), "round routed", 4);
     let out = s.path("nue4-farm");
     let mut extra = vec!["--workers".to_string(), format!("{},{}", all[0], all[2])];
     extra.extend(four.map(String::from));
@@ -497,6 +536,81 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
     assert_eq!(tables(&out), tables(&one));
     let r = job(&v, "route").expect("route job");
     assert_eq!(r["local_parts"], r["parts"], "{r}");
+}
+
+/// A worker that drops a job routed in rounds (it holds one job at a time,
+/// and another caller's job arrives) is sent the job again: its layers
+/// replay the rounds there, it is not given up on, nothing runs here, and
+/// the tables do not change.
+#[test]
+fn a_worker_that_drops_a_job_in_rounds_is_sent_it_again() {
+    let s = Setup::new();
+    let (w, addr) = s.worker_cfg("busy", false, "max_jobs = 1\n", "");
+    wait_listening(&addr);
+    let client = s.client_args();
+    let net = s.path("df4.net");
+    ibfabric(&["gen", "dragonfly", "--p", "4", "-o", &net]).expect("gen");
+    let small = s.path("df2.net");
+    ibfabric(&["gen", "dragonfly", "--p", "2", "-o", &small]).expect("gen");
+    let small_tables = s.path("df2-tables");
+    route_json(&small, "dfdn", &small_tables, &[]);
+    let four = ["--max-vls", "4"].map(String::from);
+    let one = s.path("nue-one");
+    route_json(&net, "nue", &one, &four);
+
+    // Once the worker routed two rounds, another caller's verification
+    // loads its job there, and the worker drops the routing job.
+    let (log, before) = (w.log.clone(), loads_in(&w.log));
+    let intruder = {
+        let (small, small_tables) = (small.clone(), small_tables.clone());
+        let mut extra = vec!["--workers".to_string(), addr.clone()];
+        extra.extend(client.clone());
+        std::thread::spawn(move || {
+            let rounds = |p: &std::path::Path| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .matches("round routed")
+                    .count()
+            };
+            let t = Instant::now();
+            while rounds(&log) < 2 {
+                if t.elapsed() > Duration::from_secs(60) {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let (v, _) = verify(&small, &small_tables, &extra);
+            v["deadlock_free"] == true
+        })
+    };
+    let out = s.path("nue-farm");
+    let mut extra = vec!["--workers".to_string(), addr.clone()];
+    extra.extend(four.clone());
+    extra.extend(client.clone());
+    let v = route_json(&net, "nue", &out, &extra);
+    assert!(intruder.join().expect("intruder"), "the other job ran");
+    assert_eq!(
+        tables(&out),
+        tables(&one),
+        "nue on a worker that dropped the job"
+    );
+    let r = job(&v, "route").expect("nue routed on the worker");
+    assert!(lost_in(r).is_empty(), "the worker was not given up on: {r}");
+    assert_eq!(r["local_parts"], 0, "nothing ran here: {r}");
+    // The routing job, the other one, the routing job again (and the
+    // verification of the routing job).
+    assert!(
+        loads_in(&w.log) >= before + 3,
+        "the routing job was sent again: {} loads",
+        loads_in(&w.log) - before
+    );
+}
+
+fn loads_in(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("job loaded")
+        .count()
 }
 
 /// An agent with `workers` routes its subnet on them: the tables it writes
@@ -701,11 +815,7 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
             .cloned()
             .unwrap_or_default()
             .into_iter()
-            .filter(|p| {
-                p["part"]
-                    .as_str()
-                    .is_some_and(|n| n.contains("-nue-layers-"))
-            })
+            .filter(|p| p["part"].as_str().is_some_and(|n| n.contains("-layers-")))
             .collect();
     }
     let v = nue_job.join().expect("nue job");

@@ -40,6 +40,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 flow-control windows: a worker's round trips carry a few hundred
+/// kilobytes each way, which the default 64 KiB window splits into several
+/// round trips of window updates.
+const STREAM_WINDOW: u32 = 4 << 20;
+const CONNECTION_WINDOW: u32 = 8 << 20;
 
 /// An endpoint with the connection settings every role uses.
 pub fn endpoint(addr: &str) -> Result<Endpoint, tonic::transport::Error> {
@@ -47,7 +52,10 @@ pub fn endpoint(addr: &str) -> Result<Endpoint, tonic::transport::Error> {
         .connect_timeout(CONNECT_TIMEOUT)
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-        .keep_alive_while_idle(true))
+        .keep_alive_while_idle(true)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .tcp_nodelay(true))
 }
 
 /// A controller client over `channel` with the message bounds set.
@@ -360,6 +368,9 @@ pub fn server(
         .concurrency_limit_per_connection(concurrency_per_connection)
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .tcp_nodelay(true)
         .layer(crate::ops::CountRefusals))
 }
 

@@ -74,13 +74,19 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
+    use tokio_stream::StreamExt;
+    // The server's own `tcp_nodelay` applies only to listeners it binds;
+    // without it a reply's last segment can wait for the peer's delayed
+    // ACK (40 ms on Linux): a worker's rounds took 50 ms instead of 8.
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+        let s = s?;
+        s.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(s)
+    });
     routes
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = shutdown.wait_for(|s| *s).await;
-            },
-        )
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        })
         .await
 }
 

@@ -5,9 +5,9 @@
 //! when no worker is left, the parts still open run here, and the result
 //! says so.
 
-mod nue;
+mod rounds;
 
-pub use nue::route_nue;
+pub use rounds::route_rounds;
 
 use fabric::routing::shard::{merge_dfdn, RoutePart};
 use fabric::routing::EngineOptions;
@@ -86,7 +86,8 @@ pub struct JobRun {
     pub local_parts: usize,
     pub bytes_per_load: u64,
     /// Column bytes sent with the parts, all parts together (0 when the
-    /// whole tables were loaded); for Nue, the rounds' channel loads.
+    /// whole tables were loaded); for the engines routed in rounds, the
+    /// rounds' channel loads.
     pub column_bytes: u64,
     /// Bytes of the parts' replies, all together.
     pub reply_bytes: u64,
@@ -413,7 +414,7 @@ pub async fn route_dfdn(
     opts: &Options,
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
-    fabric::routing::shard::splits(fabric::routing::EngineKind::Dfdn, engine_opts.base).map_err(
+    fabric::routing::shard::splits(fabric::routing::EngineKind::Dfdn, engine_opts).map_err(
         |reason| {
             CoordError::Route(fabric::Error::Routing {
                 engine: "dfdn".into(),
@@ -451,7 +452,8 @@ pub async fn route_dfdn(
 }
 
 /// Routes `f` with `engine` on the workers at `addrs`: [`route_minhop`]
-/// for MinHop, [`route_nue`] for Nue, [`route_dfdn`] otherwise (callers check
+/// for MinHop, [`route_rounds`] for Nue and SSSP streams, [`route_dfdn`]
+/// otherwise (callers check
 /// [`fabric::routing::shard::splits`] first).
 pub async fn route(
     engine: fabric::routing::EngineKind,
@@ -466,8 +468,8 @@ pub async fn route(
         fabric::routing::EngineKind::Minhop => {
             route_minhop(f, topology, addrs, transport, opts).await
         }
-        fabric::routing::EngineKind::Nue => {
-            route_nue(f, topology, addrs, transport, opts, engine_opts).await
+        e if fabric::routing::rounds::in_rounds(e, engine_opts) => {
+            route_rounds(e, f, topology, addrs, transport, opts, engine_opts).await
         }
         _ => route_dfdn(f, topology, addrs, transport, opts, engine_opts).await,
     }

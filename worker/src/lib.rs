@@ -31,24 +31,33 @@ pub struct Job {
     trees: std::sync::OnceLock<fabric::routing::trees::TreeParents>,
     /// The switch graph and its hop matrix, for MinHop parts.
     hops: std::sync::OnceLock<fabric::routing::shard::MinhopBase>,
-    /// Nue sessions by the caller's id, oldest first.
-    nue: Mutex<VecDeque<(u64, Arc<Mutex<NueSession>>)>>,
+    /// Sessions of the engines routed in rounds, by the caller's id,
+    /// oldest first.
+    sessions: Mutex<VecDeque<(u64, Arc<Mutex<Session>>)>>,
+    /// Plans of the engines routed in rounds, by what fixes them: built
+    /// once per job, shared by its sessions (a caller that moves units
+    /// here after a loss does not pay for the plan again).
+    plans: Mutex<Vec<(PlanKey, Arc<fabric::routing::rounds::Plan>)>>,
 }
 
-/// Some of Nue's layers of a job, between rounds.
-struct NueSession {
-    plan: Arc<fabric::routing::nue::Plan>,
-    /// The layers while they route; None once finished.
-    layers: Option<fabric::routing::nue::Layers>,
-    /// Finished layers not yet returned.
+/// Engine, VLs, SLs, SSSP streams.
+type PlanKey = (fabric::routing::EngineKind, u8, u8, u16);
+
+/// Some units of a job routed in rounds (Nue's layers, SSSP's streams),
+/// between rounds.
+struct Session {
+    plan: Arc<fabric::routing::rounds::Plan>,
+    /// The units while they route; None once finished.
+    units: Option<fabric::routing::rounds::Held>,
+    /// Finished units not yet returned.
     done: Vec<fabric::routing::nue::LayerCols>,
     /// The session's record in the store, given up when it ends.
     _held: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
-/// Nue sessions a job keeps: a caller that went away leaves its session
-/// behind, and a new one starts for the same layers.
-const MAX_NUE_SESSIONS: usize = 16;
+/// Sessions a job keeps: a caller that went away leaves its session
+/// behind, and a new one starts for the same units.
+const MAX_SESSIONS: usize = 16;
 
 impl Job {
     pub fn new(fabric: Fabric, routing: Option<Routing>) -> Self {
@@ -57,7 +66,8 @@ impl Job {
             routing,
             trees: std::sync::OnceLock::new(),
             hops: std::sync::OnceLock::new(),
-            nue: Mutex::new(VecDeque::new()),
+            sessions: Mutex::new(VecDeque::new()),
+            plans: Mutex::new(Vec::new()),
         }
     }
 }
@@ -191,7 +201,8 @@ impl Worker {
     }
 
     /// Lists a part as in progress until the guard drops, and records it
-    /// in the store if `record` (Nue records its sessions, not each round).
+    /// in the store if `record` (sessions of units routed in rounds are
+    /// recorded once, not each round).
     fn on_part(
         &self,
         job: &str,
@@ -427,34 +438,34 @@ impl WorkerRpc for Service {
                 Ok(Response::new(wire::rows_part_to_wire(&part, on.finish())))
             }
             other => Err(Status::invalid_argument(format!(
-                "engine '{other}' is not cut across workers (dfdn and minhop are; nue goes by NueRound)"
+                "engine '{other}' is not cut across workers (dfdn and minhop are; nue and SSSP streams go by Round)"
             ))),
         }
     }
 
-    async fn nue_round(
+    async fn round(
         &self,
-        req: Request<v1::NueRoundRequest>,
-    ) -> Result<Response<v1::NueRoundReply>, Status> {
+        req: Request<v1::RoundRequest>,
+    ) -> Result<Response<v1::RoundReply>, Status> {
         self.transport.peer(&req)?;
         let r = req.into_inner();
         let job = self.worker.loaded(&r.job)?;
-        let kind = if r.finish { "nue finish" } else { "nue round" };
+        let kind = if r.finish { "finish" } else { "round" };
         let on = self
             .worker
             .on_part(&r.job, kind, r.round, r.round + 1, false);
         let t = std::time::Instant::now();
         let (session, round, finish) = (r.session, r.round, r.finish);
         let worker = self.worker.clone();
-        let mut reply = tokio::task::spawn_blocking(move || nue_step(&worker, &job, r))
+        let mut reply = tokio::task::spawn_blocking(move || round_step(&worker, &job, r))
             .await
-            .map_err(|e| Status::internal(format!("nue task: {e}")))??;
+            .map_err(|e| Status::internal(format!("round task: {e}")))??;
         on.finish();
         reply.seconds = t.elapsed().as_secs_f64();
         if finish {
-            tracing::info!(session, layer = reply.layer, "nue layer returned");
+            tracing::info!(session, unit = reply.unit, "unit returned");
         } else {
-            tracing::info!(session, round, secs = reply.seconds, "nue round routed");
+            tracing::info!(session, round, secs = reply.seconds, "round routed");
         }
         Ok(Response::new(reply))
     }
@@ -473,85 +484,125 @@ impl WorkerRpc for Service {
     }
 }
 
-/// One call of a Nue session: start it (round 0), route its next round,
-/// or hand back one finished layer.
-fn nue_step(
-    worker: &Worker,
-    job: &Job,
-    r: v1::NueRoundRequest,
-) -> Result<v1::NueRoundReply, Status> {
-    let session = {
-        let mut sessions = job.nue.lock().unwrap_or_else(|p| p.into_inner());
-        match sessions.iter().find(|(id, _)| *id == r.session) {
-            Some((_, s)) => s.clone(),
-            None if r.round == 0 && !r.finish => {
-                let opts = fabric::routing::EngineOptions {
-                    max_vls: u8::try_from(r.max_vls).unwrap_or(u8::MAX),
-                    max_sls: u8::try_from(r.max_sls).unwrap_or(u8::MAX),
-                    ..Default::default()
-                };
-                let plan = fabric::routing::nue::Plan::new(&job.fabric, &opts)
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
-                let ids: Vec<usize> = r.layers.iter().map(|&l| l as usize).collect();
-                let layers = plan
-                    .start(&ids)
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
-                let layer_list: Vec<String> = ids.iter().map(|l| l.to_string()).collect();
-                let s = Arc::new(Mutex::new(NueSession {
-                    plan: Arc::new(plan),
-                    layers: Some(layers),
-                    done: Vec::new(),
-                    _held: worker.hold(format!("{}-nue-layers-{}", r.job, layer_list.join("_"))),
-                }));
-                sessions.push_back((r.session, s.clone()));
-                while sessions.len() > MAX_NUE_SESSIONS {
-                    sessions.pop_front();
-                }
-                s
+/// The plan `r` names, built once per job.
+fn plan_for(job: &Job, r: &v1::RoundRequest) -> Result<Arc<fabric::routing::rounds::Plan>, Status> {
+    let engine = if r.engine.is_empty() {
+        fabric::routing::EngineKind::Nue
+    } else {
+        r.engine
+            .parse()
+            .map_err(|e: fabric::Error| Status::invalid_argument(e.to_string()))?
+    };
+    let opts = fabric::routing::EngineOptions {
+        max_vls: u8::try_from(r.max_vls).unwrap_or(u8::MAX),
+        max_sls: u8::try_from(r.max_sls).unwrap_or(u8::MAX),
+        sssp_streams: u16::try_from(r.sssp_streams)
+            .map_err(|_| Status::invalid_argument(format!("{} SSSP streams", r.sssp_streams)))?,
+        ..Default::default()
+    };
+    let key = (engine, opts.max_vls, opts.max_sls, opts.sssp_streams);
+    if let Some((_, p)) = job
+        .plans
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return Ok(p.clone());
+    }
+    // Built outside the lock: a Nue plan takes seconds on large fabrics.
+    let plan = Arc::new(
+        fabric::routing::rounds::Plan::new(engine, &job.fabric, &opts)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?,
+    );
+    let mut plans = job.plans.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, p)) = plans.iter().find(|(k, _)| *k == key) {
+        return Ok(p.clone());
+    }
+    plans.push((key, plan.clone()));
+    Ok(plan)
+}
+
+/// One call of a session: start it (round 0), route its next round, or
+/// hand back one finished unit.
+fn round_step(worker: &Worker, job: &Job, r: v1::RoundRequest) -> Result<v1::RoundReply, Status> {
+    let known = job
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(id, _)| *id == r.session)
+        .map(|(_, s)| s.clone());
+    let session = match known {
+        Some(s) => s,
+        None if r.round == 0 && !r.finish => {
+            let plan = plan_for(job, &r)?;
+            let ids: Vec<usize> = r.units.iter().map(|&l| l as usize).collect();
+            let units = plan
+                .start(&ids)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let list: Vec<String> = ids.iter().map(|l| l.to_string()).collect();
+            let s = Arc::new(Mutex::new(Session {
+                _held: worker.hold(format!(
+                    "{}-{}s-{}",
+                    r.job,
+                    plan.unit_name(),
+                    list.join("_")
+                )),
+                plan,
+                units: Some(units),
+                done: Vec::new(),
+            }));
+            let mut sessions = job.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.push_back((r.session, s.clone()));
+            while sessions.len() > MAX_SESSIONS {
+                sessions.pop_front();
             }
-            None => {
-                return Err(Status::failed_precondition(format!(
-                    "nue session {} is not held here",
-                    r.session
-                )))
-            }
+            s
+        }
+        None => {
+            return Err(Status::failed_precondition(format!(
+                "session {} is not held here",
+                r.session
+            )))
         }
     };
     let mut s = session.lock().unwrap_or_else(|p| p.into_inner());
     let s = &mut *s;
+    let unit = s.plan.unit_name();
     if r.finish {
-        if let Some(layers) = s.layers.take() {
-            if layers.rounds_done() != s.plan.rounds() {
-                let done = layers.rounds_done();
-                s.layers = Some(layers);
+        if let Some(units) = s.units.take() {
+            if units.rounds_done() != s.plan.rounds() {
+                let done = units.rounds_done();
+                s.units = Some(units);
                 return Err(Status::failed_precondition(format!(
-                    "nue session {}: {done} of {} rounds routed, nothing to finish",
+                    "session {}: {done} of {} rounds routed, nothing to finish",
                     r.session,
                     s.plan.rounds()
                 )));
             }
-            s.done = layers.finish();
+            s.done = units.finish();
         }
         let at = s
             .done
             .iter()
-            .position(|c| c.layer == r.finish_layer as usize)
+            .position(|c| c.layer == r.finish_unit as usize)
             .ok_or_else(|| {
                 Status::invalid_argument(format!(
-                    "nue session {} holds no finished layer {}",
-                    r.session, r.finish_layer
+                    "session {} holds no finished {unit} {}",
+                    r.session, r.finish_unit
                 ))
             })?;
         let c = s.done.swap_remove(at);
         if s.done.is_empty() {
-            job.nue
+            job.sessions
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .retain(|(id, _)| *id != r.session);
         }
-        return Ok(v1::NueRoundReply {
+        return Ok(v1::RoundReply {
             round: s.plan.rounds() as u64,
-            layer: c.layer as u32,
+            unit: c.layer as u32,
             cols: c.cols,
             repairs: c.stats.repairs,
             fallbacks: c.stats.fallbacks,
@@ -562,18 +613,18 @@ fn nue_step(
             ..Default::default()
         });
     }
-    let Some(layers) = s.layers.as_mut() else {
+    let Some(units) = s.units.as_mut() else {
         return Err(Status::failed_precondition(format!(
-            "nue session {} is finished",
+            "session {} is finished",
             r.session
         )));
     };
-    if r.round != layers.rounds_done() as u64 {
+    if r.round != units.rounds_done() as u64 {
         return Err(Status::failed_precondition(format!(
-            "nue session {}: asked round {}, next is {}",
+            "session {}: asked round {}, next is {}",
             r.session,
             r.round,
-            layers.rounds_done()
+            units.rounds_done()
         )));
     }
     let global = wire::u64s_from_le(&r.global).ok_or_else(|| {
@@ -582,10 +633,10 @@ fn nue_step(
             r.global.len()
         ))
     })?;
-    let delta = layers
-        .round(&s.plan, &global)
+    let delta = units
+        .round(&job.fabric, &s.plan, &global)
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    Ok(v1::NueRoundReply {
+    Ok(v1::RoundReply {
         round: r.round,
         delta: wire::u64s_to_le(&delta),
         ..Default::default()

@@ -18,9 +18,9 @@ use tokio::sync::watch;
 pub const ELECTION: &str = "worker-";
 
 /// Election names of parts being computed start with this; then the job,
-/// the kind and the range (`<job>-verify-0-512`), or for Nue the layers a
-/// session holds (`<job>-nue-layers-0_2`). The holder is the worker's
-/// name, under a lease of its own: the record goes when the part is done
+/// the kind and the range (`<job>-verify-0-512`), or for the engines
+/// routed in rounds the units a session holds (`<job>-layers-0_2`,
+/// `<job>-streams-1_4`). The holder is the worker's name, under a lease of its own: the record goes when the part is done
 /// or the worker's lease ends.
 pub const PART: &str = "part-";
 

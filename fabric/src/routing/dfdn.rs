@@ -47,7 +47,7 @@ impl RoutingEngine for DfDn {
             // trees and random graphs they funnel traffic (2.5-95x), where
             // SSSP does far better. SSSP costs more than the rest of DF-DN,
             // so it is only weighed when the trees are lopsided.
-            None => opts.trees_or_sssp(f, trees_enough),
+            None => opts.trees_or_sssp(f, trees_enough)?,
         };
         let (sl2vl, path_sl) = assign_vls(f, &lfts, opts)?;
         Ok(Routing {

@@ -29,27 +29,36 @@ impl RoutingEngine for DfSssp {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
-        let lfts = super::sssp::sssp_lfts(f, opts);
-        let topo = Topo::new(f);
-        let mut path_sl = PathSl::new(f.max_lid());
-        let src = sources(f, "dfsssp", &mut path_sl)?;
-        let routes = RouteSet::walk(f, &topo, &lfts, &src, "dfsssp")?;
-        let weight: Vec<u64> = (0..routes.len())
-            .map(|p| src.weight[p % routes.nsrc.max(1)] as u64)
-            .collect();
-        let budget = opts.max_vls.min(opts.max_sls).clamp(1, 15);
-        let mut layer = vec![0u8; routes.len()];
-        let needed = break_cycles(&topo, &routes, &weight, &mut layer, budget, opts)?;
-        let used = balance(&mut layer, &weight, needed, budget);
-        tracing::debug!(needed, used, routes = routes.len(), "dfsssp layers");
-        write_layers(f, &src, &layer, &mut path_sl);
-        Ok(Routing {
-            lfts,
-            sl2vl: Some(identity_sl2vl(f, used)),
-            path_sl: Some(path_sl),
-            vls_needed: Some(needed),
-        })
+        layered_routing(f, super::sssp::sssp_lfts(f, opts)?, opts)
     }
+}
+
+/// DF-SSSP's layering of SSSP's LFTs (computed here, or merged from
+/// streams routed elsewhere, [`super::sssp_streams`]).
+pub fn layered_routing(
+    f: &Fabric,
+    lfts: crate::tables::Lfts,
+    opts: &EngineOptions,
+) -> Result<Routing> {
+    let topo = Topo::new(f);
+    let mut path_sl = PathSl::new(f.max_lid());
+    let src = sources(f, "dfsssp", &mut path_sl)?;
+    let routes = RouteSet::walk(f, &topo, &lfts, &src, "dfsssp")?;
+    let weight: Vec<u64> = (0..routes.len())
+        .map(|p| src.weight[p % routes.nsrc.max(1)] as u64)
+        .collect();
+    let budget = opts.max_vls.min(opts.max_sls).clamp(1, 15);
+    let mut layer = vec![0u8; routes.len()];
+    let needed = break_cycles(&topo, &routes, &weight, &mut layer, budget, opts)?;
+    let used = balance(&mut layer, &weight, needed, budget);
+    tracing::debug!(needed, used, routes = routes.len(), "dfsssp layers");
+    write_layers(f, &src, &layer, &mut path_sl);
+    Ok(Routing {
+        lfts,
+        sl2vl: Some(identity_sl2vl(f, used)),
+        path_sl: Some(path_sl),
+        vls_needed: Some(needed),
+    })
 }
 
 /// Moves routes up the layers until each layer's dependency graph is

@@ -12,9 +12,11 @@ pub mod lash;
 pub mod minhop;
 pub mod nue;
 pub(crate) mod paths;
+pub mod rounds;
 pub mod shard;
 pub mod sssp;
 pub mod sssp_opensm;
+pub mod sssp_streams;
 pub mod trees;
 pub mod updn;
 
@@ -178,6 +180,11 @@ pub struct EngineOptions<'a> {
     /// Root switches (node GUIDs) for engines that rank switches from roots
     /// (Up*/Down*); `None` lets the engine choose.
     pub roots: Option<&'a [u64]>,
+    /// SSSP's balancing (engines sssp and dfsssp, and the sssp base) in
+    /// this many fixed streams that exchange link loads in rounds
+    /// ([`sssp_streams`]): the streams can run on several workers and give
+    /// the same tables. 0: the classic sequential greedy.
+    pub sssp_streams: u16,
 }
 
 impl Default for EngineOptions<'_> {
@@ -188,6 +195,7 @@ impl Default for EngineOptions<'_> {
             base: None,
             progress: None,
             roots: None,
+            sssp_streams: 0,
         }
     }
 }
@@ -201,9 +209,9 @@ impl EngineOptions<'_> {
                 let hops = g.hop_matrix();
                 Ok(minhop::minhop_lfts(f, &g, &hops, self))
             }
-            Base::Sssp => Ok(sssp::sssp_lfts(f, self)),
+            Base::Sssp => sssp::sssp_lfts(f, self),
             Base::Trees => Ok(trees::tree_lfts(f, self)),
-            Base::Auto => Ok(self.trees_or_sssp(f, |_| false)),
+            Base::Auto => self.trees_or_sssp(f, |_| false),
         }
     }
 
@@ -214,7 +222,7 @@ impl EngineOptions<'_> {
         &self,
         f: &Fabric,
         enough: impl Fn(&crate::load::LinkLoad) -> bool,
-    ) -> crate::tables::Lfts {
+    ) -> Result<crate::tables::Lfts> {
         let trees = trees::tree_lfts(f, self);
         let load = crate::load::link_load(f, &trees);
         self.keep_trees_or_sssp(f, trees, &load, enough)
@@ -228,18 +236,14 @@ impl EngineOptions<'_> {
         trees: crate::tables::Lfts,
         load: &crate::load::LinkLoad,
         enough: impl Fn(&crate::load::LinkLoad) -> bool,
-    ) -> crate::tables::Lfts {
+    ) -> Result<crate::tables::Lfts> {
         if enough(load) {
-            return trees;
+            return Ok(trees);
         }
-        let sssp = sssp::sssp_lfts(f, self);
+        let sssp = sssp::sssp_lfts(f, self)?;
         let sssp_max = crate::load::link_load(f, &sssp).max;
         tracing::debug!(trees = load.max, sssp = sssp_max, "busiest link per base");
-        if sssp_max < load.max {
-            sssp
-        } else {
-            trees
-        }
+        Ok(if sssp_max < load.max { sssp } else { trees })
     }
 
     pub fn report(&self, done: u64, total: u64) {

@@ -23,10 +23,12 @@
 //! process holding some layers needs the summed loads once per round and
 //! returns its layers' columns at the end ([`super::nue::Layers`]).
 //!
-//! What does not split: SSSP's balancing (each destination's tree reads the
-//! link weights every earlier destination raised), and DF-DN on the MinHop
-//! or SSSP base (its SL choice needs the whole base first): those run in
-//! one place.
+//! SSSP's classic balancing does not split: each destination's tree reads
+//! the link weights every earlier destination raised. Its streamed variant
+//! ([`super::sssp_streams`], chosen by `EngineOptions::sssp_streams`) does,
+//! as Nue does, in rounds ([`super::rounds`]); DF-SSSP's layering then runs
+//! where the streams are merged. DF-DN on the MinHop or SSSP base (its SL
+//! choice needs the whole base first) runs in one place.
 
 use super::trees::{lfts_from_next, load_toward, TreeParents};
 use super::{Base, EngineKind, EngineOptions};
@@ -48,19 +50,25 @@ pub struct RoutePart {
     pub load: LoadSums,
 }
 
-/// Whether a job of `engine` on `base` (None: the engine's default) can be
-/// cut across workers; `Err` says why not.
-pub fn splits(engine: EngineKind, base: Option<Base>) -> std::result::Result<(), String> {
-    if matches!(engine, EngineKind::Minhop | EngineKind::Nue) {
+/// Whether a job of `engine` with `opts` (its base, its SSSP streams) can
+/// be cut across workers; `Err` says why not.
+pub fn splits(engine: EngineKind, opts: &EngineOptions) -> std::result::Result<(), String> {
+    if matches!(engine, EngineKind::Minhop) || super::rounds::in_rounds(engine, opts) {
         return Ok(());
     }
-    if engine != EngineKind::Dfdn {
+    if matches!(engine, EngineKind::Sssp | EngineKind::Dfsssp) {
         return Err(format!(
-            "{} is not cut across workers (dfdn, minhop and nue are)",
+            "{} balances each destination on weights every earlier destination raised, so it is computed in one place (SSSP streams split: --sssp-streams N)",
             engine.name()
         ));
     }
-    match base {
+    if engine != EngineKind::Dfdn {
+        return Err(format!(
+            "{} is not cut across workers (dfdn, minhop and nue are, and sssp and dfsssp with SSSP streams)",
+            engine.name()
+        ));
+    }
+    match opts.base {
         None | Some(Base::Trees) | Some(Base::Auto) => Ok(()),
         Some(b) => Err(format!(
             "base {b} balances each destination on counters every earlier destination set, so it is computed in one place"
@@ -179,7 +187,7 @@ fn bad(reason: String) -> Error {
 /// switch once) and finishes it: the base choice, the SL choice. The
 /// tables equal `DfDn.route(f, opts)`, byte for byte.
 pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Result<Routing> {
-    splits(EngineKind::Dfdn, opts.base).map_err(bad)?;
+    splits(EngineKind::Dfdn, opts).map_err(bad)?;
     let n = f.switches().len();
     let order = tiled(n, parts, |p| (p.start, p.end)).map_err(bad)?;
     let mut next = Vec::with_capacity(n * n);
@@ -203,14 +211,14 @@ pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Resu
     let lfts = match opts.base {
         Some(Base::Trees) => trees,
         Some(Base::Auto) => {
-            opts.keep_trees_or_sssp(f, trees, &crate::load::summarize(f, &load), |_| false)
+            opts.keep_trees_or_sssp(f, trees, &crate::load::summarize(f, &load), |_| false)?
         }
         _ => opts.keep_trees_or_sssp(
             f,
             trees,
             &crate::load::summarize(f, &load),
             super::dfdn::trees_enough,
-        ),
+        )?,
     };
     let (sl2vl, path_sl) = super::dfdn::assign_vls(f, &lfts, opts)?;
     Ok(Routing {
@@ -460,10 +468,18 @@ mod tests {
             base: Some(Base::MinHop),
             ..EngineOptions::default()
         };
-        assert!(splits(EngineKind::Dfdn, minhop.base).is_err());
-        assert!(splits(EngineKind::Nue, None).is_ok());
-        assert!(splits(EngineKind::Dfdn, None).is_ok());
-        assert!(splits(EngineKind::Minhop, None).is_ok());
-        assert!(splits(EngineKind::Sssp, None).is_err());
+        let streams = EngineOptions {
+            sssp_streams: 16,
+            ..EngineOptions::default()
+        };
+        assert!(splits(EngineKind::Dfdn, &minhop).is_err());
+        assert!(splits(EngineKind::Nue, &opts).is_ok());
+        assert!(splits(EngineKind::Dfdn, &opts).is_ok());
+        assert!(splits(EngineKind::Minhop, &opts).is_ok());
+        assert!(splits(EngineKind::Sssp, &opts).is_err());
+        assert!(splits(EngineKind::Dfsssp, &opts).is_err());
+        assert!(splits(EngineKind::Sssp, &streams).is_ok());
+        assert!(splits(EngineKind::Dfsssp, &streams).is_ok());
+        assert!(splits(EngineKind::Lash, &streams).is_err());
     }
 }

@@ -22,7 +22,7 @@ use super::{EngineOptions, RoutingEngine};
 use crate::error::Result;
 use crate::graph::{SwitchGraph, UNREACHABLE};
 use crate::model::{Fabric, NONE};
-use crate::routing::minhop::lid_targets;
+use crate::routing::minhop::{lid_targets, LidTarget};
 use crate::tables::{Lfts, Routing, NO_PATH};
 
 pub struct Sssp;
@@ -38,7 +38,7 @@ impl RoutingEngine for Sssp {
         false
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
-        Ok(Routing::lfts_only(sssp_lfts(f, opts)))
+        Ok(Routing::lfts_only(sssp_lfts(f, opts)?))
     }
 }
 
@@ -46,8 +46,12 @@ impl RoutingEngine for Sssp {
 /// SSSP among the candidates: about 0.1 s there.
 const OPENSM_RUN_ENTRIES: usize = 1_000_000;
 
-/// Balanced minimal LFTs; shared with engines that build on SSSP.
-pub(crate) fn sssp_lfts(f: &Fabric, opts: &EngineOptions) -> Lfts {
+/// Balanced minimal LFTs; shared with engines that build on SSSP. With
+/// `opts.sssp_streams` set, the streamed variant ([`super::sssp_streams`]).
+pub(crate) fn sssp_lfts(f: &Fabric, opts: &EngineOptions) -> Result<Lfts> {
+    if opts.sssp_streams > 0 {
+        return super::sssp_streams::streamed_lfts(f, opts.sssp_streams as usize, opts);
+    }
     let quiet = EngineOptions {
         progress: None,
         ..*opts
@@ -82,12 +86,213 @@ pub(crate) fn sssp_lfts(f: &Fabric, opts: &EngineOptions) -> Lfts {
         busiest = ?loads,
         "sssp candidates"
     );
-    candidates.swap_remove(best).1
+    Ok(candidates.swap_remove(best).1)
 }
 
-/// The layered search with destinations ordered by switch GUID, or by the
-/// GUID's bytes reversed (how OpenSM's switch map orders them on x86);
-/// with the most routes any link carries.
+/// The sequential greedy in GUID order alone (one candidate of
+/// [`sssp_lfts`]).
+#[cfg(test)]
+pub(crate) fn guid_order_lfts(f: &Fabric) -> Lfts {
+    let g = SwitchGraph::new(f);
+    let hops = g.hop_matrix();
+    layered(f, &g, &hops, &EngineOptions::default(), false).0
+}
+
+/// End-port LIDs in the order SSSP balances them: switches with more HCAs
+/// first (by GUID among equals, or by the GUID's bytes reversed, how
+/// OpenSM's switch map orders them on x86), each switch's HCAs by port.
+/// End ports come first because they carry the traffic whose balance
+/// matters; switch LIDs (management only) follow, in LID order.
+pub(crate) fn end_port_order(
+    f: &Fabric,
+    targets: &[LidTarget],
+    hosts: &[u64],
+    swapped: bool,
+) -> Vec<u16> {
+    let mut ends: Vec<u16> = (0..targets.len() as u16)
+        .filter(|&l| targets[l as usize].end_port && targets[l as usize].switch != NONE)
+        .collect();
+    ends.sort_by_key(|&l| {
+        let t = targets[l as usize];
+        let guid = f.guid(f.switches()[t.switch as usize]);
+        (
+            std::cmp::Reverse(hosts[t.switch as usize]),
+            if swapped { guid.swap_bytes() } else { guid },
+            t.port,
+        )
+    });
+    ends
+}
+
+/// HCAs behind each switch: the routes a tree toward an end port carries
+/// from there.
+pub(crate) fn hosts_per_switch(n: usize, targets: &[LidTarget]) -> Vec<u64> {
+    let mut hosts = vec![0u64; n];
+    for t in targets {
+        if t.end_port && t.switch != NONE {
+            hosts[t.switch as usize] += 1;
+        }
+    }
+    hosts
+}
+
+/// What every destination's tree reads.
+#[derive(Clone, Copy)]
+pub(crate) struct Net<'a> {
+    pub f: &'a Fabric,
+    pub g: &'a SwitchGraph,
+    pub hops: &'a [u8],
+    /// HCAs behind each switch ([`hosts_per_switch`]).
+    pub hosts: &'a [u64],
+}
+
+/// One destination's shortest-path tree over the channel weights, with
+/// the scratch it reuses from one destination to the next.
+pub(crate) struct Tree {
+    order: Vec<u32>,
+    cost: Vec<u64>,
+    parent: Vec<u32>,
+    flow: Vec<u64>,
+    /// The destination switch `order` and `cand` were built for.
+    order_of: u32,
+    cand: Vec<u32>,
+    cand_off: Vec<u32>,
+}
+
+impl Tree {
+    pub(crate) fn new(n: usize) -> Self {
+        Self {
+            order: Vec::with_capacity(n),
+            cost: vec![0; n],
+            parent: vec![u32::MAX; n],
+            flow: vec![0; n],
+            order_of: u32::MAX,
+            cand: Vec::new(),
+            cand_off: Vec::new(),
+        }
+    }
+
+    /// Routes toward `t`: the port of every switch into `col` (one entry
+    /// per switch, NO_PATH where none leads on). For an end port, every
+    /// host's route to it is added to the weight of the channels it
+    /// crosses. Among channels of equal cost the first wins, counting from
+    /// the `rotate`-th: streams that route on the same weights rotate by
+    /// their number, so they do not all pile onto the same link.
+    pub(crate) fn route(
+        &mut self,
+        net: &Net,
+        t: LidTarget,
+        weight: &mut [u64],
+        col: &mut [u8],
+        rotate: usize,
+    ) {
+        let Net { f, g, hops, hosts } = *net;
+        let n = g.len();
+        let j = t.switch as usize;
+        let hrow = &hops[j * n..(j + 1) * n];
+        if self.order_of != t.switch {
+            self.prepare(g, hrow);
+            self.order_of = t.switch;
+        }
+        let (order, cand, cand_off) = (&self.order, &self.cand, &self.cand_off);
+        let (cost, parent) = (&mut self.cost, &mut self.parent);
+        cost[j] = 0;
+        parent[j] = u32::MAX;
+        col[j] = t.port;
+        for (pos, &v) in order.iter().enumerate().skip(1) {
+            let v = v as usize;
+            let mut best = (u64::MAX, u32::MAX);
+            let here = &cand[cand_off[pos] as usize..cand_off[pos + 1] as usize];
+            let turn = if here.is_empty() {
+                0
+            } else {
+                rotate % here.len()
+            };
+            for &e in here[turn..].iter().chain(&here[..turn]) {
+                let u = g.adj[e as usize].0 as usize;
+                let c = cost[u] + weight[e as usize];
+                // Equal totals: the neighbour closer to the destination by
+                // weight first, as Dijkstra settles it first.
+                if c < best.0
+                    || (c == best.0
+                        && best.1 != u32::MAX
+                        && cost[u] < cost[g.adj[best.1 as usize].0 as usize])
+                {
+                    best = (c, e);
+                }
+            }
+            cost[v] = best.0;
+            parent[v] = best.1;
+            col[v] = if best.1 == u32::MAX {
+                NO_PATH
+            } else {
+                f.port_of(g.adj[best.1 as usize].1)
+            };
+        }
+        if t.end_port {
+            // Every host routes to this destination: add the number of
+            // routes crossing each channel to its weight, leaves first.
+            let flow = &mut self.flow;
+            for &v in order.iter().rev() {
+                let v = v as usize;
+                flow[v] += hosts[v];
+                let e = parent[v];
+                if e != u32::MAX {
+                    weight[e as usize] += flow[v];
+                    let u = g.adj[e as usize].0 as usize;
+                    flow[u] += flow[v];
+                }
+                flow[v] = 0;
+            }
+        }
+    }
+
+    /// Switches by hop distance to the destination switch (counting sort)
+    /// and, per switch in that order, the channels one hop closer: shared
+    /// by every LID on that switch.
+    fn prepare(&mut self, g: &SwitchGraph, hrow: &[u8]) {
+        let order = &mut self.order;
+        order.clear();
+        let maxh = hrow
+            .iter()
+            .copied()
+            .filter(|&h| h != UNREACHABLE)
+            .max()
+            .unwrap_or(0) as usize;
+        let mut bucket = vec![0u32; maxh + 2];
+        for &h in hrow {
+            if h != UNREACHABLE {
+                bucket[h as usize + 1] += 1;
+            }
+        }
+        for i in 1..bucket.len() {
+            bucket[i] += bucket[i - 1];
+        }
+        order.resize(bucket[maxh + 1] as usize, 0);
+        for (v, &h) in hrow.iter().enumerate() {
+            if h != UNREACHABLE {
+                order[bucket[h as usize] as usize] = v as u32;
+                bucket[h as usize] += 1;
+            }
+        }
+        self.cand.clear();
+        self.cand_off.clear();
+        self.cand_off.push(0);
+        for &v in order.iter() {
+            let hv = hrow[v as usize];
+            let start = g.off[v as usize] as usize;
+            for (i, &(u, _)) in g.neighbours(v).iter().enumerate() {
+                if hrow[u as usize] != UNREACHABLE && hrow[u as usize] + 1 == hv {
+                    self.cand.push((start + i) as u32);
+                }
+            }
+            self.cand_off.push(self.cand.len() as u32);
+        }
+    }
+}
+
+/// The layered search with destinations in [`end_port_order`]; with the
+/// most routes any link carries.
 fn layered(
     f: &Fabric,
     g: &SwitchGraph,
@@ -99,36 +304,15 @@ fn layered(
     let targets = lid_targets(f);
     let mut lfts = Lfts::for_fabric(f);
     let mut weight = vec![0u64; g.adj.len()];
-    let mut hosts = vec![0u64; n];
-    for t in &targets {
-        if t.end_port && t.switch != NONE {
-            hosts[t.switch as usize] += 1;
-        }
-    }
-    let mut order: Vec<u32> = Vec::with_capacity(n);
-    let mut cost = vec![0u64; n];
-    let mut parent = vec![u32::MAX; n];
-    let mut flow = vec![0u64; n];
-    let mut order_of: u32 = u32::MAX;
-    let mut cand: Vec<u32> = Vec::new();
-    let mut cand_off: Vec<u32> = Vec::new();
-    // End ports first (they carry the traffic whose load balancing matters),
-    // then switch LIDs, which only management traffic uses.
-    // End ports: switches with more HCAs first (by GUID among equals), each
-    // switch's HCAs by port.
-    let mut ends: Vec<u16> = (0..targets.len() as u16)
-        .filter(|&l| targets[l as usize].end_port)
-        .collect();
-    ends.sort_by_key(|&l| {
-        let t = targets[l as usize];
-        let guid = f.guid(f.switches()[t.switch as usize]);
-        (
-            std::cmp::Reverse(hosts[t.switch as usize]),
-            if swapped { guid.swap_bytes() } else { guid },
-            t.port,
-        )
-    });
-    let lids: Vec<u16> = ends
+    let hosts = hosts_per_switch(n, &targets);
+    let mut tree = Tree::new(n);
+    let net = Net {
+        f,
+        g,
+        hops,
+        hosts: &hosts,
+    };
+    let lids: Vec<u16> = end_port_order(f, &targets, &hosts, swapped)
         .into_iter()
         .chain((0..targets.len() as u16).filter(|&l| !targets[l as usize].end_port))
         .collect();
@@ -154,98 +338,12 @@ fn layered(
         if t.switch == NONE {
             continue;
         }
-        let j = t.switch as usize;
-        let hrow = &hops[j * n..(j + 1) * n];
-        if order_of != t.switch {
-            // Switches by hop distance to the destination switch (counting sort).
-            order.clear();
-            let maxh = hrow
-                .iter()
-                .copied()
-                .filter(|&h| h != UNREACHABLE)
-                .max()
-                .unwrap_or(0) as usize;
-            let mut bucket = vec![0u32; maxh + 2];
-            for &h in hrow {
-                if h != UNREACHABLE {
-                    bucket[h as usize + 1] += 1;
-                }
-            }
-            for i in 1..bucket.len() {
-                bucket[i] += bucket[i - 1];
-            }
-            order.resize(bucket[maxh + 1] as usize, 0);
-            for (v, &h) in hrow.iter().enumerate() {
-                if h != UNREACHABLE {
-                    order[bucket[h as usize] as usize] = v as u32;
-                    bucket[h as usize] += 1;
-                }
-            }
-            // Per switch in that order, the channels one hop closer to the
-            // destination switch: shared by every LID on that switch.
-            cand.clear();
-            cand_off.clear();
-            cand_off.push(0);
-            for &v in &order {
-                let hv = hrow[v as usize];
-                let start = g.off[v as usize] as usize;
-                for (i, &(u, _)) in g.neighbours(v).iter().enumerate() {
-                    if hrow[u as usize] != UNREACHABLE && hrow[u as usize] + 1 == hv {
-                        cand.push((start + i) as u32);
-                    }
-                }
-                cand_off.push(cand.len() as u32);
-            }
-            order_of = t.switch;
-        }
         if pending.len() == BLOCK {
             flush(&mut lfts, &mut cols, &mut pending);
         }
         let col = &mut cols[pending.len() * n..(pending.len() + 1) * n];
         pending.push(lid);
-        cost[j] = 0;
-        parent[j] = u32::MAX;
-        col[j] = t.port;
-        for (pos, &v) in order.iter().enumerate().skip(1) {
-            let v = v as usize;
-            let mut best = (u64::MAX, u32::MAX);
-            for &e in &cand[cand_off[pos] as usize..cand_off[pos + 1] as usize] {
-                let u = g.adj[e as usize].0 as usize;
-                let c = cost[u] + weight[e as usize];
-                // Equal totals: the neighbour closer to the destination by
-                // weight first, as Dijkstra settles it first.
-                if c < best.0
-                    || (c == best.0
-                        && best.1 != u32::MAX
-                        && cost[u] < cost[g.adj[best.1 as usize].0 as usize])
-                {
-                    best = (c, e);
-                }
-            }
-            cost[v] = best.0;
-            parent[v] = best.1;
-            let port = if best.1 == u32::MAX {
-                NO_PATH
-            } else {
-                f.port_of(g.adj[best.1 as usize].1)
-            };
-            col[v] = port;
-        }
-        if t.end_port {
-            // Every host routes to this destination: add the number of
-            // routes crossing each channel to its weight, leaves first.
-            for &v in order.iter().rev() {
-                let v = v as usize;
-                flow[v] += hosts[v];
-                let e = parent[v];
-                if e != u32::MAX {
-                    weight[e as usize] += flow[v];
-                    let u = g.adj[e as usize].0 as usize;
-                    flow[u] += flow[v];
-                }
-                flow[v] = 0;
-            }
-        }
+        tree.route(&net, t, &mut weight, col, 0);
         if k % 256 == 0 {
             opts.report(k as u64, total);
         }

@@ -1,26 +1,28 @@
-//! Nue on workers: its virtual layers are dealt out (each worker holds a
-//! session of some layers) and routed round by round; after every round
-//! the layers' added loads are summed here and sent with the next round
-//! ([`fabric::routing::nue::Layers`]). The loads of every round are kept,
-//! so a lost worker's layers start again elsewhere (another worker, or
-//! here when none is left) and replay the rounds already routed: the
-//! tables equal one process's, byte for byte, whoever computed what.
+//! The engines routed in rounds on workers ([`fabric::routing::rounds`]:
+//! Nue's virtual layers, SSSP's streams): the units are dealt out (each
+//! worker holds a session of some units) and routed round by round; after
+//! every round the units' added loads are summed here and sent with the
+//! next round. The loads of every round are kept, so a lost worker's units
+//! start again elsewhere (another worker, or here when none is left) and
+//! replay the rounds already routed: the tables equal one process's, byte
+//! for byte, whoever computed what.
 
 use super::{job_id, open_worker, Client, CoordError, JobRun, Load, Options, PartRun, WorkerRun};
-use fabric::routing::nue::{LayerCols, Layers, Plan, Stats};
-use fabric::routing::EngineOptions;
+use fabric::routing::nue::{LayerCols, Stats};
+use fabric::routing::rounds::{Held, Plan};
+use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::Routing;
 use fabric::Fabric;
 use proto::v1;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Where a group of layers is routed.
+/// Where a group of units is routed.
 enum At {
     /// A session on worker `w` (index into the workers).
     Worker { w: usize, session: u64 },
     /// Here; None once finished.
-    Here(Option<Box<Layers>>),
+    Here(Option<Box<Held>>),
 }
 
 struct Group {
@@ -30,6 +32,8 @@ struct Group {
     next: usize,
     /// Seconds the holders reported for this group's calls.
     seconds: f64,
+    /// Times the job was loaded again on the group's worker.
+    reloads: u32,
 }
 
 struct Remote {
@@ -37,7 +41,7 @@ struct Remote {
     client: Option<Client>,
     /// The workers' leases, when they were found in the store.
     leases: Option<crate::registry::Leases>,
-    /// Layers it holds now.
+    /// Units it holds now.
     holds: usize,
 }
 
@@ -60,16 +64,37 @@ impl Remote {
     }
 }
 
-/// Why a group's call failed: its worker is lost (the group moves), or
+/// Why a group's call failed: its worker is lost (the group moves), it no
+/// longer holds the job or the session (restarted, or dropped the job for
+/// newer ones: the job is loaded there again and the group replays), or
 /// the routing itself failed (the job fails, as it would in one process).
 enum StepError {
     Lost(String),
+    Dropped(String),
     Fatal(fabric::Error),
+}
+
+/// Times a group's worker is sent the job again after dropping it before
+/// the group moves elsewhere: a worker that keeps dropping it is too busy.
+const RELOADS: u32 = 2;
+
+impl StepError {
+    fn from_status(s: tonic::Status, what: String) -> Self {
+        let why = format!("{what}: {}", s.message());
+        if s.code() == tonic::Code::FailedPrecondition {
+            StepError::Dropped(why)
+        } else {
+            StepError::Lost(why)
+        }
+    }
 }
 
 /// What every call of the job shares.
 struct Ctx<'a> {
     job: &'a str,
+    f: &'a Fabric,
+    engine: EngineKind,
+    sssp_streams: u32,
     plan: &'a Plan,
     max_vls: u32,
     max_sls: u32,
@@ -90,12 +115,12 @@ fn loads(b: &[u8], want: usize) -> Result<Vec<u64>, String> {
 async fn call(
     r: &Remote,
     c: &Client,
-    req: v1::NueRoundRequest,
-) -> Result<v1::NueRoundReply, String> {
+    req: v1::RoundRequest,
+) -> Result<v1::RoundReply, tonic::Status> {
     let mut c = c.clone();
     tokio::select! {
-        r = c.nue_round(req) => r.map(|r| r.into_inner()).map_err(|s| s.message().to_string()),
-        _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
+        r = c.round(req) => r.map(|r| r.into_inner()),
+        _ = r.gone() => Err(tonic::Status::unavailable(super::LEASE_ENDED)),
     }
 }
 
@@ -113,19 +138,23 @@ async fn step(
         let global = &history[g.next];
         match &mut g.at {
             At::Here(held) => {
-                let layers = held
+                let units = held
                     .as_mut()
-                    .ok_or_else(|| StepError::Lost("the layers here are finished".into()))?;
+                    .ok_or_else(|| StepError::Lost("the units here are finished".into()))?;
                 let t = Instant::now();
-                last = layers.round(ctx.plan, global).map_err(StepError::Fatal)?;
+                last = units
+                    .round(ctx.f, ctx.plan, global)
+                    .map_err(StepError::Fatal)?;
                 g.seconds += t.elapsed().as_secs_f64();
             }
             At::Worker { w, session } => {
                 let (r, c) = remotes[*w].connected()?;
-                let req = v1::NueRoundRequest {
+                let req = v1::RoundRequest {
                     job: ctx.job.to_string(),
                     session: *session,
-                    layers: if g.next == 0 {
+                    engine: ctx.engine.name().to_string(),
+                    sssp_streams: ctx.sssp_streams,
+                    units: if g.next == 0 {
                         g.ids.iter().map(|&l| l as u32).collect()
                     } else {
                         Vec::new()
@@ -140,8 +169,11 @@ async fn step(
                     req.global.len() as u64,
                     std::sync::atomic::Ordering::Relaxed,
                 );
-                let reply = call(r, c, req).await.map_err(|why| {
-                    StepError::Lost(format!("layers {:?}, round {}: {why}", g.ids, g.next))
+                let reply = call(r, c, req).await.map_err(|s| {
+                    StepError::from_status(
+                        s,
+                        format!("{}s {:?}, round {}", ctx.plan.unit_name(), g.ids, g.next),
+                    )
                 })?;
                 ctx.received.fetch_add(
                     reply.delta.len() as u64,
@@ -156,7 +188,7 @@ async fn step(
     Ok(last)
 }
 
-/// The group's finished layers, every round routed.
+/// The group's finished units, every round routed.
 async fn finish(
     g: &mut Group,
     ctx: &Ctx<'_>,
@@ -166,29 +198,30 @@ async fn finish(
         At::Here(held) => held
             .take()
             .map(|l| l.finish())
-            .ok_or_else(|| StepError::Lost("the layers here are finished".into())),
+            .ok_or_else(|| StepError::Lost("the units here are finished".into())),
         At::Worker { w, session } => {
             let (r, c) = remotes[*w].connected()?;
             let mut out = Vec::with_capacity(g.ids.len());
             for &l in &g.ids {
-                let req = v1::NueRoundRequest {
+                let req = v1::RoundRequest {
                     job: ctx.job.to_string(),
                     session: *session,
                     finish: true,
-                    finish_layer: l as u32,
+                    finish_unit: l as u32,
                     ..Default::default()
                 };
-                let reply = call(r, c, req)
-                    .await
-                    .map_err(|why| StepError::Lost(format!("layer {l}, finish: {why}")))?;
+                let reply = call(r, c, req).await.map_err(|s| {
+                    StepError::from_status(s, format!("{} {l}, finish", ctx.plan.unit_name()))
+                })?;
                 ctx.received.fetch_add(
                     reply.cols.len() as u64,
                     std::sync::atomic::Ordering::Relaxed,
                 );
-                if reply.layer as usize != l {
+                if reply.unit as usize != l {
                     return Err(StepError::Lost(format!(
-                        "asked layer {l}, answered layer {}",
-                        reply.layer
+                        "asked {0} {l}, answered {0} {1}",
+                        ctx.plan.unit_name(),
+                        reply.unit
                     )));
                 }
                 g.seconds += reply.seconds;
@@ -211,7 +244,7 @@ async fn finish(
 }
 
 /// Gives the group of a lost worker to the live worker holding the fewest
-/// layers, or to this process when none is left; the new holder starts
+/// units, or to this process when none is left; the new holder starts
 /// at round 0.
 fn move_group(
     g: &mut Group,
@@ -246,15 +279,66 @@ fn move_group(
             }
         }
         None => {
-            tracing::warn!(layers = ?g.ids, "no worker left for these layers: routing them here");
+            tracing::warn!(units = ?g.ids, "no worker left for these {}s: routing them here", plan.unit_name());
             At::Here(Some(Box::new(plan.start(&g.ids)?)))
         }
     };
     Ok(())
 }
 
-/// Routes `f` with Nue on the workers at `addrs` (see the module doc).
-pub async fn route_nue(
+/// The group's worker no longer holds the job or the session: sends it
+/// the job again and restarts the group there at round 0 (it replays the
+/// rounds from the loads kept here), unless it dropped the job too often
+/// or the load fails; then the group moves as from a lost worker.
+async fn reload(
+    g: &mut Group,
+    why: String,
+    remotes: &mut [Remote],
+    load: &super::Load,
+    plan: &Plan,
+    sessions: &mut u64,
+) -> Result<(), CoordError> {
+    let At::Worker { w, .. } = g.at else {
+        return move_group(g, why, remotes, plan, sessions);
+    };
+    if g.reloads >= RELOADS {
+        let why = format!("{why} (dropped the job {} times)", g.reloads + 1);
+        return move_group(g, why, remotes, plan, sessions);
+    }
+    g.reloads += 1;
+    let r = &remotes[w];
+    let Some(c) = r.client.clone() else {
+        return move_group(g, why, remotes, plan, sessions);
+    };
+    tracing::info!(worker = %r.run.address, "{why}: loading the job there again");
+    let loaded = tokio::select! {
+        l = super::load_job(c, load) => l.map_err(|s| s.message().to_string()),
+        _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
+    };
+    match loaded {
+        Ok(_) => {
+            *sessions += 1;
+            g.at = At::Worker {
+                w,
+                session: *sessions,
+            };
+            g.next = 0;
+            Ok(())
+        }
+        Err(e) => move_group(
+            g,
+            format!("{why}; loading it again: {e}"),
+            remotes,
+            plan,
+            sessions,
+        ),
+    }
+}
+
+/// Routes `f` with `engine` (one [`fabric::routing::rounds::in_rounds`]
+/// accepts) on the workers at `addrs` (see the module doc).
+pub async fn route_rounds(
+    engine: EngineKind,
     f: &Fabric,
     topology: &[u8],
     addrs: &[String],
@@ -266,9 +350,13 @@ pub async fn route_nue(
         return Err(CoordError::NoWorkers);
     }
     let t0 = Instant::now();
-    let plan = Plan::new(f, engine_opts)?;
+    let plan = Plan::new(engine, f, engine_opts)?;
     let topology = Arc::new(topology.to_vec());
-    let job = job_id(&topology, &[], "route nue");
+    let job = job_id(
+        &topology,
+        &[],
+        &format!("route {engine} {}", engine_opts.sssp_streams),
+    );
     let load = Load {
         job: job.clone(),
         topology: topology.clone(),
@@ -314,7 +402,7 @@ pub async fn route_nue(
             r
         })
         .collect();
-    // Layers dealt round robin over the workers that loaded the job.
+    // Units dealt round robin over the workers that loaded the job.
     let live: Vec<usize> = (0..remotes.len())
         .filter(|&i| remotes[i].client.is_some())
         .collect();
@@ -325,18 +413,19 @@ pub async fn route_nue(
         << 8;
     let mut groups: Vec<Group> = Vec::new();
     if live.is_empty() {
-        tracing::warn!("no worker loaded the job: routing every layer here");
+        tracing::warn!("no worker loaded the job: routing every unit here");
         groups.push(Group {
-            ids: (0..plan.layers()).collect(),
+            ids: (0..plan.units()).collect(),
             at: At::Here(Some(Box::new(
-                plan.start(&(0..plan.layers()).collect::<Vec<_>>())?,
+                plan.start(&(0..plan.units()).collect::<Vec<_>>())?,
             ))),
             next: 0,
             seconds: 0.0,
+            reloads: 0,
         });
     } else {
-        for (j, &w) in live.iter().enumerate().take(plan.layers()) {
-            let ids: Vec<usize> = (j..plan.layers()).step_by(live.len()).collect();
+        for (j, &w) in live.iter().enumerate().take(plan.units()) {
+            let ids: Vec<usize> = (j..plan.units()).step_by(live.len()).collect();
             remotes[w].holds += ids.len();
             sessions += 1;
             groups.push(Group {
@@ -347,12 +436,16 @@ pub async fn route_nue(
                 },
                 next: 0,
                 seconds: 0.0,
+                reloads: 0,
             });
         }
     }
-    tracing::info!(%job, layers = plan.layers(), rounds = plan.rounds(), workers = live.len(), "nue job dealt");
+    tracing::info!(%job, %engine, units = plan.units(), rounds = plan.rounds(), workers = live.len(), "job dealt in rounds");
     let ctx = Ctx {
         job: &job,
+        f,
+        engine,
+        sssp_streams: u32::from(engine_opts.sssp_streams),
         plan: &plan,
         max_vls: u32::from(engine_opts.max_vls),
         max_sls: u32::from(engine_opts.max_sls),
@@ -386,6 +479,11 @@ pub async fn route_nue(
                         move_group(&mut groups[i], why, &mut remotes, &plan, &mut sessions)?;
                         moved = true;
                     }
+                    Err(StepError::Dropped(why)) => {
+                        let g = &mut groups[i];
+                        reload(g, why, &mut remotes, &load, &plan, &mut sessions).await?;
+                        moved = true;
+                    }
                 }
             }
             if !moved {
@@ -394,7 +492,7 @@ pub async fn route_nue(
         }
         engine_opts.report((r + 1) as u64, plan.rounds() as u64);
     }
-    let mut cols = Vec::with_capacity(plan.layers());
+    let mut cols = Vec::with_capacity(plan.units());
     for g in &mut groups {
         loop {
             // A group moved at the end replays every round first.
@@ -418,10 +516,13 @@ pub async fn route_nue(
                 Err(StepError::Lost(why)) => {
                     move_group(g, why, &mut remotes, &plan, &mut sessions)?
                 }
+                Err(StepError::Dropped(why)) => {
+                    reload(g, why, &mut remotes, &load, &plan, &mut sessions).await?
+                }
             }
         }
     }
-    let mut part_runs = Vec::with_capacity(plan.layers());
+    let mut part_runs = Vec::with_capacity(plan.units());
     let mut local_parts = 0;
     for g in &groups {
         let by = match g.at {
@@ -447,7 +548,7 @@ pub async fn route_nue(
     }
     part_runs.sort_by_key(|p| p.start);
     let t = Instant::now();
-    let routing = plan.tables(f, cols)?;
+    let routing = plan.tables(f, cols, &global)?;
     let (sent, received) = (
         ctx.sent.load(std::sync::atomic::Ordering::Relaxed),
         ctx.received.load(std::sync::atomic::Ordering::Relaxed),
@@ -455,7 +556,7 @@ pub async fn route_nue(
     let run = JobRun {
         job,
         kind: "route",
-        parts: plan.layers(),
+        parts: plan.units(),
         workers: remotes.into_iter().map(|r| r.run).collect(),
         part_runs,
         local_parts,

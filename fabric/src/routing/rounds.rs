@@ -1,0 +1,235 @@
+//! The engines that split into units routed in rounds: Nue's virtual
+//! layers ([`super::nue::Plan`]) and SSSP's streams
+//! ([`super::sssp_streams::Plan`]). Both hold some units, route a round on
+//! the channel loads all units had at its start, answer the load they
+//! added, and hand back each unit's columns at the end; the workers and
+//! the caller that deals the units ([`super::shard`]) see only this.
+
+use super::nue::LayerCols;
+use super::{EngineKind, EngineOptions};
+use crate::error::{Error, Result};
+use crate::model::Fabric;
+use crate::tables::Routing;
+
+pub enum Plan {
+    Nue(super::nue::Plan),
+    Sssp {
+        plan: super::sssp_streams::Plan,
+        /// DF-SSSP: the merged LFTs are split over VL layers here.
+        layered: bool,
+        max_vls: u8,
+        max_sls: u8,
+    },
+}
+
+/// Units of a plan held by one process.
+pub enum Held {
+    Nue(super::nue::Layers),
+    Sssp(super::sssp_streams::Streams),
+}
+
+/// Whether `engine` with `opts` routes in rounds.
+pub fn in_rounds(engine: EngineKind, opts: &EngineOptions) -> bool {
+    match engine {
+        EngineKind::Nue => true,
+        EngineKind::Sssp | EngineKind::Dfsssp => opts.sssp_streams > 0,
+        _ => false,
+    }
+}
+
+impl Plan {
+    /// The plan of `engine` on `f`; the same on every process given the
+    /// same fabric, VL budget and stream count.
+    pub fn new(engine: EngineKind, f: &Fabric, opts: &EngineOptions) -> Result<Self> {
+        match engine {
+            EngineKind::Nue => Ok(Plan::Nue(super::nue::Plan::new(f, opts)?)),
+            EngineKind::Sssp | EngineKind::Dfsssp if opts.sssp_streams > 0 => Ok(Plan::Sssp {
+                plan: super::sssp_streams::Plan::new(f, opts.sssp_streams as usize)?,
+                layered: engine == EngineKind::Dfsssp,
+                max_vls: opts.max_vls,
+                max_sls: opts.max_sls,
+            }),
+            other => Err(Error::Routing {
+                engine: other.name().into(),
+                reason: "not routed in rounds (nue is, and sssp and dfsssp with SSSP streams)"
+                    .into(),
+            }),
+        }
+    }
+
+    /// "layer" or "stream".
+    pub fn unit_name(&self) -> &'static str {
+        match self {
+            Plan::Nue(_) => "layer",
+            Plan::Sssp { .. } => "stream",
+        }
+    }
+
+    pub fn units(&self) -> usize {
+        match self {
+            Plan::Nue(p) => p.layers(),
+            Plan::Sssp { plan, .. } => plan.streams(),
+        }
+    }
+
+    pub fn rounds(&self) -> usize {
+        match self {
+            Plan::Nue(p) => p.rounds(),
+            Plan::Sssp { plan, .. } => plan.rounds(),
+        }
+    }
+
+    /// Length of the load vectors a round reads and returns.
+    pub fn channels(&self) -> usize {
+        match self {
+            Plan::Nue(p) => p.channels(),
+            Plan::Sssp { plan, .. } => plan.channels(),
+        }
+    }
+
+    /// Units `ids`, ready for round 0.
+    pub fn start(&self, ids: &[usize]) -> Result<Held> {
+        match self {
+            Plan::Nue(p) => p.start(ids).map(Held::Nue),
+            Plan::Sssp { plan, .. } => plan.start(ids).map(Held::Sssp),
+        }
+    }
+
+    /// The tables from every unit's columns and the loads after the last
+    /// round.
+    pub fn tables(&self, f: &Fabric, cols: Vec<LayerCols>, loads: &[u64]) -> Result<Routing> {
+        match self {
+            Plan::Nue(p) => p.tables(f, cols),
+            Plan::Sssp {
+                plan,
+                layered,
+                max_vls,
+                max_sls,
+            } => {
+                let lfts = plan.lfts(f, cols, loads)?;
+                if *layered {
+                    let opts = EngineOptions {
+                        max_vls: *max_vls,
+                        max_sls: *max_sls,
+                        ..Default::default()
+                    };
+                    super::dfsssp::layered_routing(f, lfts, &opts)
+                } else {
+                    Ok(Routing::lfts_only(lfts))
+                }
+            }
+        }
+    }
+}
+
+impl Held {
+    pub fn rounds_done(&self) -> usize {
+        match self {
+            Held::Nue(l) => l.rounds_done(),
+            Held::Sssp(s) => s.rounds_done(),
+        }
+    }
+
+    /// Routes the next round on `global` and returns the load added.
+    pub fn round(&mut self, f: &Fabric, plan: &Plan, global: &[u64]) -> Result<Vec<u64>> {
+        match (self, plan) {
+            (Held::Nue(l), Plan::Nue(p)) => l.round(p, global),
+            (Held::Sssp(s), Plan::Sssp { plan, .. }) => s.round(f, plan, global),
+            _ => Err(Error::Invalid(
+                "units of one engine routed on another's plan".into(),
+            )),
+        }
+    }
+
+    /// Each unit's columns, once every round has run.
+    pub fn finish(self) -> Vec<LayerCols> {
+        match self {
+            Held::Nue(l) => l.finish(),
+            Held::Sssp(s) => s.finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, Topology};
+    use crate::routing::RoutingEngine;
+
+    /// Units `groups` held by separate holders, rounds summed as the
+    /// coordinator sums them; the merged tables.
+    fn split(f: &Fabric, plan: &Plan, groups: &[Vec<usize>]) -> Routing {
+        let mut held: Vec<Held> = groups
+            .iter()
+            .map(|g| plan.start(g).expect("start"))
+            .collect();
+        let mut global = vec![0u64; plan.channels()];
+        for _ in 0..plan.rounds() {
+            let mut sum = vec![0u64; plan.channels()];
+            for h in &mut held {
+                let d = h.round(f, plan, &global).expect("round");
+                sum.iter_mut().zip(d).for_each(|(x, y)| *x += y);
+            }
+            global.iter_mut().zip(sum).for_each(|(x, y)| *x += y);
+        }
+        let cols = held.into_iter().flat_map(Held::finish).collect();
+        plan.tables(f, cols, &global).expect("tables")
+    }
+
+    #[test]
+    fn dfsssp_streams_split_equal_the_engine_in_one_process() {
+        let f = generate(&Topology::Dragonfly { p: 3, hosts: None }).expect("df3");
+        let opts = EngineOptions {
+            sssp_streams: 5,
+            ..Default::default()
+        };
+        let plan = Plan::new(EngineKind::Dfsssp, &f, &opts).expect("plan");
+        assert_eq!((plan.units(), plan.unit_name()), (5, "stream"));
+        let merged = split(&f, &plan, &[vec![3, 0], vec![4, 1, 2]]);
+        let direct = super::super::dfsssp::DfSssp
+            .route(&f, &opts)
+            .expect("dfsssp");
+        assert!(
+            merged.to_bytes() == direct.to_bytes(),
+            "the split changed the tables"
+        );
+        let report = crate::verify::verify(&f, &merged);
+        assert!(report.ok(), "{report:?}");
+        assert!(
+            report.vls_used >= 2,
+            "a Dragonfly needs more than one layer"
+        );
+        // The classic greedy differs: the streams are what the tables
+        // depend on, not the number of processes.
+        let classic = super::super::dfsssp::DfSssp
+            .route(&f, &EngineOptions::default())
+            .expect("classic");
+        assert!(classic.lfts != merged.lfts);
+    }
+
+    #[test]
+    fn only_nue_and_sssp_streams_route_in_rounds() {
+        let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("df2");
+        let plain = EngineOptions::default();
+        let streams = EngineOptions {
+            sssp_streams: 2,
+            ..Default::default()
+        };
+        for (e, o, ok) in [
+            (EngineKind::Nue, &plain, true),
+            (EngineKind::Sssp, &streams, true),
+            (EngineKind::Sssp, &plain, false),
+            (EngineKind::Dfdn, &streams, false),
+        ] {
+            assert_eq!(in_rounds(e, o), ok, "{e}");
+            assert_eq!(Plan::new(e, &f, o).is_ok(), ok, "{e}");
+        }
+        let nue = Plan::new(EngineKind::Nue, &f, &plain).expect("nue");
+        let mut held = Plan::new(EngineKind::Sssp, &f, &streams)
+            .expect("sssp")
+            .start(&[0])
+            .expect("start");
+        let err = held.round(&f, &nue, &vec![0; nue.channels()]);
+        assert!(err.is_err(), "streams routed on Nue's plan");
+    }
+}
