@@ -6,10 +6,13 @@
 # the merge), then 2 workers of which one is killed once it has loaded its
 # first job. Every run's tables are compared byte for byte with the one-process
 # tables. Prints a markdown table. dfdn, minhop and nue route on the
-# workers (nue by virtual layer, exchanging channel loads every round);
+# workers (nue by virtual layer, exchanging channel loads every round), and
+# sssp and dfsssp with EXTRA="--sssp-streams N" (by stream, the same way);
 # other engines route in the coordinator (only the verification is cut).
+# PARTS_PER_WORKER cuts DF-DN's, MinHop's and the verification's parts; the
+# engines routed in rounds hold one session per worker whatever it says.
 #
-#   [ENGINE=nue|minhop] [EXTRA="--allow-cycles"] scripts/bench_route_workers.sh TOPOLOGY [PARTS_PER_WORKER]
+#   [ENGINE=nue|minhop|sssp|dfsssp] [EXTRA="--allow-cycles --sssp-streams 16"] scripts/bench_route_workers.sh TOPOLOGY [PARTS_PER_WORKER]
 #
 # EXTRA: more `route` arguments (MinHop on a Dragonfly needs --allow-cycles
 # to write its tables; `route` then exits 1, which is expected here).

@@ -183,8 +183,8 @@ impl Agent {
         }
     }
 
-    /// Takes the routing options of `new` (engine, base, VLs, SLs, root
-    /// switches, DQR); the next [`Agent::reroute`] recomputes with them,
+    /// Takes the routing options of `new` (engine, base, SSSP streams, VLs,
+    /// SLs, root switches, DQR); the next [`Agent::reroute`] recomputes with them,
     /// ordering the update as after any change. Returns the keys that
     /// differ but only change on a restart, and what to hand to
     /// [`Agent::revert_reload`] if the recompute is refused.

@@ -193,8 +193,9 @@ fn on_workers(
         .is_ok()
 }
 
-/// DF-DN's routing of `f` on the configured workers; None when the store
-/// names none (or cannot be read): the caller routes here.
+/// The routing of `f` on the configured workers (DF-DN, MinHop, Nue, SSSP
+/// streams: [`worker::coordinator::route`]); None when the store names
+/// none (or cannot be read): the caller routes here.
 fn route_on_workers(
     cfg: &AgentConfig,
     kind: fabric::routing::EngineKind,

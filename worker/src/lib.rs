@@ -38,6 +38,9 @@ pub struct Job {
     /// once per job, shared by its sessions (a caller that moves units
     /// here after a loss does not pay for the plan again).
     plans: Mutex<Vec<(PlanKey, Arc<fabric::routing::rounds::Plan>)>>,
+    /// SHA-256 of the topology and tables as loaded: the same job loaded
+    /// again keeps this one, with its sessions and plans.
+    digest: Vec<u8>,
 }
 
 /// Engine, VLs, SLs, SSSP streams.
@@ -59,6 +62,10 @@ struct Session {
 /// behind, and a new one starts for the same units.
 const MAX_SESSIONS: usize = 16;
 
+/// Plans a job keeps (engine, VLs, SLs, streams as callers asked); the
+/// oldest goes first.
+const MAX_PLANS: usize = 4;
+
 impl Job {
     pub fn new(fabric: Fabric, routing: Option<Routing>) -> Self {
         Self {
@@ -68,6 +75,7 @@ impl Job {
             hops: std::sync::OnceLock::new(),
             sessions: Mutex::new(VecDeque::new()),
             plans: Mutex::new(Vec::new()),
+            digest: Vec::new(),
         }
     }
 }
@@ -254,6 +262,18 @@ impl Worker {
 
     fn insert(&self, id: String, job: Job) {
         let mut jobs = self.jobs();
+        // The same job again (another caller, or one that found it gone
+        // while it was only its session): keep the one held, with its
+        // sessions, as the newest.
+        if let Some(at) = jobs
+            .iter()
+            .position(|(j, held)| *j == id && held.digest == job.digest)
+        {
+            if let Some(kept) = jobs.remove(at) {
+                jobs.push_back(kept);
+            }
+            return;
+        }
         jobs.retain(|(j, _)| *j != id);
         jobs.push_back((id, Arc::new(job)));
         while jobs.len() > self.max_jobs {
@@ -323,7 +343,7 @@ impl WorkerRpc for Service {
             .chain_update(&tables)
             .finalize()
             .to_vec();
-        let id = job.clone();
+        let (id, d) = (job.clone(), digest.clone());
         let parsed = tokio::task::spawn_blocking(move || -> Result<Job, String> {
             let text = std::str::from_utf8(&topo).map_err(|e| format!("topology: {e}"))?;
             let fabric = fabric::formats::ibnetdiscover::parse(
@@ -336,7 +356,9 @@ impl WorkerRpc for Service {
             } else {
                 Some(Routing::from_bytes(&fabric, &tables).map_err(|e| format!("tables: {e}"))?)
             };
-            Ok(Job::new(fabric, routing))
+            let mut job = Job::new(fabric, routing);
+            job.digest = d;
+            Ok(job)
         })
         .await
         .map_err(|e| Status::internal(format!("load task: {e}")))?
@@ -520,6 +542,9 @@ fn plan_for(job: &Job, r: &v1::RoundRequest) -> Result<Arc<fabric::routing::roun
         return Ok(p.clone());
     }
     plans.push((key, plan.clone()));
+    if plans.len() > MAX_PLANS {
+        plans.remove(0);
+    }
     Ok(plan)
 }
 
@@ -560,8 +585,11 @@ fn round_step(worker: &Worker, job: &Job, r: v1::RoundRequest) -> Result<v1::Rou
             }
             s
         }
+        // The job is here but not the session (evicted, or never started):
+        // NOT_FOUND, so the caller starts a new one without sending the
+        // job again (FAILED_PRECONDITION says the job is gone).
         None => {
-            return Err(Status::failed_precondition(format!(
+            return Err(Status::not_found(format!(
                 "session {} is not held here",
                 r.session
             )))
@@ -575,7 +603,7 @@ fn round_step(worker: &Worker, job: &Job, r: v1::RoundRequest) -> Result<v1::Rou
             if units.rounds_done() != s.plan.rounds() {
                 let done = units.rounds_done();
                 s.units = Some(units);
-                return Err(Status::failed_precondition(format!(
+                return Err(Status::aborted(format!(
                     "session {}: {done} of {} rounds routed, nothing to finish",
                     r.session,
                     s.plan.rounds()
@@ -614,13 +642,13 @@ fn round_step(worker: &Worker, job: &Job, r: v1::RoundRequest) -> Result<v1::Rou
         });
     }
     let Some(units) = s.units.as_mut() else {
-        return Err(Status::failed_precondition(format!(
+        return Err(Status::aborted(format!(
             "session {} is finished",
             r.session
         )));
     };
     if r.round != units.rounds_done() as u64 {
-        return Err(Status::failed_precondition(format!(
+        return Err(Status::aborted(format!(
             "session {}: asked round {}, next is {}",
             r.session,
             r.round,
@@ -665,6 +693,31 @@ pub const PART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_job_loaded_again_keeps_what_it_holds() {
+        let df2 = || {
+            fabric::gen::generate(&fabric::gen::Topology::Dragonfly { p: 2, hosts: None })
+                .expect("df2")
+        };
+        let job = |digest: u8| {
+            let mut j = Job::new(df2(), None);
+            j.digest = vec![digest];
+            j
+        };
+        let w = Worker::new("w", 2);
+        w.insert("j".into(), job(1));
+        let held = w.loaded("j").expect("held");
+        w.insert("j".into(), job(1));
+        let again = w.loaded("j").expect("held");
+        assert!(Arc::ptr_eq(&held, &again), "its sessions and plans stay");
+        w.insert("j".into(), job(2));
+        let other = w.loaded("j").expect("held");
+        assert!(
+            !Arc::ptr_eq(&held, &other),
+            "other bytes under the same name replace it"
+        );
+    }
 
     #[test]
     fn a_part_is_listed_while_it_runs_and_not_after() {

@@ -87,8 +87,27 @@ impl Plan {
         }
     }
 
-    /// Units `ids`, ready for round 0.
+    /// Units `ids`, ready for round 0 (each once).
     pub fn start(&self, ids: &[usize]) -> Result<Held> {
+        let mut seen = vec![false; self.units()];
+        for &u in ids {
+            match seen.get_mut(u) {
+                Some(s) if !*s => *s = true,
+                Some(_) => {
+                    return Err(Error::Invalid(format!(
+                        "{} {u} asked twice",
+                        self.unit_name()
+                    )))
+                }
+                None => {
+                    return Err(Error::Invalid(format!(
+                        "no {} {u} in a plan of {}",
+                        self.unit_name(),
+                        self.units()
+                    )))
+                }
+            }
+        }
         match self {
             Plan::Nue(p) => p.start(ids).map(Held::Nue),
             Plan::Sssp { plan, .. } => plan.start(ids).map(Held::Sssp),
@@ -231,5 +250,9 @@ mod tests {
             .expect("start");
         let err = held.round(&f, &nue, &vec![0; nue.channels()]);
         assert!(err.is_err(), "streams routed on Nue's plan");
+        let sssp = Plan::new(EngineKind::Sssp, &f, &streams).expect("sssp");
+        assert!(sssp.start(&[1, 0, 1]).is_err(), "a stream asked twice");
+        assert!(sssp.start(&[2]).is_err(), "no stream 2 of 2");
+        assert!(nue.start(&[0, 0]).is_err(), "a layer asked twice");
     }
 }

@@ -1,5 +1,6 @@
 //! Routing jobs cut into parts for workers on other hosts: DF-DN by
-//! destination switch, MinHop by source switch.
+//! destination switch, MinHop by source switch; Nue by layer and SSSP by
+//! stream through [`super::rounds`].
 //!
 //! What splits: the base routing (the BFS trees, [`super::trees`]: every
 //! destination switch's column depends on the trees only) and its link

@@ -76,7 +76,7 @@ impl Plan {
         // (BENCHMARKS.md), busiest link over classic SSSP with 4 and 16
         // streams: round robin alone +4/+7 % (Dragonfly p=4), +1/+4 % (p=6),
         // +264/+550 % (fat tree); with the rotation -8/+4 %, -10/-8 %,
-        // +65/+175 %; in blocks +19/+6 %, +16/+12 %, +71/+121 %.
+        // +65/+175 %; in blocks +18/+6 %, +15/+12 %, +72/+121 %.
         let order = end_port_order(f, &targets, &hosts, false);
         let mut switches: Vec<u32> = order.iter().map(|&l| targets[l as usize].switch).collect();
         switches.dedup();

@@ -65,26 +65,30 @@ impl Remote {
 }
 
 /// Why a group's call failed: its worker is lost (the group moves), it no
-/// longer holds the job or the session (restarted, or dropped the job for
-/// newer ones: the job is loaded there again and the group replays), or
-/// the routing itself failed (the job fails, as it would in one process).
+/// longer holds the job (restarted, or dropped it for newer ones: the job
+/// is loaded there again and the group replays in a new session), it holds
+/// the job but not the session or not at that round (a new session
+/// replays), or the routing itself failed (the job fails, as it would in
+/// one process).
 enum StepError {
     Lost(String),
     Dropped(String),
+    Restart(String),
     Fatal(fabric::Error),
 }
 
-/// Times a group's worker is sent the job again after dropping it before
-/// the group moves elsewhere: a worker that keeps dropping it is too busy.
+/// Times a group starts again on its worker (the job sent again, or a new
+/// session) before it moves elsewhere: a worker that keeps dropping it is
+/// too busy.
 const RELOADS: u32 = 2;
 
 impl StepError {
     fn from_status(s: tonic::Status, what: String) -> Self {
         let why = format!("{what}: {}", s.message());
-        if s.code() == tonic::Code::FailedPrecondition {
-            StepError::Dropped(why)
-        } else {
-            StepError::Lost(why)
+        match s.code() {
+            tonic::Code::FailedPrecondition => StepError::Dropped(why),
+            tonic::Code::NotFound | tonic::Code::Aborted => StepError::Restart(why),
+            _ => StepError::Lost(why),
         }
     }
 }
@@ -286,13 +290,15 @@ fn move_group(
     Ok(())
 }
 
-/// The group's worker no longer holds the job or the session: sends it
-/// the job again and restarts the group there at round 0 (it replays the
-/// rounds from the loads kept here), unless it dropped the job too often
-/// or the load fails; then the group moves as from a lost worker.
+/// The group's worker no longer holds the job (`send_job`) or the session:
+/// sends it the job again if needed and restarts the group there in a new
+/// session at round 0 (it replays the rounds from the loads kept here),
+/// unless that happened too often or the load fails; then the group moves
+/// as from a lost worker.
 async fn reload(
     g: &mut Group,
     why: String,
+    send_job: bool,
     remotes: &mut [Remote],
     load: &super::Load,
     plan: &Plan,
@@ -310,10 +316,15 @@ async fn reload(
     let Some(c) = r.client.clone() else {
         return move_group(g, why, remotes, plan, sessions);
     };
-    tracing::info!(worker = %r.run.address, "{why}: loading the job there again");
-    let loaded = tokio::select! {
-        l = super::load_job(c, load) => l.map_err(|s| s.message().to_string()),
-        _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
+    let loaded = if send_job {
+        tracing::info!(worker = %r.run.address, "{why}: loading the job there again");
+        tokio::select! {
+            l = super::load_job(c, load) => l.map(|_| ()).map_err(|s| s.message().to_string()),
+            _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
+        }
+    } else {
+        tracing::info!(worker = %r.run.address, "{why}: starting a new session there");
+        Ok(())
     };
     match loaded {
         Ok(_) => {
@@ -412,8 +423,12 @@ pub async fn route_rounds(
         .unwrap_or(0))
         << 8;
     let mut groups: Vec<Group> = Vec::new();
-    if live.is_empty() {
-        tracing::warn!("no worker loaded the job: routing every unit here");
+    if live.is_empty() || plan.rounds() == 0 {
+        if plan.rounds() == 0 {
+            tracing::info!("nothing to route in rounds (no HCA to route to): finishing here");
+        } else {
+            tracing::warn!("no worker loaded the job: routing every unit here");
+        }
         groups.push(Group {
             ids: (0..plan.units()).collect(),
             at: At::Here(Some(Box::new(
@@ -481,7 +496,12 @@ pub async fn route_rounds(
                     }
                     Err(StepError::Dropped(why)) => {
                         let g = &mut groups[i];
-                        reload(g, why, &mut remotes, &load, &plan, &mut sessions).await?;
+                        reload(g, why, true, &mut remotes, &load, &plan, &mut sessions).await?;
+                        moved = true;
+                    }
+                    Err(StepError::Restart(why)) => {
+                        let g = &mut groups[i];
+                        reload(g, why, false, &mut remotes, &load, &plan, &mut sessions).await?;
                         moved = true;
                     }
                 }
@@ -517,7 +537,10 @@ pub async fn route_rounds(
                     move_group(g, why, &mut remotes, &plan, &mut sessions)?
                 }
                 Err(StepError::Dropped(why)) => {
-                    reload(g, why, &mut remotes, &load, &plan, &mut sessions).await?
+                    reload(g, why, true, &mut remotes, &load, &plan, &mut sessions).await?
+                }
+                Err(StepError::Restart(why)) => {
+                    reload(g, why, false, &mut remotes, &load, &plan, &mut sessions).await?
                 }
             }
         }
