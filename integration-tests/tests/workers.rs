@@ -305,6 +305,24 @@ fn job<'a>(v: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value
         .and_then(|js| js.iter().find(|j| j["kind"] == kind))
 }
 
+/// The routing job of `route --json` output `v` ran in rounds on `k`
+/// workers: all `units` there, none here, every worker holding some.
+fn every_worker_held(v: &serde_json::Value, units: u64, k: usize) {
+    let r = job(v, "route").expect("routed on the workers");
+    assert_eq!(
+        (r["parts"].as_u64(), r["local_parts"].as_u64()),
+        (Some(units), Some(0)),
+        "{r}"
+    );
+    let holders: std::collections::BTreeSet<&str> = r["part_runs"]
+        .as_array()
+        .expect("part runs")
+        .iter()
+        .filter_map(|p| p["by"].as_str())
+        .collect();
+    assert_eq!(holders.len(), k, "every worker held units: {r}");
+}
+
 fn lost_in(j: &serde_json::Value) -> Vec<String> {
     j["workers"]
         .as_array()
@@ -424,19 +442,7 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         let v = route_json(&net, "nue", &out, &with(k, "1", &four));
         assert_eq!(tables(&out), tables(&one), "nue on {k} workers");
         assert_eq!(v["deadlock_free"], true);
-        let r = job(&v, "route").expect("nue routed on the workers");
-        assert_eq!(
-            (r["parts"].as_u64(), r["local_parts"].as_u64()),
-            (Some(4), Some(0)),
-            "{r}"
-        );
-        let holders: std::collections::BTreeSet<&str> = r["part_runs"]
-            .as_array()
-            .expect("part runs")
-            .iter()
-            .filter_map(|p| p["by"].as_str())
-            .collect();
-        assert_eq!(holders.len(), k, "every worker held layers: {r}");
+        every_worker_held(&v, 4, k);
     }
 
     // SSSP in streams splits as Nue does, by stream: sssp's LFTs (on the
@@ -457,19 +463,7 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
             if engine == "dfsssp" {
                 assert_eq!(tables(&out), tables(&one), "dfsssp on {k} workers");
             }
-            let r = job(&v, "route").expect("streams routed on the workers");
-            assert_eq!(
-                (r["parts"].as_u64(), r["local_parts"].as_u64()),
-                (Some(6), Some(0)),
-                "{r}"
-            );
-            let holders: std::collections::BTreeSet<&str> = r["part_runs"]
-                .as_array()
-                .expect("part runs")
-                .iter()
-                .filter_map(|p| p["by"].as_str())
-                .collect();
-            assert_eq!(holders.len(), k, "every worker held streams: {r}");
+            every_worker_held(&v, 6, k);
         }
     }
     // A worker killed once it holds the routing job of a larger fabric:

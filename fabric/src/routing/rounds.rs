@@ -227,6 +227,35 @@ mod tests {
     }
 
     #[test]
+    fn sssp_streams_do_not_depend_on_who_routes_which_stream() {
+        for t in [
+            Topology::Dragonfly { p: 3, hosts: None },
+            Topology::SlimFly { q: 5, hosts: None },
+        ] {
+            let f = generate(&t).expect("topology");
+            let opts = EngineOptions {
+                sssp_streams: 8,
+                ..Default::default()
+            };
+            let plan = Plan::new(EngineKind::Sssp, &f, &opts).expect("plan");
+            let one = split(&f, &plan, &[(0..8).collect()]);
+            let apart = split(&f, &plan, &[vec![5, 0, 3], vec![7], vec![1, 2, 4, 6]]);
+            assert!(
+                one.lfts == apart.lfts,
+                "{t:?}: the split changed the tables"
+            );
+            let direct = super::super::sssp::Sssp.route(&f, &opts).expect("sssp");
+            assert!(one.lfts == direct.lfts, "{t:?}: not the engine's tables");
+            let report = crate::verify::verify(&f, &one);
+            assert_eq!(report.broken_pairs, 0, "{t:?}: every HCA pair connected");
+            let diameter = crate::graph::SwitchGraph::new(&f)
+                .diameter()
+                .expect("connected");
+            assert!(report.max_hops <= diameter, "{t:?}: a route is not minimal");
+        }
+    }
+
+    #[test]
     fn only_nue_and_sssp_streams_route_in_rounds() {
         let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("df2");
         let plain = EngineOptions::default();

@@ -329,42 +329,6 @@ mod tests {
     use super::*;
     use crate::gen::{generate, Topology};
 
-    fn run_split(f: &Fabric, streams: usize, groups: &[Vec<usize>]) -> Lfts {
-        let plan = Plan::new(f, streams).expect("plan");
-        let mut held: Vec<Streams> = groups
-            .iter()
-            .map(|g| plan.start(g).expect("start"))
-            .collect();
-        let mut global = vec![0u64; plan.channels()];
-        for _ in 0..plan.rounds() {
-            let mut sum = vec![0u64; plan.channels()];
-            for h in &mut held {
-                let d = h.round(f, &plan, &global).expect("round");
-                sum.iter_mut().zip(d).for_each(|(x, y)| *x += y);
-            }
-            global.iter_mut().zip(sum).for_each(|(x, y)| *x += y);
-        }
-        let cols: Vec<LayerCols> = held.into_iter().flat_map(Streams::finish).collect();
-        plan.lfts(f, cols, &global).expect("lfts")
-    }
-
-    #[test]
-    fn the_tables_do_not_depend_on_who_routes_which_stream() {
-        for t in [
-            Topology::Dragonfly { p: 3, hosts: None },
-            Topology::SlimFly { q: 5, hosts: None },
-        ] {
-            let f = generate(&t).expect("topology");
-            let one = streamed_lfts(&f, 8, &EngineOptions::default()).expect("streams");
-            let split = run_split(&f, 8, &[vec![5, 0, 3], vec![7], vec![1, 2, 4, 6]]);
-            assert!(one == split, "{t:?}: the split changed the tables");
-            let report = crate::verify::verify(&f, &crate::tables::Routing::lfts_only(one));
-            assert_eq!(report.broken_pairs, 0, "{t:?}: every HCA pair connected");
-            let diameter = SwitchGraph::new(&f).diameter().expect("connected");
-            assert!(report.max_hops <= diameter, "{t:?}: a route is not minimal");
-        }
-    }
-
     #[test]
     fn one_stream_is_sssp_in_guid_order_and_more_streams_stay_close() {
         let f = generate(&Topology::Dragonfly { p: 4, hosts: None }).expect("df4");
