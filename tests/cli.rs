@@ -10,6 +10,16 @@ fn ibf(args: &[&str]) -> Output {
         .expect("binary runs")
 }
 
+/// Runs `ibfabric ARGS`, which must succeed.
+fn ok(args: &[&str]) {
+    let o = ibf(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 fn json(o: &Output) -> serde_json::Value {
     assert!(
         o.status.success(),
@@ -1311,9 +1321,7 @@ fn engines_json_lists_every_engine_with_its_claim() {
 fn logs_carry_no_colour_codes_off_a_terminal() {
     let d = tempfile::tempdir().unwrap();
     let net = d.path().join("t.net");
-    assert!(ibf(&["gen", "torus", "--dims", "3x3", "-o", s(&net)])
-        .status
-        .success());
+    ok(&["gen", "torus", "--dims", "3x3", "-o", s(&net)]);
     let o = ibf(&[
         "-v",
         "route",
@@ -1336,12 +1344,8 @@ fn reroute_after_a_link_fault_and_check_each_update_step() {
     let topo = dir.path().join("df2.topo");
     let old = dir.path().join("old");
     let new = dir.path().join("new");
-    assert!(ibf(&["gen", "dragonfly", "--p", "2", "-o", s(&topo)])
-        .status
-        .success());
-    assert!(ibf(&["route", "-t", s(&topo), "-e", "dfdn", "-o", s(&old)])
-        .status
-        .success());
+    ok(&["gen", "dragonfly", "--p", "2", "-o", s(&topo)]);
+    ok(&["route", "-t", s(&topo), "-e", "dfdn", "-o", s(&old)]);
     // Switch g0r0's port 3 leads to g0r1 (hosts on ports 1-2).
     let fail = "0x0002000000000001:3";
     let o = ibf(&[
@@ -1411,9 +1415,7 @@ fn reroute_a_dor_mesh_with_the_mesh_plugin() {
     let dir = tempfile::tempdir().expect("tmp");
     let topo = dir.path().join("m.net");
     let old = dir.path().join("old");
-    assert!(ibf(&["gen", "mesh", "--dims", "6x6", "-o", s(&topo)])
-        .status
-        .success());
+    ok(&["gen", "mesh", "--dims", "6x6", "-o", s(&topo)]);
     json(&ibf(&[
         "route",
         "-t",
@@ -1480,12 +1482,8 @@ fn ecube_routes_a_torus_and_reroutes_a_wrap_around_link() {
     let topo = dir.path().join("t.net");
     let mesh = dir.path().join("m.net");
     let old = dir.path().join("old");
-    assert!(ibf(&["gen", "torus", "--dims", "5x5", "-o", s(&topo)])
-        .status
-        .success());
-    assert!(ibf(&["gen", "mesh", "--dims", "5x5", "-o", s(&mesh)])
-        .status
-        .success());
+    ok(&["gen", "torus", "--dims", "5x5", "-o", s(&topo)]);
+    ok(&["gen", "mesh", "--dims", "5x5", "-o", s(&mesh)]);
     let r = json(&ibf(&[
         "route",
         "-t",

@@ -186,7 +186,38 @@ impl Tree {
         col: &mut [u8],
         rotate: usize,
     ) {
-        let Net { f, g, hops, hosts } = *net;
+        self.tree(net, t, weight, col, rotate);
+        if t.end_port {
+            // Every host routes to this destination: add the number of
+            // routes crossing each channel to its weight, leaves first.
+            let (g, hosts) = (net.g, net.hosts);
+            let flow = &mut self.flow;
+            for &v in self.order.iter().rev() {
+                let v = v as usize;
+                flow[v] += hosts[v];
+                let e = self.parent[v];
+                if e != u32::MAX {
+                    weight[e as usize] += flow[v];
+                    let u = g.adj[e as usize].0 as usize;
+                    flow[u] += flow[v];
+                }
+                flow[v] = 0;
+            }
+        }
+    }
+
+    /// The tree toward `t` alone, weights unchanged: [`Self::route`] without
+    /// the routes added (what a switch LID, which carries no HCA traffic,
+    /// needs).
+    pub(crate) fn tree(
+        &mut self,
+        net: &Net,
+        t: LidTarget,
+        weight: &[u64],
+        col: &mut [u8],
+        rotate: usize,
+    ) {
+        let Net { f, g, hops, .. } = *net;
         let n = g.len();
         let j = t.switch as usize;
         let hrow = &hops[j * n..(j + 1) * n];
@@ -228,22 +259,6 @@ impl Tree {
             } else {
                 f.port_of(g.adj[best.1 as usize].1)
             };
-        }
-        if t.end_port {
-            // Every host routes to this destination: add the number of
-            // routes crossing each channel to its weight, leaves first.
-            let flow = &mut self.flow;
-            for &v in order.iter().rev() {
-                let v = v as usize;
-                flow[v] += hosts[v];
-                let e = parent[v];
-                if e != u32::MAX {
-                    weight[e as usize] += flow[v];
-                    let u = g.adj[e as usize].0 as usize;
-                    flow[u] += flow[v];
-                }
-                flow[v] = 0;
-            }
         }
     }
 

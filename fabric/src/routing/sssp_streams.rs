@@ -172,29 +172,10 @@ impl Plan {
                 self.channels()
             )));
         }
-        let mut cols: Vec<Option<Vec<u8>>> = vec![None; self.streams()];
-        for p in parts {
-            let k = self.streams();
-            let slot = cols
-                .get_mut(p.layer)
-                .ok_or_else(|| fail(format!("a part for stream {} of {k}", p.layer)))?;
-            let want = self.streams[p.layer].len() * n;
-            if p.cols.len() != want {
-                return Err(fail(format!(
-                    "stream {}: {} column bytes, expected {want}",
-                    p.layer,
-                    p.cols.len()
-                )));
-            }
-            if slot.replace(p.cols).is_some() {
-                return Err(fail(format!("stream {} came back twice", p.layer)));
-            }
-        }
-        let cols: Vec<Vec<u8>> = cols
-            .into_iter()
-            .enumerate()
-            .map(|(s, c)| c.ok_or_else(|| fail(format!("stream {s} did not come back"))))
-            .collect::<Result<_>>()?;
+        let cols = LayerCols::each_once(parts, self.streams(), "stream", |u| {
+            self.streams[u].len() * n
+        })
+        .map_err(fail)?;
         // Switch LIDs on the final weights; they add none, so they route
         // side by side.
         let switch_lids: Vec<u16> = (0..self.targets.len() as u16)
@@ -206,11 +187,11 @@ impl Plan {
         let switch_cols: Vec<u8> = switch_lids
             .par_iter()
             .map_init(
-                || (Tree::new(n), weight.to_vec()),
-                |(tree, w), &lid| {
+                || Tree::new(n),
+                |tree, &lid| {
                     let mut col = vec![NO_PATH; n];
                     let t = self.targets[lid as usize];
-                    tree.route(&self.net(f), t, w, &mut col, 0);
+                    tree.tree(&self.net(f), t, weight, &mut col, 0);
                     col
                 },
             )
@@ -221,7 +202,7 @@ impl Plan {
             .streams
             .iter()
             .zip(&cols)
-            .flat_map(|(lids, c)| lids.iter().copied().zip(c.chunks_exact(n.max(1))))
+            .flat_map(|(lids, c)| lids.iter().copied().zip(c.cols.chunks_exact(n.max(1))))
             .chain(
                 switch_lids
                     .iter()

@@ -290,6 +290,25 @@ fn move_group(
     Ok(())
 }
 
+/// What a failed call does to its group: a routing error fails the job
+/// (as in one process); otherwise the group starts again on its worker or
+/// moves ([`StepError`]).
+async fn recover(
+    g: &mut Group,
+    e: StepError,
+    remotes: &mut [Remote],
+    load: &super::Load,
+    plan: &Plan,
+    sessions: &mut u64,
+) -> Result<(), CoordError> {
+    match e {
+        StepError::Fatal(e) => Err(e.into()),
+        StepError::Lost(why) => move_group(g, why, remotes, plan, sessions),
+        StepError::Dropped(why) => reload(g, why, true, remotes, load, plan, sessions).await,
+        StepError::Restart(why) => reload(g, why, false, remotes, load, plan, sessions).await,
+    }
+}
+
 /// The group's worker no longer holds the job (`send_job`) or the session:
 /// sends it the job again if needed and restarts the group there in a new
 /// session at round 0 (it replays the rounds from the loads kept here),
@@ -489,19 +508,9 @@ pub async fn route_rounds(
             for (i, res) in results {
                 match res {
                     Ok(d) => global.iter_mut().zip(d).for_each(|(x, y)| *x += y),
-                    Err(StepError::Fatal(e)) => return Err(e.into()),
-                    Err(StepError::Lost(why)) => {
-                        move_group(&mut groups[i], why, &mut remotes, &plan, &mut sessions)?;
-                        moved = true;
-                    }
-                    Err(StepError::Dropped(why)) => {
+                    Err(e) => {
                         let g = &mut groups[i];
-                        reload(g, why, true, &mut remotes, &load, &plan, &mut sessions).await?;
-                        moved = true;
-                    }
-                    Err(StepError::Restart(why)) => {
-                        let g = &mut groups[i];
-                        reload(g, why, false, &mut remotes, &load, &plan, &mut sessions).await?;
+                        recover(g, e, &mut remotes, &load, &plan, &mut sessions).await?;
                         moved = true;
                     }
                 }
@@ -532,16 +541,7 @@ pub async fn route_rounds(
                     cols.extend(c);
                     break;
                 }
-                Err(StepError::Fatal(e)) => return Err(e.into()),
-                Err(StepError::Lost(why)) => {
-                    move_group(g, why, &mut remotes, &plan, &mut sessions)?
-                }
-                Err(StepError::Dropped(why)) => {
-                    reload(g, why, true, &mut remotes, &load, &plan, &mut sessions).await?
-                }
-                Err(StepError::Restart(why)) => {
-                    reload(g, why, false, &mut remotes, &load, &plan, &mut sessions).await?
-                }
+                Err(e) => recover(g, e, &mut remotes, &load, &plan, &mut sessions).await?,
             }
         }
     }

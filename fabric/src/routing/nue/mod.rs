@@ -323,29 +323,9 @@ impl Plan {
 
     fn tables_with_stats(&self, f: &Fabric, parts: Vec<LayerCols>) -> Result<(Routing, Stats)> {
         let nsw = self.net.nsw;
-        let k = self.layers();
-        let mut cols: Vec<Option<LayerCols>> = (0..k).map(|_| None).collect();
-        for p in parts {
-            let slot = cols
-                .get_mut(p.layer)
-                .ok_or_else(|| fail(format!("a part for layer {} of {k}", p.layer)))?;
-            let want = self.dests[p.layer].len() * nsw;
-            if p.cols.len() != want {
-                return Err(fail(format!(
-                    "layer {}: {} column bytes, expected {want}",
-                    p.layer,
-                    p.cols.len()
-                )));
-            }
-            if slot.replace(p).is_some() {
-                return Err(fail("a layer came back twice".to_string()));
-            }
-        }
-        let cols: Vec<LayerCols> = cols
-            .into_iter()
-            .enumerate()
-            .map(|(l, c)| c.ok_or_else(|| fail(format!("layer {l} did not come back"))))
-            .collect::<Result<_>>()?;
+        let cols =
+            LayerCols::each_once(parts, self.layers(), "layer", |l| self.dests[l].len() * nsw)
+                .map_err(fail)?;
 
         let mut lfts = Lfts::for_fabric(f);
         let mut sl2vl = Sl2Vl::new(f);
@@ -485,6 +465,41 @@ pub struct LayerCols {
     pub layer: usize,
     pub cols: Vec<u8>,
     pub stats: Stats,
+}
+
+impl LayerCols {
+    /// `parts` in unit order, each of `units` once with `len(unit)` column
+    /// bytes (any arrival order, from any mix of processes); otherwise
+    /// what is wrong, naming the unit (`what`: "layer", "stream").
+    pub fn each_once(
+        parts: Vec<LayerCols>,
+        units: usize,
+        what: &str,
+        len: impl Fn(usize) -> usize,
+    ) -> std::result::Result<Vec<LayerCols>, String> {
+        let mut slots: Vec<Option<LayerCols>> = (0..units).map(|_| None).collect();
+        for p in parts {
+            let u = p.layer;
+            let slot = slots
+                .get_mut(u)
+                .ok_or_else(|| format!("a part for {what} {u} of {units}"))?;
+            let want = len(u);
+            if p.cols.len() != want {
+                return Err(format!(
+                    "{what} {u}: {} column bytes, expected {want}",
+                    p.cols.len()
+                ));
+            }
+            if slot.replace(p).is_some() {
+                return Err(format!("{what} {u} came back twice"));
+            }
+        }
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(u, c)| c.ok_or_else(|| format!("{what} {u} did not come back")))
+            .collect()
+    }
 }
 
 #[cfg(test)]
