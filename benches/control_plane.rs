@@ -191,7 +191,7 @@ fn main() {
     let runs = env("IBF_CP_RUNS", 5).max(1);
     let algo = std::env::var("IBF_CP_ALGO").unwrap_or_else(|_| "prefix".into());
     let etcd = match std::env::var("IBF_CP_STORE").as_deref() {
-        Ok("etcd") => Some(controller::testing::EtcdServer::start()),
+        Ok("etcd") => Some(store::testing::EtcdServer::start()),
         Ok("memory") | Err(_) => None,
         Ok(other) => panic!("IBF_CP_STORE={other}: memory or etcd"),
     };

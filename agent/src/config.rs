@@ -133,7 +133,7 @@ pub struct AgentConfig {
     /// the controller's `[store]` table), where each holds its key under a
     /// lease; one whose lease ends during a job is given up on at once.
     #[serde(default)]
-    pub workers_store: Option<controller::config::StoreConfig>,
+    pub workers_store: Option<store::StoreConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -258,7 +258,7 @@ impl ConfigFile for AgentConfig {
             .chain(
                 self.workers_store
                     .iter_mut()
-                    .filter_map(controller::config::StoreConfig::etcd_tls_mut)
+                    .filter_map(store::StoreConfig::etcd_tls_mut)
                     .flat_map(ibtls::TlsSettings::paths_mut),
             )
             .collect()

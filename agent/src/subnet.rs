@@ -209,7 +209,7 @@ fn route_on_workers(
     let job = async {
         let (addrs, leases) = match &cfg.workers_store {
             None => (cfg.workers.clone(), None),
-            Some(sc) => match worker::registry::find(sc).await {
+            Some(sc) => match store::registry::find(sc).await {
                 Ok(l) => (l.urls(), Some(l)),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot list the workers in the store: routing here");

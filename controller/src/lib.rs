@@ -20,9 +20,6 @@
 pub mod config;
 pub mod service;
 pub mod state;
-pub mod store;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 use fabric::intersubnet::{GlobalView, InterSubnetRouting};
 use proto::v1;

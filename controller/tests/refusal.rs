@@ -4,7 +4,6 @@
 //! published, the reason is in the status, and the first complete set of
 //! reports publishes.
 
-use controller::store::{MemoryStore, StorePersist};
 use controller::{Controller, Limits};
 use fabric::intersubnet::AlgorithmKind;
 use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
@@ -13,6 +12,7 @@ use fabric::routing::EngineKind;
 use proto::v1;
 use std::sync::Arc;
 use std::time::Duration;
+use store::{MemoryStore, StorePersist};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_are_published_only_when_every_subnet_vouches_for_its_part() {

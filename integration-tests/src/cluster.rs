@@ -112,9 +112,9 @@ impl Drop for Proc {
 }
 
 /// A loopback port for a test service, claimed so that no other draw of
-/// this machine's tests gets it ([`controller::testing::free_port`]).
+/// this machine's tests gets it ([`store::testing::free_port`]).
 pub fn free_port() -> Result<u16> {
-    Ok(controller::testing::free_port()?)
+    Ok(store::testing::free_port()?)
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, or fails after `limit`.

@@ -2,12 +2,12 @@
 //! (SIGKILL, no resignation) the other takes over within 3 s and serves
 //! the same table versions, and routers and agents follow it.
 
-use controller::testing::{unique_namespace, EtcdServer};
 use fabric::intersubnet::{Gid, GlobalView};
 use ibtls::{Identity, Role, Transport};
 use integration_tests::cluster::{wait_for, Cluster};
 use proto::v1;
 use std::time::{Duration, Instant};
+use store::testing::{unique_namespace, EtcdServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {

@@ -706,8 +706,8 @@ fn status_asks_the_workers() {
 /// and the tables stay the one process's. The next job no longer finds it.
 #[test]
 fn workers_found_and_given_up_through_their_leases_in_etcd() {
-    let etcd = controller::testing::EtcdServer::start();
-    let ns = controller::testing::unique_namespace("workers-leases");
+    let etcd = store::testing::EtcdServer::start();
+    let ns = store::testing::unique_namespace("workers-leases");
     let store = format!(
         "[store]\nkind = \"etcd\"\nendpoints = [\"{}\"]\ninsecure = true\nprefix = \"{ns}\"\nelection_ttl_seconds = 1\n",
         etcd.endpoint()

@@ -209,16 +209,16 @@ pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()
 /// leases watched.
 /// The parts the workers registered in the store of `path`'s `[store]`
 /// hold now.
-pub async fn held_parts(path: &std::path::Path) -> Result<Vec<worker::registry::HeldPart>> {
+pub async fn held_parts(path: &std::path::Path) -> Result<Vec<store::registry::HeldPart>> {
     use settings::ConfigFile;
-    let f = worker::registry::StoreFile::load(path)?;
+    let f = store::registry::StoreFile::load(path)?;
     let Some(sc) = f.store else {
         anyhow::bail!("{}: no [store] table", path.display());
     };
-    let store = controller::store::open(&sc)
+    let store = store::open(&sc)
         .await
         .with_context(|| format!("opening the store {} names", path.display()))?;
-    worker::registry::held_parts(store.as_ref())
+    store::registry::held_parts(store.as_ref())
         .await
         .with_context(|| {
             format!(
@@ -228,13 +228,13 @@ pub async fn held_parts(path: &std::path::Path) -> Result<Vec<worker::registry::
         })
 }
 
-pub async fn registered_workers(path: &std::path::Path) -> Result<worker::registry::Leases> {
+pub async fn registered_workers(path: &std::path::Path) -> Result<store::registry::Leases> {
     use settings::ConfigFile;
-    let f = worker::registry::StoreFile::load(path)?;
+    let f = store::registry::StoreFile::load(path)?;
     let Some(sc) = f.store else {
         anyhow::bail!("{}: no [store] table", path.display());
     };
-    let l = worker::registry::find(&sc).await.with_context(|| {
+    let l = store::registry::find(&sc).await.with_context(|| {
         format!(
             "finding the workers registered in the store {} names",
             path.display()

@@ -122,7 +122,7 @@ struct StatusJson {
     workers_asked: Vec<WorkerAskedJson>,
     /// With `--workers-from`: the parts recorded in the store, each under
     /// its holder's lease.
-    parts_held: Vec<worker::registry::HeldPart>,
+    parts_held: Vec<store::registry::HeldPart>,
     lagging: Vec<LagJson>,
 }
 

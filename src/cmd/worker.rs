@@ -26,12 +26,12 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         // connect.
         let _registration = match (&cfg.store, &cfg.advertise) {
             (Some(sc), Some(url)) => {
-                let store = controller::store::open(sc).await.with_context(|| {
+                let store = store::open(sc).await.with_context(|| {
                     format!("opening the store the worker registers in ({})", sc.kind)
                 })?;
                 let ttl = std::time::Duration::from_secs(sc.election_ttl_seconds.max(1));
                 w.record_parts_in(store.clone(), ttl);
-                Some(worker::registry::register(
+                Some(store::registry::register(
                     store,
                     cfg.name.clone(),
                     url.clone(),

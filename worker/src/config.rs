@@ -24,11 +24,11 @@
 //! key = "worker-w1-key.pem"
 //! ```
 
-use controller::config::StoreConfig;
 use serde::Deserialize;
 use settings::Invalid;
 pub use settings::{ConfigError, ConfigFile};
 use std::net::SocketAddr;
+use store::StoreConfig;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -35,7 +35,7 @@ pub struct Options {
     pub columns: bool,
     /// The workers' leases when they were found in the store: a worker
     /// whose lease ends is given up on at once, its open part requeued.
-    pub leases: Option<crate::registry::Leases>,
+    pub leases: Option<store::registry::Leases>,
 }
 
 impl Default for Options {
@@ -200,7 +200,7 @@ fn job_id(topology: &[u8], tables: &[u8], kind: &str) -> String {
 #[allow(clippy::too_many_arguments)]
 async fn run_parts<T: Covers + Send + 'static>(
     addrs: &[String],
-    leases: Option<&crate::registry::Leases>,
+    leases: Option<&store::registry::Leases>,
     transport: &ibtls::Transport,
     load: Load,
     kind: &'static str,

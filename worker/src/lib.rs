@@ -9,7 +9,7 @@
 
 pub mod config;
 pub mod coordinator;
-pub mod registry;
+
 pub mod wire;
 
 use fabric::tables::Routing;
@@ -113,7 +113,7 @@ struct OnPart<'a> {
 /// Where a worker records the parts it holds: a store, and the lease
 /// length.
 struct Ledger {
-    store: Arc<dyn controller::store::Store>,
+    store: Arc<dyn store::Store>,
     ttl: std::time::Duration,
 }
 
@@ -152,13 +152,9 @@ impl Worker {
     }
 
     /// Records every part from now on in `store`, under a lease of `ttl`
-    /// held while the part is computed ([`registry::held_parts`]): a
+    /// held while the part is computed ([`store::registry::held_parts`]): a
     /// worker that dies loses the lease, and the record goes with it.
-    pub fn record_parts_in(
-        &self,
-        store: Arc<dyn controller::store::Store>,
-        ttl: std::time::Duration,
-    ) {
+    pub fn record_parts_in(&self, store: Arc<dyn store::Store>, ttl: std::time::Duration) {
         let _ = self.ledger.set(Ledger { store, ttl });
     }
 
@@ -171,7 +167,7 @@ impl Worker {
         let rt = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (store, ttl, name) = (l.store.clone(), l.ttl, self.name.clone());
-        let election = format!("{}{part}", registry::PART);
+        let election = format!("{}{part}", store::registry::PART);
         rt.spawn(async move {
             tokio::pin!(rx);
             let guard = tokio::select! {

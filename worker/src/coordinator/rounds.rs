@@ -40,7 +40,7 @@ struct Remote {
     run: WorkerRun,
     client: Option<Client>,
     /// The workers' leases, when they were found in the store.
-    leases: Option<crate::registry::Leases>,
+    leases: Option<store::registry::Leases>,
     /// Units it holds now.
     holds: usize,
 }

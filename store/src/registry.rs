@@ -8,7 +8,7 @@
 //! open part goes back to the queue at once, whatever its connection still
 //! looks like.
 
-use controller::store::{EventKind, Store, StoreError, ELECTION_PREFIX};
+use crate::{EventKind, Store, StoreConfig, StoreError, ELECTION_PREFIX};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,8 +144,8 @@ impl Leases {
 }
 
 /// The workers registered in the store `sc` names (see [`discover`]).
-pub async fn find(sc: &controller::config::StoreConfig) -> Result<Leases, StoreError> {
-    discover(controller::store::open(sc).await?).await
+pub async fn find(sc: &StoreConfig) -> Result<Leases, StoreError> {
+    discover(crate::open(sc).await?).await
 }
 
 /// The workers registered in `store` now, watched from before they are
@@ -205,7 +205,7 @@ pub async fn discover(store: Arc<dyn Store>) -> Result<Leases, StoreError> {
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct StoreFile {
     #[serde(default)]
-    pub store: Option<controller::config::StoreConfig>,
+    pub store: Option<StoreConfig>,
 }
 
 impl settings::ConfigFile for StoreFile {
@@ -223,7 +223,7 @@ impl settings::ConfigFile for StoreFile {
     fn paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
         self.store
             .as_mut()
-            .and_then(controller::config::StoreConfig::etcd_tls_mut)
+            .and_then(StoreConfig::etcd_tls_mut)
             .into_iter()
             .flat_map(ibtls::TlsSettings::paths_mut)
             .collect()

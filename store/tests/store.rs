@@ -6,15 +6,17 @@
 //! controller processes of one cluster); `other` shares the backend under
 //! another namespace (another cluster on the same etcd).
 
-use controller::config::{ConfigFile, ControllerConfig, StoreConfig, StoreKind};
-use controller::store::{
-    observe_leader, EtcdStore, Event, EventKind, MemoryStore, Store, StoreError, StorePersist,
-    Watch,
-};
-use controller::testing::{unique_namespace, EtcdServer};
+use settings::ConfigFile;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use store::registry::StoreFile;
+use store::testing::{unique_namespace, EtcdServer};
+use store::{
+    observe_leader, EtcdStore, Event, EventKind, MemoryStore, Store, StoreError, StorePersist,
+    Watch,
+};
+use store::{StoreConfig, StoreKind};
 use tokio::time::timeout;
 
 /// Bound on anything that should happen promptly; generous because the
@@ -210,7 +212,7 @@ async fn stale_parts_are_collected(h: Handles) {
 
 /// Every write of a fenced commit lands, at one revision, or none does.
 async fn a_fenced_commit_is_atomic(h: Handles) {
-    use controller::store::Op;
+    use store::Op;
     let ga = within("campaign", STEP, h.a.campaign("ctl", "ctl-a", TTL))
         .await
         .unwrap();
@@ -704,7 +706,7 @@ async fn etcd_leader_steps_down_when_etcd_is_gone() {
     );
 }
 
-/// Figures for the record: `cargo test -p controller --test store --
+/// Figures for the record: `cargo test -p store --test store --
 /// --ignored --nocapture etcd_figures`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement, run by hand"]
@@ -757,9 +759,7 @@ async fn etcd_figures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_picks_the_store() {
-    let mem = controller::store::open(&StoreConfig::default())
-        .await
-        .unwrap();
+    let mem = store::open(&StoreConfig::default()).await.unwrap();
     assert!(mem.describe().starts_with("memory"), "{}", mem.describe());
     assert_eq!(mem.namespace(), "/ibfabric/default/");
 
@@ -772,7 +772,7 @@ async fn config_picks_the_store() {
         prefix: unique_namespace("config"),
         ..StoreConfig::default()
     };
-    let s = controller::store::open(&cfg).await.unwrap();
+    let s = store::open(&cfg).await.unwrap();
     assert!(s.describe().contains(server.endpoint()), "{}", s.describe());
     let r = s.put("k", b"v".to_vec()).await.unwrap();
     // Visible through a second, independent connection: it is etcd.
@@ -782,11 +782,8 @@ async fn config_picks_the_store() {
     assert_eq!(direct.get("k").await.unwrap(), Some((b"v".to_vec(), r)));
 
     // An unknown kind cannot reach `open`: the config refuses it when read.
-    let bad = ControllerConfig::parse(
-        "id = \"c\"\nlisten = \"127.0.0.1:1\"\n[store]\nkind = \"zookeeper\"\n",
-        "c.toml",
-    )
-    .expect_err("unknown store kind");
+    let bad = StoreFile::parse("[store]\nkind = \"zookeeper\"\n", "c.toml")
+        .expect_err("unknown store kind");
     assert!(bad.to_string().contains("zookeeper"), "{bad}");
 }
 
@@ -879,7 +876,7 @@ async fn etcd_over_tls_takes_only_clients_with_a_certificate_of_its_ca() {
         prefix: ns.clone(),
         ..StoreConfig::default()
     };
-    let via = controller::store::open(&cfg).await.expect("opens");
+    let via = store::open(&cfg).await.expect("opens");
     assert_eq!(via.get("k").await.expect("get"), Some((b"v".to_vec(), r)));
     // No certificate, or another CA's: refused.
     assert!(
