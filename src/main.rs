@@ -41,7 +41,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Cmd {
     /// Generate a topology file (ibnetdiscover grammar, loadable by ibsim).
-    Gen(cmd::gen::GenArgs),
+    Gen(cmd::generate::GenArgs),
     /// Print counts, diameter and radix of a topology file.
     Info(cmd::info::InfoArgs),
     /// Route a topology with an engine, verify the result, write OpenSM files.
@@ -131,7 +131,7 @@ fn main() {
         LogFormat::Json => fmt.json().with_ansi(false).init(),
     }
     let res = match cli.cmd {
-        Cmd::Gen(a) => cmd::gen::run(a),
+        Cmd::Gen(a) => cmd::generate::run(a),
         Cmd::Info(a) => cmd::info::run(a),
         Cmd::Route(a) => cmd::route::run(a),
         Cmd::RouteMulti(a) => cmd::route_multi::run(a),

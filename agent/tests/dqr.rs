@@ -9,7 +9,7 @@ use agent::follow::PLUGIN_STATUS;
 use agent::Agent;
 use fabric::dqr::{apply_faults, Fault};
 use fabric::formats::{ibnetdiscover, tableset, write_file};
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::model::Fabric;
 use fabric::verify::verify;
 use proto::v1;

@@ -32,7 +32,7 @@ fn the_report_carries_the_summary_of_the_verified_tables() {
     assert_eq!(back.host_lids.len(), routed.report.end_ports.len());
 
     // A subnet without router ports sends none.
-    let t = fabric::gen::generate(&fabric::gen::Topology::Mesh {
+    let t = fabric::generate::generate(&fabric::generate::Topology::Mesh {
         dims: vec![3, 3],
         torus: true,
         hosts: 1,

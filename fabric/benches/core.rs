@@ -9,7 +9,7 @@
 //! `cargo bench -p fabric --bench core`
 
 use fabric::formats::ibnetdiscover;
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::routing::{self, Base, EngineOptions};
 use fabric::verify;
 use std::path::Path;

@@ -11,7 +11,7 @@ pub mod dqr;
 pub mod error;
 pub mod formats;
 pub mod fsio;
-pub mod gen;
+pub mod generate;
 pub mod graph;
 pub mod intersubnet;
 pub mod load;

@@ -384,7 +384,7 @@ fn to_destination(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
     use crate::tables::NO_PATH;
 

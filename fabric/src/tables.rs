@@ -633,7 +633,7 @@ impl Routing {
 #[cfg(test)]
 mod wire_tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
 
     #[test]

@@ -3,7 +3,7 @@
 //! the verification gate can show that it refuses such tables.
 
 use crate::error::Result;
-use crate::gen::{generate, Topology};
+use crate::generate::{generate, Topology};
 use crate::model::Fabric;
 use crate::routing::{minhop::MinHop, EngineKind, EngineOptions, RoutingEngine};
 use crate::tables::Routing;

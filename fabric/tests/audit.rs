@@ -4,16 +4,16 @@
 
 mod common;
 
-use common::gen;
+use common::make;
 use fabric::audit::{compare, Difference};
-use fabric::gen::Topology;
+use fabric::generate::Topology;
 use fabric::model::{NodeKind, NONE};
 use fabric::routing::{self, EngineOptions};
 use fabric::tables::SL_NONE;
 
 #[test]
 fn a_read_back_agrees_and_every_changed_entry_is_named() {
-    let f = gen(Topology::Dragonfly { p: 2, hosts: None });
+    let f = make(Topology::Dragonfly { p: 2, hosts: None });
     let written = routing::by_name("dfdn")
         .unwrap()
         .route(&f, &EngineOptions::default())

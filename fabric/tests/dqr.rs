@@ -4,7 +4,7 @@
 //! the update passes through is deadlock free.
 
 use fabric::dqr::{self, apply_faults, ChannelList, Detours, Fault, Options, Turns};
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::model::{Fabric, Slot, NONE};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::{Routing, NO_PATH};

@@ -3,14 +3,14 @@
 //! the same name need on the same fabrics (measured on ibsim, see
 //! BENCHMARKS.md).
 
-use fabric::gen::Topology;
+use fabric::generate::Topology;
 use fabric::routing::{self, Base, EngineOptions};
 use fabric::tables::Routing;
 use fabric::verify::{self, Report};
 use fabric::Fabric;
 
 mod common;
-use common::{gen, torus};
+use common::{make, torus};
 
 fn route(f: &Fabric, engine: &str, opts: &EngineOptions) -> fabric::Result<Routing> {
     routing::by_name(engine).expect("registered").route(f, opts)
@@ -41,17 +41,17 @@ fn nets() -> Vec<(&'static str, Fabric)> {
         ("ring 6", torus(&[6])),
         (
             "dragonfly p=2",
-            gen(Topology::Dragonfly { p: 2, hosts: None }),
+            make(Topology::Dragonfly { p: 2, hosts: None }),
         ),
         (
             "dragonfly p=3",
-            gen(Topology::Dragonfly { p: 3, hosts: None }),
+            make(Topology::Dragonfly { p: 3, hosts: None }),
         ),
-        ("slimfly q=5", gen(Topology::SlimFly { q: 5, hosts: None })),
-        ("4-ary 3-tree", gen(Topology::KaryNTree { k: 4, n: 3 })),
+        ("slimfly q=5", make(Topology::SlimFly { q: 5, hosts: None })),
+        ("4-ary 3-tree", make(Topology::KaryNTree { k: 4, n: 3 })),
         (
             "random 24x5",
-            gen(Topology::RandomRegular {
+            make(Topology::RandomRegular {
                 switches: 24,
                 degree: 5,
                 hosts: 2,
@@ -80,7 +80,7 @@ fn both_engines_are_deadlock_free_and_connected_on_every_family() {
 
 #[test]
 fn a_tree_needs_one_layer_and_a_torus_more() {
-    let tree = gen(Topology::KaryNTree { k: 4, n: 3 });
+    let tree = make(Topology::KaryNTree { k: 4, n: 3 });
     for engine in ["dfsssp", "lash"] {
         let r = route(&tree, engine, &EngineOptions::default()).expect("routes");
         let rep = verify::verify(&tree, &r);
@@ -111,13 +111,13 @@ fn never_more_layers_than_opensm() {
         ("torus 4x4x4", torus(&[4, 4, 4]), 8, 5),
         (
             "dragonfly p=4",
-            gen(Topology::Dragonfly { p: 4, hosts: None }),
+            make(Topology::Dragonfly { p: 4, hosts: None }),
             6,
             5,
         ),
         (
             "slimfly q=5",
-            gen(Topology::SlimFly { q: 5, hosts: None }),
+            make(Topology::SlimFly { q: 5, hosts: None }),
             3,
             2,
         ),
@@ -142,7 +142,7 @@ fn never_more_layers_than_opensm() {
 
 #[test]
 fn dfsssp_balances_over_the_vls_it_may_use_and_needs_fewer() {
-    let f = gen(Topology::Dragonfly { p: 3, hosts: None });
+    let f = make(Topology::Dragonfly { p: 3, hosts: None });
     let (r8, rep8) = routed_ok(&f, "dfsssp", &EngineOptions::default());
     let needed = r8.vls_needed.expect("reported") as u32;
     assert_eq!(rep8.vls_used, 8, "spread over all 8 VLs");
@@ -178,7 +178,7 @@ fn a_budget_too_small_is_a_clear_error() {
 
 #[test]
 fn results_are_deterministic() {
-    let f = gen(Topology::Dragonfly { p: 3, hosts: None });
+    let f = make(Topology::Dragonfly { p: 3, hosts: None });
     for engine in ["dfsssp", "lash"] {
         let a = route(&f, engine, &EngineOptions::default()).expect("routes");
         let b = route(&f, engine, &EngineOptions::default()).expect("routes");

@@ -3,7 +3,7 @@
 //! verifier rebuilds the CDG from the emitted tables alone.
 
 use fabric::formats::{lft, pathsl, sl2vl};
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::graph::SwitchGraph;
 use fabric::model::{FabricBuilder, NodeKind};
 use fabric::routing::{self, EngineOptions};
@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use std::path::Path;
 
 mod common;
-use common::{gen, ring};
+use common::{make, ring};
 
 fn nue(f: &Fabric, max_vls: u8) -> fabric::Result<Routing> {
     let opts = EngineOptions {
@@ -109,7 +109,7 @@ fn registered_and_claims_deadlock_freedom() {
 
 #[test]
 fn torus_4x4x4() {
-    let f = gen(Topology::Mesh {
+    let f = make(Topology::Mesh {
         dims: vec![4, 4, 4],
         torus: true,
         hosts: 1,
@@ -124,7 +124,7 @@ fn torus_4x4x4() {
 
 #[test]
 fn dragonfly_p2() {
-    let f = gen(Topology::Dragonfly { p: 2, hosts: None });
+    let f = make(Topology::Dragonfly { p: 2, hosts: None });
     let res = sweep("dragonfly-p2", &f, &[1, 2, 4, 8]);
     for &(k, _, hops) in &res {
         if k >= 2 {
@@ -159,7 +159,7 @@ fn dragonfly_p2() {
 
 #[test]
 fn dragonfly_p4() {
-    let f = gen(Topology::Dragonfly { p: 4, hosts: None });
+    let f = make(Topology::Dragonfly { p: 4, hosts: None });
     let res = sweep("dragonfly-p4", &f, &[1, 2, 4, 8]);
     for &(k, _, hops) in &res {
         if k >= 4 {
@@ -170,7 +170,7 @@ fn dragonfly_p4() {
 
 #[test]
 fn slim_fly_q5() {
-    let f = gen(Topology::SlimFly { q: 5, hosts: None });
+    let f = make(Topology::SlimFly { q: 5, hosts: None });
     let res = sweep("slimfly-q5", &f, &[1, 2, 4, 8]);
     for &(k, _, hops) in &res {
         if k >= 2 {
@@ -181,7 +181,7 @@ fn slim_fly_q5() {
 
 #[test]
 fn kary_n_tree() {
-    let f = gen(Topology::KaryNTree { k: 4, n: 3 });
+    let f = make(Topology::KaryNTree { k: 4, n: 3 });
     let res = sweep("kary-4-3", &f, &[1, 2, 4, 8]);
     for &(k, _, hops) in &res {
         assert!(hops <= diameter(&f) + 2, "budget {k}: {hops} hops");
@@ -203,7 +203,7 @@ fn rings() {
 #[test]
 fn random_regular_graphs() {
     for (switches, degree, seed) in [(16, 2, 0), (32, 4, 1), (64, 6, 2), (100, 8, 3)] {
-        let f = gen(Topology::RandomRegular {
+        let f = make(Topology::RandomRegular {
             switches,
             degree,
             hosts: 2,
@@ -231,7 +231,7 @@ fn budgets_beyond_the_switch_count_leave_layers_empty() {
 
 #[test]
 fn fewer_sls_than_vls_limit_the_layers() {
-    let f = gen(Topology::Dragonfly { p: 2, hosts: None });
+    let f = make(Topology::Dragonfly { p: 2, hosts: None });
     let opts = EngineOptions {
         max_vls: 8,
         max_sls: 2,
@@ -245,7 +245,7 @@ fn fewer_sls_than_vls_limit_the_layers() {
 
 #[test]
 fn result_does_not_depend_on_thread_timing() {
-    let f = gen(Topology::Dragonfly { p: 3, hosts: None });
+    let f = make(Topology::Dragonfly { p: 3, hosts: None });
     let a = nue(&f, 4).unwrap();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)

@@ -3,7 +3,7 @@
 //! non-blocking shift permutations on fat trees, refusals elsewhere.
 
 use fabric::formats::guids;
-use fabric::gen::Topology;
+use fabric::generate::Topology;
 use fabric::graph::SwitchGraph;
 use fabric::model::{FabricBuilder, NodeKind, NONE};
 use fabric::routing::{self, ftree, updn, EngineOptions};
@@ -13,22 +13,22 @@ use fabric::{Fabric, NodeId, Slot};
 use std::collections::HashSet;
 
 mod common;
-use common::{gen, load, ring, torus};
+use common::{load, make, ring, torus};
 
 fn kary(k: u32, n: u32) -> Fabric {
-    gen(Topology::KaryNTree { k, n })
+    make(Topology::KaryNTree { k, n })
 }
 
 fn dragonfly(p: u32) -> Fabric {
-    gen(Topology::Dragonfly { p, hosts: None })
+    make(Topology::Dragonfly { p, hosts: None })
 }
 
 fn slimfly(q: u32) -> Fabric {
-    gen(Topology::SlimFly { q, hosts: None })
+    make(Topology::SlimFly { q, hosts: None })
 }
 
 fn random_regular() -> Fabric {
-    gen(Topology::RandomRegular {
+    make(Topology::RandomRegular {
         switches: 40,
         degree: 5,
         hosts: 2,
@@ -116,13 +116,13 @@ fn all_families() -> Vec<(&'static str, Fabric)> {
         ("slimfly-q5", slimfly(5)),
         ("kary-2-3", kary(2, 3)),
         ("kary-4-3", kary(4, 3)),
-        ("ft648", gen(Topology::ft648())),
+        ("ft648", make(Topology::ft648())),
         ("ring-9", ring(9)),
         ("ring4.net", load("ring4.net")),
         ("random-40-d5", random_regular()),
         (
             "hyperx-4x4",
-            gen(Topology::HyperX {
+            make(Topology::HyperX {
                 dims: vec![4, 4],
                 hosts: 2,
             }),
@@ -165,7 +165,7 @@ fn updn_and_dnup_route_trees_minimally() {
         ("kary-2-3", kary(2, 3)),
         ("kary-4-3", kary(4, 3)),
         ("kary-3-4", kary(3, 4)),
-        ("ft648", gen(Topology::ft648())),
+        ("ft648", make(Topology::ft648())),
         ("ft2_4l2s.net", load("ft2_4l2s.net")),
     ] {
         for engine in ["updn", "dnup"] {
@@ -211,7 +211,7 @@ fn updn_picks_tree_tops_or_the_graph_centre() {
     tops.sort();
     assert_eq!(tops, ["s2_0", "s2_1", "s2_2", "s2_3"]);
     // A line of five switches: the middle one is the centre.
-    let line = gen(Topology::Mesh {
+    let line = make(Topology::Mesh {
         dims: vec![5],
         torus: false,
         hosts: 1,
@@ -377,12 +377,12 @@ fn fat_trees() -> Vec<(&'static str, Fabric)> {
         ("kary-2-3", kary(2, 3)),
         ("kary-4-3", kary(4, 3)),
         ("kary-3-4", kary(3, 4)),
-        ("ft648", gen(Topology::ft648())),
+        ("ft648", make(Topology::ft648())),
         ("kary2_3.net", load("kary2_3.net")),
         ("ft2_4l2s.net", load("ft2_4l2s.net")),
         (
             "ft2-6x3-h4-l2",
-            gen(Topology::FatTree2 {
+            make(Topology::FatTree2 {
                 leaves: 6,
                 spines: 3,
                 hosts: 4,
@@ -428,7 +428,7 @@ fn ftree_shift_permutations_are_non_blocking_on_full_fat_trees() {
         ("kary-3-4", kary(3, 4), (1..81).collect()),
         (
             "ft648",
-            gen(Topology::ft648()),
+            make(Topology::ft648()),
             vec![1, 2, 17, 18, 19, 35, 36, 100, 323, 324, 325, 630, 647],
         ),
     ] {

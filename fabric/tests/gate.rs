@@ -1,7 +1,7 @@
 //! The verification gate: one policy for every caller.
 
 use fabric::formats::{ibnetdiscover, write_routing};
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::multi::{MultiFabric, Subnet};
 use fabric::pipeline;
 use fabric::routing::{EngineKind, EngineOptions, RoutingEngine};

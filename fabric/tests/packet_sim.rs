@@ -4,7 +4,7 @@
 //! transition check accepts never do.
 
 use fabric::dqr::{self, apply_faults, ChannelList, Fault, Options};
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::model::Fabric;
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::sim::packet::{Channel, Config};

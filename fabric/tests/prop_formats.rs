@@ -265,7 +265,7 @@ fn build_fabric(nodes: &[NodeSpec], links: &[(usize, usize)], base: u32) -> Fabr
 
 /// A small subnet with tables from a real engine, for the dump formats.
 fn routed() -> (Fabric, fabric::tables::Routing) {
-    let f = fabric::gen::generate(&fabric::gen::Topology::Mesh {
+    let f = fabric::generate::generate(&fabric::generate::Topology::Mesh {
         dims: vec![3],
         torus: true,
         hosts: 1,

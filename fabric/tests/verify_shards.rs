@@ -3,7 +3,7 @@
 //! ranges: on deadlock-free and cyclic tables, with and without VLs and
 //! SLs, and with broken pairs.
 
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::Routing;
 use fabric::verify::{

@@ -167,14 +167,14 @@ fn our_copy_of_opensms_sssp_chooses_every_port_as_opensm_does() {
 /// ports, and on a mesh for dimension order.
 #[test]
 fn our_minhop_and_dor_choose_every_port_as_opensm_does() {
-    for (gen, engine, switches, hcas) in [
+    for (gen_args, engine, switches, hcas) in [
         (&["dragonfly", "--p", "3"][..], "minhop", 114, 342),
         (&["mesh", "--dims", "5x4"][..], "dor", 20, 20),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let net = dir.path().join("f.net");
         let mut args = vec!["gen"];
-        args.extend_from_slice(gen);
+        args.extend_from_slice(gen_args);
         args.extend_from_slice(&["-o", net.to_str().unwrap()]);
         ibfabric(&args).unwrap();
         let f = fabric::formats::ibnetdiscover::read(&net).unwrap();

@@ -23,13 +23,13 @@ struct Fixture {
     path_sample: Option<usize>,
 }
 
-fn fixture(gen: &[&str]) -> Fixture {
+fn fixture(gen_args: &[&str]) -> Fixture {
     let plugin = opensm_plugin_build().expect("the plugin is built");
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().to_path_buf();
     let net = root.join("fabric.net");
     let mut args = vec!["gen"];
-    args.extend_from_slice(gen);
+    args.extend_from_slice(gen_args);
     args.extend_from_slice(&["-o", net.to_str().unwrap()]);
     ibfabric(&args).expect("gen");
     Fixture {
@@ -149,8 +149,8 @@ fn verify_read_back(fx: &Fixture, name: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn round_trip(gen: &[&str], engine: &str, extra: &[&str], sl2vl_reader: bool) {
-    let mut fx = fixture(gen);
+fn round_trip(gen_args: &[&str], engine: &str, extra: &[&str], sl2vl_reader: bool) {
+    let mut fx = fixture(gen_args);
     fx.sl2vl_reader = sl2vl_reader;
     let tables = fx.root.join("tables");
     let routed = route(&fx, engine, extra, &tables);

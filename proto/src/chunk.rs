@@ -93,7 +93,7 @@ pub fn split_mapping(
             parts.push(std::mem::replace(&mut cur, header.clone()));
             used = 0;
         }
-        cur.entries.push(e.clone());
+        cur.entries.push(*e);
         used += n;
     }
     // The defaults ride in the last part, where the receiver has every

@@ -312,7 +312,7 @@ pub fn summary_to_wire(s: &DependencySummary) -> v1::DependencySummary {
             .map(|l| v1::TransitLeg {
                 from_port: l.from,
                 to_port: l.to,
-                vertices: l.path.as_ref().map(Clone::clone).unwrap_or_default(),
+                vertices: l.path.clone().unwrap_or_default(),
                 fault: l.path.as_ref().err().cloned().unwrap_or_default(),
             })
             .collect(),
@@ -376,7 +376,7 @@ pub fn summary_from_wire(
         .collect::<Result<Vec<_>, _>>()?;
     let runs = |r: &[u32], at: &str| -> Result<Runs, Invalid> {
         over(&format!("{at} run entries"), r.len(), 2 * sm::MAX_RUNS)?;
-        if r.len() % 2 != 0 {
+        if !r.len().is_multiple_of(2) {
             return Err(Invalid(format!("dependency summary: {at}: half a run")));
         }
         Ok(Runs(r.chunks_exact(2).map(|c| (c[0], c[1])).collect()))

@@ -24,7 +24,7 @@ pub struct DemoArgs {
     /// The fabric: every router has one port on every spine of every
     /// subnet it joins.
     #[command(flatten)]
-    shape: crate::cmd::gen::TreeShape,
+    shape: crate::cmd::generate::TreeShape,
     /// Routing engine of every subnet's agent.
     #[arg(long, default_value = "updn")]
     engine: EngineKind,

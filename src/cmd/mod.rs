@@ -8,7 +8,7 @@ pub mod demo;
 pub mod docs;
 pub mod engines;
 pub mod exit;
-pub mod gen;
+pub mod generate;
 pub mod info;
 pub mod report;
 pub mod reroute;

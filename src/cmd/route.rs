@@ -462,8 +462,11 @@ mod tests {
     fn load_svg_draws_the_histogram_of_the_tables_written() {
         let d = tempfile::tempdir().expect("tmp");
         let net = d.path().join("df.net");
-        let f = fabric::gen::generate(&fabric::gen::Topology::Dragonfly { p: 2, hosts: None })
-            .expect("dragonfly");
+        let f = fabric::generate::generate(&fabric::generate::Topology::Dragonfly {
+            p: 2,
+            hosts: None,
+        })
+        .expect("dragonfly");
         fabric::formats::write_file(&net, &fabric::formats::ibnetdiscover::write(&f))
             .expect("write");
         let svg = d.path().join("load.svg");

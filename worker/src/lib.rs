@@ -693,7 +693,7 @@ mod tests {
     #[test]
     fn the_same_job_loaded_again_keeps_what_it_holds() {
         let df2 = || {
-            fabric::gen::generate(&fabric::gen::Topology::Dragonfly { p: 2, hosts: None })
+            fabric::generate::generate(&fabric::generate::Topology::Dragonfly { p: 2, hosts: None })
                 .expect("df2")
         };
         let job = |digest: u8| {

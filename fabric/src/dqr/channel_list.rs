@@ -369,7 +369,7 @@ impl ChannelList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
 
     /// A 4x4 mesh routed XY (`dor`), its tables and their list.

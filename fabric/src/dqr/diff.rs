@@ -164,7 +164,7 @@ fn diff(before: &Fabric, after: &Fabric) -> Result<Change, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
 
     fn ring() -> Fabric {
         generate(&Topology::Mesh {

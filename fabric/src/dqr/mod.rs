@@ -1006,7 +1006,7 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
 
     /// The backward search finds exactly the switches whose route, walked

@@ -116,7 +116,7 @@ pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<Planned,
 mod tests {
     use super::*;
     use crate::dqr::{apply_faults, Fault};
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
     use crate::verify::verify;
 

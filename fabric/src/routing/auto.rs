@@ -53,7 +53,7 @@ pub fn choose(f: &Fabric, max_vls: u8) -> Choice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::EngineOptions;
     use crate::verify;
 

@@ -295,7 +295,7 @@ fn walk_routes(
 
 #[cfg(test)]
 mod tests {
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::load::link_load;
     use crate::routing::{by_name, Base, EngineOptions};
     use crate::verify;

@@ -304,7 +304,7 @@ impl Torus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
 
     fn torus(dims: Vec<u32>, torus: bool) -> Fabric {
         generate(&Topology::Mesh {

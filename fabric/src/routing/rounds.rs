@@ -172,7 +172,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::RoutingEngine;
 
     /// Units `groups` held by separate holders, rounds summed as the

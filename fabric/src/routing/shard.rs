@@ -233,7 +233,7 @@ pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::by_name;
     use crate::routing::RoutingEngine;
 

@@ -372,7 +372,7 @@ fn layered(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
 
     #[test]
     fn no_link_carries_more_than_under_opensms_sssp() {

@@ -384,7 +384,7 @@ fn vertex_of(f: &Fabric, vertex: &[u32], at: Slot) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
 
     #[test]
     fn busiest_links_are_opensms() {

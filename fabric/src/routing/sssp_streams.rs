@@ -308,7 +308,7 @@ pub fn streamed_lfts(f: &Fabric, streams: usize, opts: &EngineOptions) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
 
     #[test]
     fn one_stream_is_sssp_in_guid_order_and_more_streams_stay_close() {

@@ -423,7 +423,7 @@ fn path_sl(r: &Routing, slid: u16, dlid: u16) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{generate, Topology};
+    use crate::generate::{generate, Topology};
     use crate::routing::{EngineKind, EngineOptions};
     use std::collections::HashSet;
 

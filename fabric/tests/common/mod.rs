@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use fabric::formats::ibnetdiscover;
-use fabric::gen::{generate, Topology};
+use fabric::generate::{generate, Topology};
 use fabric::model::{FabricBuilder, NodeKind};
 use fabric::multi::{tree_subnets, MultiFabric, TreeSubnets};
 use fabric::Fabric;
@@ -23,13 +23,13 @@ pub fn load(name: &str) -> Fabric {
     ibnetdiscover::read(&data(name)).expect("reference net parses")
 }
 
-pub fn gen(t: Topology) -> Fabric {
+pub fn make(t: Topology) -> Fabric {
     generate(&t).expect("valid generator parameters")
 }
 
 /// A torus with one CA per switch.
 pub fn torus(dims: &[u32]) -> Fabric {
-    gen(Topology::Mesh {
+    make(Topology::Mesh {
         dims: dims.to_vec(),
         torus: true,
         hosts: 1,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::gen::{generate, Topology};
+use crate::generate::{generate, Topology};
 use crate::verify::verify;
 
 #[test]

@@ -113,8 +113,8 @@ pub(super) fn generate(dims: &[u32], torus: bool, hosts: u32) -> Result<Fabric> 
 
 #[cfg(test)]
 mod tests {
-    use crate::gen::testutil::{assert_gen_err, check};
-    use crate::gen::{generate, Topology};
+    use crate::generate::testutil::{assert_gen_err, check};
+    use crate::generate::{generate, Topology};
 
     fn mesh(dims: &[u32], torus: bool, hosts: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::Mesh {

@@ -205,8 +205,8 @@ fn connected(g: &[Vec<u32>]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::gen::testutil::{assert_gen_err, check, link_list};
-    use crate::gen::{generate, Topology};
+    use crate::generate::testutil::{assert_gen_err, check, link_list};
+    use crate::generate::{generate, Topology};
 
     fn rr(switches: u32, degree: u32, hosts: u32, seed: u64) -> crate::Result<crate::Fabric> {
         generate(&Topology::RandomRegular {

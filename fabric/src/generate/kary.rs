@@ -63,8 +63,8 @@ pub(super) fn generate(k: u32, n: u32) -> Result<Fabric> {
 
 #[cfg(test)]
 mod tests {
-    use crate::gen::testutil::{assert_gen_err, check};
-    use crate::gen::{generate, Topology};
+    use crate::generate::testutil::{assert_gen_err, check};
+    use crate::generate::{generate, Topology};
 
     fn tree(k: u32, n: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::KaryNTree { k, n })

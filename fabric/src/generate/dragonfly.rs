@@ -73,8 +73,8 @@ pub(super) fn generate(p: u32, hosts: Option<u32>) -> Result<Fabric> {
 
 #[cfg(test)]
 mod tests {
-    use crate::gen::testutil::{assert_gen_err, check};
-    use crate::gen::{generate, Topology};
+    use crate::generate::testutil::{assert_gen_err, check};
+    use crate::generate::{generate, Topology};
     use std::collections::HashSet;
 
     fn df(p: u32, hosts: Option<u32>) -> crate::Result<crate::Fabric> {

@@ -1,12 +1,12 @@
 //! `ibfabric gen <KIND>`: the topology generators' command-line front, one
 //! clap subcommand per topology family, turned into a
-//! [`fabric::gen::Topology`] by [`topology`].
+//! [`fabric::generate::Topology`] by [`topology`].
 
 use super::info::Info;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use fabric::formats::{ibnetdiscover, write_file};
-use fabric::gen::Topology;
+use fabric::generate::Topology;
 use fabric::multi::PaperLayout;
 use serde::Serialize;
 use std::fmt;
@@ -292,7 +292,7 @@ pub fn tree_subnets(kind: &GenKind) -> Result<Option<fabric::multi::TreeSubnets>
 }
 
 /// The topology a `gen` subcommand asks for. Parameter checks beyond the
-/// syntax happen in [`fabric::gen::generate`].
+/// syntax happen in [`fabric::generate::generate`].
 pub fn topology(kind: &GenKind) -> Result<Topology> {
     Ok(match kind {
         GenKind::Multi { .. } => {
@@ -382,7 +382,7 @@ pub fn run(a: GenArgs) -> Result<i32> {
     }
     let topo = topology(&a.kind)?;
     let t = Instant::now();
-    let f = fabric::gen::generate(&topo)?;
+    let f = fabric::generate::generate(&topo)?;
     let seconds = t.elapsed().as_secs_f64();
     let text = ibnetdiscover::write(&f);
     if a.out.as_os_str() == "-" {

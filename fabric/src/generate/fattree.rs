@@ -51,8 +51,8 @@ pub(super) fn generate(leaves: u32, spines: u32, hosts: u32, links: u32) -> Resu
 
 #[cfg(test)]
 mod tests {
-    use crate::gen::testutil::{assert_gen_err, check};
-    use crate::gen::{generate, Topology};
+    use crate::generate::testutil::{assert_gen_err, check};
+    use crate::generate::{generate, Topology};
 
     fn ft(leaves: u32, spines: u32, hosts: u32, links: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::FatTree2 {

@@ -198,8 +198,8 @@ pub(super) fn generate(q: u32, hosts: Option<u32>) -> Result<Fabric> {
 #[cfg(test)]
 mod tests {
     use super::{factorize, primitive_root};
-    use crate::gen::testutil::{assert_gen_err, check};
-    use crate::gen::{generate, Topology};
+    use crate::generate::testutil::{assert_gen_err, check};
+    use crate::generate::{generate, Topology};
 
     fn sf(q: u32, hosts: Option<u32>) -> crate::Result<crate::Fabric> {
         generate(&Topology::SlimFly { q, hosts })
