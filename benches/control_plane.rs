@@ -242,7 +242,11 @@ fn main() {
         "{subnets} subnets x {} HCAs ({hcas} HCAs), {} routers joining every subnet (one egress rule per remote HCA); algorithm {algo}; store {}; routing all subnets (minhop, outside the timed part) {:.2} s; {} threads; median of {runs}",
         m.subnets[0].fabric.num_cas(),
         routers.len(),
-        if etcd.is_some() { "etcd (local, one member)" } else { "memory" },
+        if etcd.is_some() {
+            "etcd (local, one member)"
+        } else {
+            "memory"
+        },
         route_all,
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );

@@ -165,9 +165,11 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
     for (i, c) in cycle.iter().enumerate() {
         let next = &cycle[(i + 1) % cycle.len()];
         assert_eq!(c["to"]["guid"], next["from"]["guid"], "{c} then {next}");
-        assert!(c["from"]["guid"]
-            .as_str()
-            .is_some_and(|g| g.starts_with("0x")));
+        assert!(
+            c["from"]["guid"]
+                .as_str()
+                .is_some_and(|g| g.starts_with("0x"))
+        );
         assert!(c["vl"].is_u64());
     }
     assert!(r["cycle_text"].as_str().is_some_and(|t| t.contains("=>")));
@@ -190,9 +192,11 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
     // With no engine named, route picks a deadlock-free one and says why.
     let r = json(&ibf(&["route", "-t", s(&net), "-o", s(&out2), "--json"]));
     assert_eq!(r["engine"], "dfdn", "{r}");
-    assert!(r["engine_reason"]
-        .as_str()
-        .is_some_and(|t| t.contains("diameter 6")));
+    assert!(
+        r["engine_reason"]
+            .as_str()
+            .is_some_and(|t| t.contains("diameter 6"))
+    );
     assert_eq!(r["deadlock_free"], true);
     assert!(out2.join("opensm-lfts.dump").exists());
     // A dry run routes and verifies, prints, and writes nothing (and
@@ -473,9 +477,11 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
         );
         assert_eq!(t["uniform"].as_array().map(Vec::len), Some(2));
     }
-    assert!(std::fs::read_to_string(&svg)
-        .expect("svg")
-        .starts_with("<svg"));
+    assert!(
+        std::fs::read_to_string(&svg)
+            .expect("svg")
+            .starts_with("<svg")
+    );
     // The packet model: every packet through credits and buffers; a ring
     // of short messages is a little under the line rate (the pipeline
     // fills and drains), and the ordering holds.

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use subnet::RoutedSubnet;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 use tonic::{Request, Response, Status};
 
 /// The controller's mapping for this subnet, indexed.

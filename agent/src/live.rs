@@ -6,7 +6,7 @@
 //! in files `fabric::formats` reads, so `ibfabric verify` can check them
 //! and [`fabric::audit::compare`] can hold them against what was written.
 
-use fabric::model::{Fabric, NodeKind, NONE};
+use fabric::model::{Fabric, NONE, NodeKind};
 use fabric::tables::Routing;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -110,7 +110,7 @@ impl Diags {
                 Err(_) => {
                     return Err(spawn(std::io::Error::other(
                         "the thread feeding the tool panicked",
-                    )))
+                    )));
                 }
             }
         }

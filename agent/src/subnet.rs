@@ -2,14 +2,14 @@
 //! the async side runs it on a blocking thread).
 
 use crate::config::AgentConfig;
+use fabric::Fabric;
 use fabric::dqr::{self, Change, ChannelList, Fault};
 use fabric::formats::ibnetdiscover;
 use fabric::graph::SwitchGraph;
-use fabric::model::{NodeKind, NONE};
+use fabric::model::{NONE, NodeKind};
 use fabric::routing::{EngineOptions, RoutingEngine};
 use fabric::tables::Routing;
 use fabric::verify::{Policy, Step, Verified};
-use fabric::Fabric;
 use proto::v1;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -23,7 +23,9 @@ pub enum RouteError {
         engine: String,
         refusal: fabric::verify::Refusal,
     },
-    #[error("{0}; keeping the tables in force (to apply a recompute in one step, drain the subnet and restart the agent)")]
+    #[error(
+        "{0}; keeping the tables in force (to apply a recompute in one step, drain the subnet and restart the agent)"
+    )]
     Unsafe(#[from] dqr::PlanError),
     #[error(transparent)]
     Dqr(#[from] dqr::DqrError),

@@ -4,12 +4,12 @@
 //! failure is rerouted against the first's tables, and links coming back
 //! are recomputed with the update ordered and checked.
 
+use agent::Agent;
 use agent::config::{AgentConfig, ConfigFile};
 use agent::follow::PLUGIN_STATUS;
-use agent::Agent;
-use fabric::dqr::{apply_faults, Fault};
+use fabric::dqr::{Fault, apply_faults};
 use fabric::formats::{ibnetdiscover, tableset, write_file};
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::model::Fabric;
 use fabric::verify::verify;
 use proto::v1;

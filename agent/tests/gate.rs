@@ -2,9 +2,9 @@
 //! dependency cycle never reach its out_dir or its report.
 
 use agent::config::{AgentConfig, ConfigFile};
-use agent::subnet::{route_subnet, route_subnet_with, RouteError};
+use agent::subnet::{RouteError, route_subnet, route_subnet_with};
 use fabric::formats::{ibnetdiscover, write_file};
-use fabric::testing::{cyclic_torus, MislabelledEngine};
+use fabric::testing::{MislabelledEngine, cyclic_torus};
 use fabric::verify::Refusal;
 
 fn config(dir: &std::path::Path, engine: &str) -> AgentConfig {

@@ -3,8 +3,8 @@
 //! exists, and falls back to backup and default routes when a router
 //! leaves its topology.
 
-use agent::config::{AgentConfig, ConfigFile};
 use agent::Agent;
+use agent::config::{AgentConfig, ConfigFile};
 use fabric::formats::mapping::gid_text;
 use fabric::intersubnet::{Gid, GlobalView};
 use fabric::multi::fat_tree_subnets;

@@ -4,7 +4,7 @@
 //! and a topology with two ports on one GUID is refused with its line.
 
 use agent::config::{AgentConfig, ConfigFile};
-use agent::subnet::{route_subnet, RouteError};
+use agent::subnet::{RouteError, route_subnet};
 use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file};
 use fabric::tables::Routing;
 use std::path::Path;

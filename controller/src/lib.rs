@@ -25,7 +25,7 @@ use fabric::intersubnet::{GlobalView, InterSubnetRouting};
 use proto::v1;
 pub use state::Limits;
 pub use state::Published;
-use state::{State, Write, ROUTES_KEY, SUBNET_KEY, TERM_KEY};
+use state::{ROUTES_KEY, SUBNET_KEY, State, TERM_KEY, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::{StoreError, StorePersist};

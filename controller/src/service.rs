@@ -557,7 +557,7 @@ impl v1::controller_server::Controller for Service {
                 return Err(Status::permission_denied(format!(
                     "{} is not a client of the controllers",
                     other.to_uri()
-                )))
+                )));
             }
         }
         self.ctl.complain(&client_key(&req, &peer)).await?;
@@ -584,7 +584,7 @@ impl v1::controller_server::Controller for Service {
             None => {
                 return Err(Status::invalid_argument(
                     "name a router GUID or a subnet prefix",
-                ))
+                ));
             }
         }
         Ok(Response::new(v1::HeldReply {}))

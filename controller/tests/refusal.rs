@@ -6,7 +6,7 @@
 
 use controller::{Controller, Limits};
 use fabric::intersubnet::AlgorithmKind;
-use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+use fabric::multi::{Join, TreeSubnets, Wiring, tree_subnets};
 use fabric::pipeline;
 use fabric::routing::EngineKind;
 use proto::v1;
@@ -113,10 +113,12 @@ async fn routes_are_published_only_when_every_subnet_vouches_for_its_part() {
     assert!(st.refused.is_empty(), "{}", st.refused);
     let p = ctl.published();
     assert_eq!(p.mappings.len(), 3);
-    assert!(p.mappings[&reports[0].subnet_prefix]
-        .entries
-        .iter()
-        .any(|e| e
-            .destination
-            .is_some_and(|d| d.prefix == reports[2].subnet_prefix)));
+    assert!(
+        p.mappings[&reports[0].subnet_prefix]
+            .entries
+            .iter()
+            .any(|e| e
+                .destination
+                .is_some_and(|d| d.prefix == reports[2].subnet_prefix))
+    );
 }

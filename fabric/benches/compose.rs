@@ -17,11 +17,11 @@
 //! `cargo bench -p fabric --bench compose`
 
 use fabric::intersubnet;
-use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+use fabric::multi::{Join, TreeSubnets, Wiring, tree_subnets};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::{EngineKind, EngineOptions};
-use fabric::verify::{self, compose, verify_global, DependencySummary, Policy};
+use fabric::verify::{self, DependencySummary, Policy, compose, verify_global};
 use std::time::Instant;
 
 fn env_list(name: &str, default: &str) -> Vec<String> {

@@ -9,7 +9,7 @@
 //! `cargo bench -p fabric --bench core`
 
 use fabric::formats::ibnetdiscover;
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::routing::{self, Base, EngineOptions};
 use fabric::verify;
 use std::path::Path;
@@ -94,7 +94,9 @@ fn main() {
         fabrics.push((topo.name(), f));
     }
     println!();
-    println!("| topology | engine | route s | verify s | VLs | SLs | max hops | deadlock free | peak RSS MB |");
+    println!(
+        "| topology | engine | route s | verify s | VLs | SLs | max hops | deadlock free | peak RSS MB |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (name, f) in &fabrics {
         for e in &engines {

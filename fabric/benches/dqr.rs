@@ -39,7 +39,7 @@
 //! `IBF_BENCH_SETUPS="mesh10-updn" cargo bench -p fabric --bench dqr`
 
 use fabric::dqr::{self, ChannelList, Detours, Fault, Options, Turns};
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::model::{Fabric, Slot};
 use fabric::routing::{EngineKind, EngineOptions};
 use rand::{Rng, SeedableRng};

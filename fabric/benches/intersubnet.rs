@@ -6,7 +6,7 @@
 //! `cargo bench -p fabric --bench intersubnet`
 
 use fabric::intersubnet::{self, GlobalView};
-use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+use fabric::multi::{Join, TreeSubnets, Wiring, tree_subnets};
 use std::time::Instant;
 
 fn env(name: &str, default: u32) -> u32 {

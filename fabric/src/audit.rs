@@ -5,8 +5,8 @@
 //! never by LID: the subnet manager may have assigned other LIDs than the
 //! files carry.
 
-use crate::model::{Fabric, NodeKind, NONE};
-use crate::tables::{PathSl, Routing, NUM_SLS, SL_NONE};
+use crate::model::{Fabric, NONE, NodeKind};
+use crate::tables::{NUM_SLS, PathSl, Routing, SL_NONE};
 use serde::Serialize;
 
 /// One table entry that differs.

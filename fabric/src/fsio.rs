@@ -487,10 +487,12 @@ mod tests {
         let link = d.path().join("link.dump");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
         write_bytes(&link, b"new", Options::default()).expect("writes");
-        assert!(std::fs::symlink_metadata(&link)
-            .expect("meta")
-            .file_type()
-            .is_symlink());
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .expect("meta")
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(std::fs::read(&real).expect("reads"), b"new");
         let mode = std::fs::metadata(&real).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o640);

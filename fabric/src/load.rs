@@ -9,7 +9,7 @@
 //! the switches in upstream-first order counts every pair without walking
 //! each route.
 
-use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
 use crate::tables::Lfts;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -384,7 +384,7 @@ fn to_destination(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::{EngineKind, EngineOptions};
     use crate::tables::NO_PATH;
 

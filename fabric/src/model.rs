@@ -437,7 +437,7 @@ impl Fabric {
         self.remote
             .iter()
             .enumerate()
-            .filter(|(s, &r)| r != NONE && (*s as u32) < r)
+            .filter(|&(s, &r)| r != NONE && (s as u32) < r)
             .count()
     }
     /// The slot an LFT entry `port` of node `n` forwards by: a real port

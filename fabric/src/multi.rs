@@ -7,7 +7,7 @@
 //! which is all a per-subnet agent can see too.
 
 use crate::error::{Error, Result};
-use crate::model::{Fabric, FabricBuilder, NodeKind, NONE};
+use crate::model::{Fabric, FabricBuilder, NONE, NodeKind};
 use std::collections::BTreeMap;
 
 /// One subnet of a multi-subnet fabric.
@@ -341,7 +341,9 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
         * per_router.iter().map(|v| v.len()).max().unwrap_or(0) as u64
         * router_links as u64;
     if router_radix > 254 {
-        return bad("router radix above 254 (subnets x spines per router x links): fewer subnets, spines or links");
+        return bad(
+            "router radix above 254 (subnets x spines per router x links): fewer subnets, spines or links",
+        );
     }
     let mut out = Vec::with_capacity(subnets as usize);
     for sn in 0..subnets {

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::intersubnet::{Gid, GlobalView, InterSubnetRoutes, Tracer};
-use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
 use crate::multi::MultiFabric;
 use crate::tables::{Routing, SL_NONE};
 use std::collections::HashMap;
@@ -246,7 +246,7 @@ pub(crate) fn walk_channels(
                 return Err(format!(
                     "the route to LID {dlid} ends at '{}'",
                     f.desc(node)
-                ))
+                ));
             }
             Some(si) => {
                 let p = r.lfts.get(si, dlid);

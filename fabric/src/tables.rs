@@ -317,7 +317,7 @@ impl PathSl {
         self.row_of
             .iter()
             .enumerate()
-            .filter(|(_, &r)| r != u32::MAX)
+            .filter(|&(_, &r)| r != u32::MAX)
             .map(|(l, _)| l as u16)
     }
     /// Whether `other` holds the very same SLs because neither changed
@@ -633,7 +633,7 @@ impl Routing {
 #[cfg(test)]
 mod wire_tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::{EngineKind, EngineOptions};
 
     #[test]

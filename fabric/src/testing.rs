@@ -3,9 +3,9 @@
 //! the verification gate can show that it refuses such tables.
 
 use crate::error::Result;
-use crate::generate::{generate, Topology};
+use crate::generate::{Topology, generate};
 use crate::model::Fabric;
-use crate::routing::{minhop::MinHop, EngineKind, EngineOptions, RoutingEngine};
+use crate::routing::{EngineKind, EngineOptions, RoutingEngine, minhop::MinHop};
 use crate::tables::Routing;
 
 /// Routes with MinHop but claims deadlock freedom under DF-DN's name. On a

@@ -5,9 +5,9 @@
 mod common;
 
 use common::make;
-use fabric::audit::{compare, Difference};
+use fabric::audit::{Difference, compare};
 use fabric::generate::Topology;
-use fabric::model::{NodeKind, NONE};
+use fabric::model::{NONE, NodeKind};
 use fabric::routing::{self, EngineOptions};
 use fabric::tables::SL_NONE;
 
@@ -55,18 +55,21 @@ fn a_read_back_agrees_and_every_changed_entry_is_named() {
 
     let c = compare(&f, &written, &f, &live, false, 10);
     assert_eq!(c.differences, 3, "{:?}", c.first);
-    assert!(c
-        .first
-        .iter()
-        .any(|d| matches!(d, Difference::Lft { live: l, .. } if *l != old)));
-    assert!(c
-        .first
-        .iter()
-        .any(|d| matches!(d, Difference::Sl2Vl { out_port, .. } if *out_port == out)));
-    assert!(c
-        .first
-        .iter()
-        .any(|d| matches!(d, Difference::PathSl { .. })));
+    assert!(
+        c.first
+            .iter()
+            .any(|d| matches!(d, Difference::Lft { live: l, .. } if *l != old))
+    );
+    assert!(
+        c.first
+            .iter()
+            .any(|d| matches!(d, Difference::Sl2Vl { out_port, .. } if *out_port == out))
+    );
+    assert!(
+        c.first
+            .iter()
+            .any(|d| matches!(d, Difference::PathSl { .. }))
+    );
 
     // A pair the read-back did not ask: a difference unless sampled.
     let mut unasked = written.clone();

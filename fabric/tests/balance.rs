@@ -2,7 +2,7 @@
 //! of a balanced engine's tables carries no more HCA pairs than the
 //! optimum, and the engines that balance reach it.
 
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::load::link_load;
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::verify::verify;

@@ -3,15 +3,15 @@
 //! (`verify::verify_global`) on every fabric here: the same unreachable
 //! pairs, a cycle exactly when the all-pairs check finds one.
 
-use fabric::intersubnet::{issr_with_transit, AlgorithmKind, InterSubnetRoutes, Transit};
+use fabric::intersubnet::{AlgorithmKind, InterSubnetRoutes, Transit, issr_with_transit};
 use fabric::model::{FabricBuilder, NodeKind};
 use fabric::multi::{
-    generated_prefix, tree_subnets, Join, MultiFabric, Subnet, TreeSubnets, Wiring,
+    Join, MultiFabric, Subnet, TreeSubnets, Wiring, generated_prefix, tree_subnets,
 };
 use fabric::network::Network;
 use fabric::pipeline::{self, Routed};
 use fabric::routing::EngineKind;
-use fabric::verify::{compose, verify_global, ComposeReport, DependencySummary, GlobalReport};
+use fabric::verify::{ComposeReport, DependencySummary, GlobalReport, compose, verify_global};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

@@ -1,12 +1,12 @@
 //! Formats, MinHop and the verifier on real topologies (the reference nets
 //! in tests/data are the ones the OpenSM comparison runs use).
 
-use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl};
-use fabric::model::{NodeKind, NONE};
-use fabric::routing::{self, EngineOptions};
-use fabric::tables::{PathSl, Routing, Sl2Vl, NO_PATH, SL_NONE};
-use fabric::verify::{self, PairFault};
 use fabric::Fabric;
+use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl};
+use fabric::model::{NONE, NodeKind};
+use fabric::routing::{self, EngineOptions};
+use fabric::tables::{NO_PATH, PathSl, Routing, SL_NONE, Sl2Vl};
+use fabric::verify::{self, PairFault};
 use std::path::Path;
 
 mod common;
@@ -378,10 +378,11 @@ fn verifier_reports_missing_routes_and_loops() {
     r.lfts.set(0, dst, NO_PATH);
     let rep = verify::verify(&f, &r);
     assert!(!rep.all_pairs_routed());
-    assert!(rep
-        .broken_examples
-        .iter()
-        .any(|b| b.dst_lid == dst && matches!(b.fault, PairFault::NoRoute { .. })));
+    assert!(
+        rep.broken_examples
+            .iter()
+            .any(|b| b.dst_lid == dst && matches!(b.fault, PairFault::NoRoute { .. }))
+    );
 
     // Two neighbouring switches bounce the destination between them.
     let mut r = minhop(&f);
@@ -401,10 +402,11 @@ fn verifier_reports_missing_routes_and_loops() {
     r.lfts.set(ai, far, a_to_b);
     r.lfts.set(bi, far, b_to_a);
     let rep = verify::verify(&f, &r);
-    assert!(rep
-        .broken_examples
-        .iter()
-        .any(|b| b.dst_lid == far && matches!(b.fault, PairFault::Loop { .. })));
+    assert!(
+        rep.broken_examples
+            .iter()
+            .any(|b| b.dst_lid == far && matches!(b.fault, PairFault::Loop { .. }))
+    );
 }
 
 #[test]

@@ -3,11 +3,11 @@
 //! and deadlock free with no more VLs, and every mix of old and new tables
 //! the update passes through is deadlock free.
 
-use fabric::dqr::{self, apply_faults, ChannelList, Detours, Fault, Options, Turns};
-use fabric::generate::{generate, Topology};
-use fabric::model::{Fabric, Slot, NONE};
+use fabric::dqr::{self, ChannelList, Detours, Fault, Options, Turns, apply_faults};
+use fabric::generate::{Topology, generate};
+use fabric::model::{Fabric, NONE, Slot};
 use fabric::routing::{EngineKind, EngineOptions};
-use fabric::tables::{Routing, NO_PATH};
+use fabric::tables::{NO_PATH, Routing};
 use fabric::verify::{check_transition, verify};
 
 mod common;

@@ -3,11 +3,11 @@
 //! the same name need on the same fabrics (measured on ibsim, see
 //! BENCHMARKS.md).
 
+use fabric::Fabric;
 use fabric::generate::Topology;
 use fabric::routing::{self, Base, EngineOptions};
 use fabric::tables::Routing;
 use fabric::verify::{self, Report};
-use fabric::Fabric;
 
 mod common;
 use common::{make, torus};

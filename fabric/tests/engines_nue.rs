@@ -2,14 +2,14 @@
 //! cycle, and no more VLs than the budget, for budgets from one VL up. The
 //! verifier rebuilds the CDG from the emitted tables alone.
 
+use fabric::Fabric;
 use fabric::formats::{lft, pathsl, sl2vl};
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::graph::SwitchGraph;
 use fabric::model::{FabricBuilder, NodeKind};
 use fabric::routing::{self, EngineOptions};
-use fabric::tables::{Routing, NO_PATH, SL_NONE};
+use fabric::tables::{NO_PATH, Routing, SL_NONE};
 use fabric::verify::{self, Report};
-use fabric::Fabric;
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -289,10 +289,11 @@ fn bad_inputs_are_errors_not_panics() {
     let f = b.build().unwrap();
     let r = nue(&f, 0).unwrap();
     assert!(verify::verify(&f, &r).ok());
-    assert!(f
-        .endports()
-        .iter()
-        .all(|&e| r.lfts.get(0, f.lid_of_slot(e)) == f.port_of(f.remote(e))));
+    assert!(
+        f.endports()
+            .iter()
+            .all(|&e| r.lfts.get(0, f.lid_of_slot(e)) == f.port_of(f.remote(e)))
+    );
 }
 
 /// A connected fabric from a random tree plus `extra` random links

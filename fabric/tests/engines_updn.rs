@@ -5,9 +5,9 @@
 use fabric::formats::guids;
 use fabric::generate::Topology;
 use fabric::graph::SwitchGraph;
-use fabric::model::{FabricBuilder, NodeKind, NONE};
-use fabric::routing::{self, ftree, updn, EngineOptions};
-use fabric::tables::{Routing, NO_PATH};
+use fabric::model::{FabricBuilder, NONE, NodeKind};
+use fabric::routing::{self, EngineOptions, ftree, updn};
+use fabric::tables::{NO_PATH, Routing};
 use fabric::verify;
 use fabric::{Fabric, NodeId, Slot};
 use std::collections::HashSet;
@@ -470,7 +470,9 @@ fn ftree_orders_hcas_by_leaf_guid_then_port() {
         .collect();
     assert_eq!(
         order,
-        ["h0_0_0", "h0_0_1", "h0_1_0", "h0_1_1", "h0_2_0", "h0_2_1", "h0_3_0", "h0_3_1"]
+        [
+            "h0_0_0", "h0_0_1", "h0_1_0", "h0_1_1", "h0_2_0", "h0_2_1", "h0_3_0", "h0_3_1"
+        ]
     );
 }
 

@@ -1,12 +1,12 @@
 //! The verification gate: one policy for every caller.
 
 use fabric::formats::{ibnetdiscover, write_routing};
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::multi::{MultiFabric, Subnet};
 use fabric::pipeline;
 use fabric::routing::{EngineKind, EngineOptions, RoutingEngine};
-use fabric::testing::{cyclic_torus, MislabelledEngine};
-use fabric::verify::{accept, Policy, Refusal};
+use fabric::testing::{MislabelledEngine, cyclic_torus};
+use fabric::verify::{Policy, Refusal, accept};
 
 fn route(e: &dyn RoutingEngine, f: &fabric::Fabric) -> fabric::tables::Routing {
     e.route(f, &EngineOptions::default()).expect("routes")

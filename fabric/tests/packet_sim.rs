@@ -3,15 +3,15 @@
 //! verifier found; deadlock-free tables and the mixes of an update the
 //! transition check accepts never do.
 
-use fabric::dqr::{self, apply_faults, ChannelList, Fault, Options};
-use fabric::generate::{generate, Topology};
+use fabric::dqr::{self, ChannelList, Fault, Options, apply_faults};
+use fabric::generate::{Topology, generate};
 use fabric::model::Fabric;
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::sim::packet::{Channel, Config};
-use fabric::sim::workload::{saturate, Saturate};
+use fabric::sim::workload::{Saturate, saturate};
 use fabric::sim::{SubnetPaths, Uniform};
 use fabric::tables::{PathSl, Routing};
-use fabric::verify::{check_transition, verify, verify_with_cdg, LocalCdg};
+use fabric::verify::{LocalCdg, check_transition, verify, verify_with_cdg};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

@@ -2,7 +2,7 @@
 //! fabrics survive a write/read round trip with routes that verify.
 
 use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl};
-use fabric::generate::{generate, Topology};
+use fabric::generate::{Topology, generate};
 use fabric::routing::{self, EngineOptions};
 use fabric::verify;
 use proptest::prelude::*;

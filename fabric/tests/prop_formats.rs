@@ -6,7 +6,7 @@
 use fabric::formats::{ibnetdiscover, lft, manifest, mapping, pathsl, sl2vl};
 use fabric::intersubnet::{Gid, MapEntry, Mapping, RouterPortView};
 use fabric::model::{FabricBuilder, NodeKind};
-use fabric::multi::{tree_subnets, Join, MultiFabric, Subnet, TreeSubnets, Wiring};
+use fabric::multi::{Join, MultiFabric, Subnet, TreeSubnets, Wiring, tree_subnets};
 use fabric::routing::{self, EngineOptions};
 use fabric::{Error, Fabric, NodeId};
 use proptest::prelude::*;

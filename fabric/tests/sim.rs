@@ -3,7 +3,7 @@
 
 use fabric::intersubnet;
 use fabric::intersubnet::InterSubnetRoutes;
-use fabric::multi::{tree_subnets, TreeSubnets};
+use fabric::multi::{TreeSubnets, tree_subnets};
 use fabric::network::Network;
 use fabric::pipeline::{self, Routed};
 use fabric::routing::EngineKind;
@@ -96,7 +96,7 @@ fn the_paper_setups_are_deadlock_free_across_subnets_with_every_algorithm() {
 
 #[test]
 fn shortest_transit_on_a_ring_of_subnets_deadlocks_and_up_down_does_not() {
-    use fabric::intersubnet::{issr_with_transit, Transit};
+    use fabric::intersubnet::{Transit, issr_with_transit};
     // With two spines every router sits on both top switches of a subnet:
     // crossing one must not turn between them (no up*/down* route there,
     // and a cycle through local traffic with engines that have one).
@@ -159,7 +159,7 @@ fn packet_level_rings_on_the_paper_text_setup_rank_prefix_below_issr_below_isfr(
 #[test]
 fn multi_subnet_routes_never_deadlock_under_saturating_uniform_traffic() {
     use fabric::sim::packet::Config;
-    use fabric::sim::workload::{saturate, Saturate};
+    use fabric::sim::workload::{Saturate, saturate};
     let m = tree_subnets(&TreeSubnets::paper_text(3).expect("valid")).expect("generates");
     let routed = pipeline::route_subnets(&m, EngineKind::Ftree).expect("routes");
     for name in ["prefix", "issr", "isfr"] {

@@ -3,13 +3,13 @@
 //! ranges: on deadlock-free and cyclic tables, with and without VLs and
 //! SLs, and with broken pairs.
 
-use fabric::generate::{generate, Topology};
+use fabric::Fabric;
+use fabric::generate::{Topology, generate};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::Routing;
 use fabric::verify::{
-    merge_parts, part_columns, verify, verify_part, verify_part_columns, MergeError,
+    MergeError, merge_parts, part_columns, verify, verify_part, verify_part_columns,
 };
-use fabric::Fabric;
 
 fn routed(t: Topology, e: EngineKind) -> (Fabric, Routing) {
     let f = generate(&t).expect("generated");

@@ -21,7 +21,7 @@
 //! They hold no shell, so faults come from the docker CLI: disconnect and
 //! connect, `kill -s KILL`, pause and unpause, restart.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use fabric::intersubnet::{Gid, GlobalView};
 use fabric::multi::MultiFabric;
 use ibtls::{Role, TlsSettings, Transport};
@@ -1044,7 +1044,7 @@ impl ChaosCluster {
                     "{} controllers claim to lead: {}",
                     leaders.len(),
                     self.describe_controllers(o)
-                ))
+                ));
             }
         };
         if e.not_leader.contains(&l) {
@@ -1082,7 +1082,7 @@ impl ChaosCluster {
                     return Err(format!(
                         "{lname}: {} without verified deadlock-free tables",
                         self.agents[i].name
-                    ))
+                    ));
                 }
             }
             let have = s.topology.as_ref().map_or(0, |t| t.cas);
@@ -1107,7 +1107,7 @@ impl ChaosCluster {
                         "{} answers {a:?}, {lname} publishes mapping {}",
                         self.agents[i].name,
                         fmt_version(s.mapping_version)
-                    ))
+                    ));
                 }
             }
         }

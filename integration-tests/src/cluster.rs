@@ -6,7 +6,7 @@
 //! its own CA; tests talk to the services as the `tester` worker identity
 //! (or as the controller where only it may act).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use fabric::multi::MultiFabric;
 use ibtls::{Identity, Role, TlsSettings, Transport};
 use proto::v1;

@@ -6,7 +6,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod sim;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,7 +23,9 @@ pub fn ibfabric_bin() -> Result<PathBuf> {
             return Ok(p);
         }
     }
-    bail!("no ibfabric binary: run `cargo build --bin ibfabric` (scripts/test.sh does) or set IBFABRIC_BIN")
+    bail!(
+        "no ibfabric binary: run `cargo build --bin ibfabric` (scripts/test.sh does) or set IBFABRIC_BIN"
+    )
 }
 
 /// The OpenSM plugin and the PathRecord reader, built by `make -C

@@ -2,7 +2,7 @@
 //! PID when the handle drops, and each simulator gets its own abstract
 //! socket name so tests can run in parallel.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,7 +24,11 @@ pub fn require_tools() -> Result<()> {
         bail!(
             "missing IB tools ({}{}): run scripts/test.sh, which installs opensm, ibsim-utils and infiniband-diags",
             missing.join(", "),
-            if Path::new(PRELOAD).exists() { "" } else { " libumad2sim.so" }
+            if Path::new(PRELOAD).exists() {
+                ""
+            } else {
+                " libumad2sim.so"
+            }
         );
     }
     Ok(())

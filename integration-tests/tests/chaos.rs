@@ -17,8 +17,8 @@
 //! Without a Docker daemon the test says so on one line and passes.
 
 use integration_tests::chaos::{
-    docker_async, docker_unavailable, fmt_version, unix_ms, ChaosCluster, Expect, Monitor, Project,
-    AGENT_LEASE, ELECTION_TTL,
+    AGENT_LEASE, ChaosCluster, ELECTION_TTL, Expect, Monitor, Project, docker_async,
+    docker_unavailable, fmt_version, unix_ms,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 
 use fabric::intersubnet::{self, Gid, GlobalView};
 use ibtls::{Identity, Role, Transport};
-use integration_tests::cluster::{wait_for, Cluster};
+use integration_tests::cluster::{Cluster, wait_for};
 use proto::v1;
 use std::time::Duration;
 

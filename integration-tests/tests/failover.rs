@@ -4,10 +4,10 @@
 
 use fabric::intersubnet::{Gid, GlobalView};
 use ibtls::{Identity, Role, Transport};
-use integration_tests::cluster::{wait_for, Cluster};
+use integration_tests::cluster::{Cluster, wait_for};
 use proto::v1;
 use std::time::{Duration, Instant};
-use store::testing::{unique_namespace, EtcdServer};
+use store::testing::{EtcdServer, unique_namespace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_hands_over_within_3_s_with_the_same_versions() {

@@ -302,11 +302,13 @@ fn a_truncated_set_is_refused_and_a_whole_one_is_applied() {
         &mut sim,
         "SIGHUP makes the plugin load the whole set",
         || {
-            assert!(std::process::Command::new("kill")
-                .args(["-HUP", &pid.to_string()])
-                .status()
-                .unwrap()
-                .success())
+            assert!(
+                std::process::Command::new("kill")
+                    .args(["-HUP", &pid.to_string()])
+                    .status()
+                    .unwrap()
+                    .success()
+            )
         },
     );
     eprintln!("SIGHUP -> set b loaded in {secs:.2} s");

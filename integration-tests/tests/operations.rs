@@ -4,7 +4,7 @@
 //! `ibfabric status` naming the leader and what lags.
 
 use ibtls::{Identity, Role, Transport};
-use integration_tests::cluster::{wait_for, Cluster};
+use integration_tests::cluster::{Cluster, wait_for};
 use integration_tests::ibfabric_bin;
 use proto::v1;
 use std::time::Duration;
@@ -278,11 +278,13 @@ fn a_service_reads_env_overrides_notifies_readiness_and_rereads_on_sighup() {
     )
     .expect("edit");
     let pid = child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .expect("kill")
-        .success());
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
     let said = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
         std::fs::read_to_string(&log)

@@ -8,10 +8,10 @@
 //!   minute; now they leave it after three heartbeats of silence and find
 //!   the new leader within two election leases.
 
-use integration_tests::cluster::{wait_for, Cluster, Spec, StoreSpec};
+use integration_tests::cluster::{Cluster, Spec, StoreSpec, wait_for};
 use proto::v1;
 use std::time::{Duration, Instant};
-use store::testing::{unique_namespace, EtcdServer};
+use store::testing::{EtcdServer, unique_namespace};
 
 /// Every client of `st`'s controller holds what it publishes: each router
 /// and each agent said so to this very controller (a stream it opened

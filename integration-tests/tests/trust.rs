@@ -3,7 +3,7 @@
 //! one) tries is refused, and nothing wrong reaches a router.
 
 use ibtls::{Identity, Role, Transport};
-use integration_tests::cluster::{wait_for, Cluster};
+use integration_tests::cluster::{Cluster, wait_for};
 use proto::v1;
 use std::time::Duration;
 
@@ -146,10 +146,12 @@ async fn reports_that_are_not_verified_or_claim_another_subnets_ports_are_refuse
     assert!(e.message().contains("already belongs"), "{}", e.message());
     // Nothing of it was published: the routers keep their tables.
     let after = c.state(0).await.expect("state");
-    assert!(after
-        .subnets
-        .iter()
-        .all(|s| s.subnet_prefix != prefix || s.routing.is_none()));
+    assert!(
+        after
+            .subnets
+            .iter()
+            .all(|s| s.subnet_prefix != prefix || s.routing.is_none())
+    );
     assert_eq!(
         after
             .routers

@@ -5,7 +5,7 @@
 //! with no worker reachable the parts run locally and the output says so.
 
 use ibtls::Identity;
-use integration_tests::cluster::{free_port, issue_into, Proc};
+use integration_tests::cluster::{Proc, free_port, issue_into};
 use integration_tests::ibfabric;
 use std::time::{Duration, Instant};
 

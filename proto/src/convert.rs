@@ -422,7 +422,7 @@ pub fn summary_from_wire(
                     return Err(Invalid(format!(
                         "dependency summary: vertex {i} of unknown kind {}",
                         v.kind
-                    )))
+                    )));
                 }
             })
         })
@@ -575,20 +575,24 @@ mod tests {
         assert!(e.0.contains("rule 0: next LID"), "{e}");
         let mut w = table_to_wire(&table(), 3, "issr");
         w.contexts[0].rules[1].ports.clear();
-        assert!(table_from_wire(&w)
-            .expect_err("no port")
-            .0
-            .contains("no egress port"));
+        assert!(
+            table_from_wire(&w)
+                .expect_err("no port")
+                .0
+                .contains("no egress port")
+        );
         let mut w = table_to_wire(&table(), 3, "issr");
         w.contexts[0].rules[1].r#match = None;
         assert!(table_from_wire(&w).is_err());
         let mut w = table_to_wire(&table(), 3, "issr");
         let dup = w.contexts[0].rules[0].clone();
         w.contexts[0].rules.push(dup);
-        assert!(table_from_wire(&w)
-            .expect_err("dup")
-            .0
-            .contains("same destination"));
+        assert!(
+            table_from_wire(&w)
+                .expect_err("dup")
+                .0
+                .contains("same destination")
+        );
         let mut w = table_to_wire(&table(), 3, "issr");
         w.contexts[0].ingress_ports.push(300);
         assert!(table_from_wire(&w).is_err());

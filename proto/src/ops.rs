@@ -33,7 +33,9 @@ pub async fn health(
     service: &str,
 ) -> (
     tonic_health::server::HealthReporter,
-    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health + use<>,
+    >,
 ) {
     let (reporter, server) = tonic_health::server::health_reporter();
     reporter

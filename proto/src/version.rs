@@ -10,7 +10,9 @@ pub const MAX_TERM_AHEAD_SECONDS: u64 = 86_400;
 pub enum VersionRefused {
     #[error("version {offered} is not newer than version {held} in force")]
     NotNewer { offered: u64, held: u64 },
-    #[error("version {offered} names term {term}, more than a day past this clock ({now} s): refused as absurd")]
+    #[error(
+        "version {offered} names term {term}, more than a day past this clock ({now} s): refused as absurd"
+    )]
     Absurd { offered: u64, term: u64, now: u64 },
 }
 

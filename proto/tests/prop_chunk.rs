@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use prost::Message;
-use proto::chunk::{split_egress, split_mapping, Assembler, ChunkError, MIN_PART_BYTES};
+use proto::chunk::{Assembler, ChunkError, MIN_PART_BYTES, split_egress, split_mapping};
 use proto::v1;
 
 fn mapping(entries: usize, defaults: usize) -> v1::MappingUpdate {

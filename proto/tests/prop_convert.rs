@@ -356,7 +356,7 @@ struct Summed {
 }
 
 fn summed() -> Summed {
-    use fabric::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+    use fabric::multi::{Join, TreeSubnets, Wiring, tree_subnets};
     let m = tree_subnets(&TreeSubnets {
         subnets: 3,
         leaves: 2,

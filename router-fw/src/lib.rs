@@ -18,8 +18,8 @@ use arc_swap::ArcSwap;
 use fabric::intersubnet::{Gid, Match, RouterTable, Rule};
 use proto::v1;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How many installs [`RouterFw::history`] keeps: a reader polling a few
@@ -271,7 +271,7 @@ impl RouterFw {
                 return Err(RejectReason::NotNewer {
                     offered: t.version,
                     current,
-                })
+                });
             }
             Err(e) => return Err(RejectReason::Absurd(e)),
         }

@@ -1,7 +1,7 @@
 //! `ibfabric agent`: route and verify one subnet, report to the
 //! controller, answer path queries.
 
-use super::runtime::{runtime, shutdown_on_signal, ConfigArgs};
+use super::runtime::{ConfigArgs, runtime, shutdown_on_signal};
 use anyhow::{Context, Result};
 use settings::ConfigFile;
 use tokio::net::TcpListener;

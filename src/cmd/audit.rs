@@ -3,11 +3,11 @@
 //! infiniband-diags, verify them, and optionally hold them against the set
 //! that was written for it.
 
-use super::report::{print_report, TablesJson};
+use super::report::{TablesJson, print_report};
 use agent::live::Diags;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use fabric::audit::{compare, Comparison};
+use fabric::audit::{Comparison, compare};
 use fabric::verify;
 use serde::Serialize;
 use std::path::PathBuf;

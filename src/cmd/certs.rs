@@ -1,10 +1,10 @@
 //! `ibfabric certs`: a private CA for a cluster and one certificate per
 //! service identity, for the services' mutual TLS.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use fabric::fsio::{self, Options};
-use ibtls::{generate_ca, issue, CaBundle, Identity};
+use ibtls::{CaBundle, Identity, generate_ca, issue};
 use serde::Serialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `ibfabric controller`: collect subnet reports, compute inter-subnet
 //! routes, push tables.
 
-use super::runtime::{runtime, shutdown_on_signal, ConfigArgs};
+use super::runtime::{ConfigArgs, runtime, shutdown_on_signal};
 use anyhow::{Context, Result};
 use controller::config::ControllerConfig;
 use settings::ConfigFile;

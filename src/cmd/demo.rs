@@ -2,9 +2,9 @@
 //! agents and routers in one process over loopback gRPC, resolving sample
 //! inter-subnet paths through the live services.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use controller::config::{ControllerConfig, StoreConfig, DEFAULT_LEASE_SECONDS};
+use controller::config::{ControllerConfig, DEFAULT_LEASE_SECONDS, StoreConfig};
 use fabric::intersubnet::{AlgorithmKind, EndPortView, Gid, GlobalView, SubnetView};
 use fabric::routing::EngineKind;
 use proto::v1;
@@ -362,7 +362,9 @@ async fn wait_converged(
             bail!("{e}");
         }
         if Instant::now() > deadline {
-            bail!("the demo fabric did not converge within 30 s (run with -v to see the services' logs)");
+            bail!(
+                "the demo fabric did not converge within 30 s (run with -v to see the services' logs)"
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

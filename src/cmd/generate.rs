@@ -3,7 +3,7 @@
 //! [`fabric::generate::Topology`] by [`topology`].
 
 use super::info::Info;
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use fabric::formats::{ibnetdiscover, write_file};
 use fabric::generate::Topology;
@@ -478,7 +478,9 @@ mod tests {
         assert_eq!(parse(&["fattree"])?, Topology::ft648());
         assert_eq!(parse(&["ft2"])?, Topology::ft648());
         assert_eq!(
-            parse(&["ft2", "--leaves", "4", "--spines", "2", "--hosts", "3", "--links", "2"])?,
+            parse(&[
+                "ft2", "--leaves", "4", "--spines", "2", "--hosts", "3", "--links", "2"
+            ])?,
             Topology::FatTree2 {
                 leaves: 4,
                 spines: 2,

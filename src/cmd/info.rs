@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use fabric::graph::SwitchGraph;
 use fabric::Fabric;
+use fabric::graph::SwitchGraph;
 use serde::Serialize;
 use std::path::PathBuf;
 

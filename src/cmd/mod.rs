@@ -22,8 +22,8 @@ pub mod verify;
 pub mod worker;
 
 use anyhow::Result;
-use fabric::formats::ibnetdiscover;
 use fabric::Fabric;
+use fabric::formats::ibnetdiscover;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! The verifier's report as `route` and `verify` print it.
 
-use fabric::verify::{self, BrokenPair, Report};
 use fabric::Fabric;
+use fabric::verify::{self, BrokenPair, Report};
 use serde::Serialize;
 
 /// The verifier's findings on one subnet's tables, for `--json`.

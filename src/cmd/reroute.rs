@@ -3,13 +3,13 @@
 //! new table set, with a drain stage to apply first when the one-step
 //! update would not be deadlock free.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use fabric::dqr::{self, ChannelList, Fault, Options, Turns};
 use fabric::formats::{self, tableset};
 use fabric::model::{Fabric, NodeKind};
 use fabric::routing::EngineKind;
-use fabric::verify::{accept_step, Step};
+use fabric::verify::{Step, accept_step};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;

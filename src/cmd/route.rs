@@ -1,10 +1,10 @@
 //! `ibfabric route`: route one subnet, pass the tables through the
 //! verification gate, write the OpenSM files.
 
-use super::report::{print_report, TablesJson};
-use anyhow::{bail, Context, Result};
+use super::report::{TablesJson, print_report};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use fabric::formats::{guids, RoutingFiles};
+use fabric::formats::{RoutingFiles, guids};
 use fabric::routing::{Base, EngineKind, EngineOptions, RoutingEngine};
 use fabric::verify::{self, Policy};
 use serde::Serialize;
@@ -429,7 +429,7 @@ fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric::testing::{cyclic_torus, MislabelledEngine};
+    use fabric::testing::{MislabelledEngine, cyclic_torus};
 
     fn args(topology: PathBuf, out: PathBuf) -> RouteArgs {
         RouteArgs {

@@ -6,7 +6,7 @@
 //! channel dependency graph of the whole fabric (`verify::verify_global`,
 //! hosts squared), the reference the composition is tested against.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use fabric::formats::{egress, mapping, prefix_routes};
 use fabric::fsio::{self, Options};
@@ -14,7 +14,7 @@ use fabric::intersubnet::{self, AlgorithmKind, Transit};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::EngineKind;
-use fabric::verify::{compose, verify_global_with, ComposeReport, DependencySummary, GlobalReport};
+use fabric::verify::{ComposeReport, DependencySummary, GlobalReport, compose, verify_global_with};
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -137,11 +137,11 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
                 "routing the subnets of {}: {e}; nothing written",
                 a.manifest.display()
             ))
-            .into())
+            .into());
         }
         Err(e) => {
             return Err(anyhow::Error::from(e)
-                .context(format!("routing the subnets of {}", a.manifest.display())))
+                .context(format!("routing the subnets of {}", a.manifest.display())));
         }
     };
     let route_seconds = t.elapsed().as_secs_f64();
@@ -322,9 +322,17 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
             bail!(
                 "the compositional check ({} unreachable, {}) and the all-pairs check ({} unreachable, {}) disagree; nothing written to {}",
                 summary.compose.unreachable,
-                if summary.compose.deadlock_free() { "deadlock free" } else { "a cycle" },
+                if summary.compose.deadlock_free() {
+                    "deadlock free"
+                } else {
+                    "a cycle"
+                },
                 x.unreachable,
-                if x.deadlock_free() { "deadlock free" } else { "a cycle" },
+                if x.deadlock_free() {
+                    "deadlock free"
+                } else {
+                    "a cycle"
+                },
                 a.out.display()
             );
         }

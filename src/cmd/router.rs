@@ -1,7 +1,7 @@
 //! `ibfabric router`: a router's firmware side, holding egress tables and
 //! answering forwarding queries.
 
-use super::runtime::{runtime, shutdown_on_signal, ConfigArgs};
+use super::runtime::{ConfigArgs, runtime, shutdown_on_signal};
 use anyhow::{Context, Result};
 use settings::ConfigFile;
 use std::sync::Arc;

@@ -46,7 +46,7 @@ pub fn shutdown_on_signal() -> watch::Receiver<bool> {
     tokio::spawn(async move {
         #[cfg(unix)]
         {
-            use tokio::signal::unix::{signal, SignalKind};
+            use tokio::signal::unix::{SignalKind, signal};
             if let Ok(mut term) = signal(SignalKind::terminate()) {
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => {}
@@ -154,7 +154,7 @@ pub fn notify_ready() {
 /// handler is in place when this returns (before READY=1 is sent, so a
 /// reload right after start cannot hit SIGHUP's default action).
 pub fn on_sighup(on_hup: impl Fn() + Send + 'static) {
-    use tokio::signal::unix::{signal, SignalKind};
+    use tokio::signal::unix::{SignalKind, signal};
     let mut hup = match signal(SignalKind::hangup()) {
         Ok(s) => s,
         Err(e) => {
@@ -195,7 +195,10 @@ pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()
         ibtls::Transport::Tls(s) => {
             let have = s.identity()?;
             if &have != want {
-                anyhow::bail!("the [tls] certificate {} names {have}, but this service is {want}", s.cert.display());
+                anyhow::bail!(
+                    "the [tls] certificate {} names {have}, but this service is {want}",
+                    s.cert.display()
+                );
             }
         }
         ibtls::Transport::Insecure => tracing::warn!(

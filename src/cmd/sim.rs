@@ -3,18 +3,18 @@
 //! the packet model (credit-based flow control, virtual cut-through,
 //! deadlock detection) or the flow model (max-min fair rates).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 
 use fabric::intersubnet::AlgorithmKind;
-use fabric::multi::{tree_subnets, MultiFabric, PaperLayout, TreeSubnets};
+use fabric::multi::{MultiFabric, PaperLayout, TreeSubnets, tree_subnets};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::EngineKind;
 use fabric::sim::packet::Config;
 use fabric::sim::workload::{self, Saturate};
 use fabric::sim::{self, RingStats, Uniform};
-use fabric::verify::{verify_global, GlobalReport, Policy};
+use fabric::verify::{GlobalReport, Policy, verify_global};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;

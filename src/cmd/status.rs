@@ -1,7 +1,7 @@
 //! `ibfabric status`: asks the controllers (and routers and workers, when
 //! named) what they hold, and says what lags.
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use clap::Args;
 use proto::v1;
 use serde::Serialize;

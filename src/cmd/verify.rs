@@ -1,7 +1,7 @@
 //! `ibfabric verify`: re-verify tables from disk against a topology.
 
-use super::report::{print_report, TablesJson};
-use anyhow::{bail, Result};
+use super::report::{TablesJson, print_report};
+use anyhow::{Result, bail};
 use clap::Args;
 use fabric::formats::{lft, pathsl, sl2vl};
 use fabric::tables::Routing;

@@ -1,7 +1,7 @@
 //! `ibfabric worker`: computes parts of jobs for coordinators
 //! (`ibfabric verify --workers`).
 
-use super::runtime::{runtime, shutdown_on_signal, ConfigArgs};
+use super::runtime::{ConfigArgs, runtime, shutdown_on_signal};
 use anyhow::{Context, Result};
 use settings::ConfigFile;
 use tokio::net::TcpListener;

@@ -113,7 +113,7 @@ impl TryFrom<StoreTable> for StoreConfig {
             StoreKindName::Memory if t.tls.is_some() || t.insecure => {
                 return Err(Invalid(
                     "store.tls and store.insecure are for kind = \"etcd\"".into(),
-                ))
+                ));
             }
             StoreKindName::Memory => StoreKind::Memory {
                 state_file: t.state_file,
@@ -121,12 +121,12 @@ impl TryFrom<StoreTable> for StoreConfig {
             StoreKindName::Etcd if t.state_file.is_some() => {
                 return Err(Invalid(
                     "store.state_file is for kind = \"memory\"; etcd keeps its own state".into(),
-                ))
+                ));
             }
             StoreKindName::Etcd if t.endpoints.is_empty() => {
                 return Err(Invalid(
                     "store.kind = \"etcd\" needs store.endpoints".into(),
-                ))
+                ));
             }
             StoreKindName::Etcd => StoreKind::Etcd {
                 tls: match ibtls::Transport::from_config(t.tls, t.insecure) {

@@ -2,8 +2,8 @@
 //! cluster revision, elections on leases.
 
 use super::{
-    candidate_id, check_namespace, election_key, Entry, Event, EventKind, EventSource, LeaderGuard,
-    Op, Revision, Store, StoreError, Term, Watch,
+    Entry, Event, EventKind, EventSource, LeaderGuard, Op, Revision, Store, StoreError, Term,
+    Watch, candidate_id, check_namespace, election_key,
 };
 use async_trait::async_trait;
 use etcd_client::{
@@ -77,13 +77,13 @@ impl EtcdStore {
                     return Err(StoreError::Unreachable {
                         endpoints: joined,
                         detail: e.to_string(),
-                    })
+                    });
                 }
                 Err(_) => {
                     return Err(StoreError::Unreachable {
                         endpoints: joined,
                         detail: format!("no connection within {OP_TIMEOUT:?}"),
-                    })
+                    });
                 }
             };
         let s = Self {

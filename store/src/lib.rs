@@ -30,7 +30,7 @@ pub mod testing;
 
 pub use etcd::EtcdStore;
 pub use memory::MemoryStore;
-pub use persist::{StorePersist, PARTS_PREFIX, PART_BYTES};
+pub use persist::{PART_BYTES, PARTS_PREFIX, StorePersist};
 
 use async_trait::async_trait;
 pub use config::{StoreConfig, StoreKind};

@@ -4,8 +4,8 @@
 //! revision counter and the controller's term never go back.
 
 use super::{
-    candidate_id, check_namespace, election_key, Entry, Event, EventKind, EventSource, LeaderGuard,
-    Op, Revision, Store, StoreError, Term, Watch,
+    Entry, Event, EventKind, EventSource, LeaderGuard, Op, Revision, Store, StoreError, Term,
+    Watch, candidate_id, check_namespace, election_key,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -428,7 +428,7 @@ impl EventSource for MemoryWatch {
                         key: ev.key[self.ns_len..].to_string(),
                         value: ev.value.clone(),
                         revision: ev.revision,
-                    }))
+                    }));
                 }
                 Ok(_) => {}
                 Err(broadcast::error::RecvError::Lagged(n)) => {

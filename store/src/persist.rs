@@ -2,7 +2,7 @@
 //! values of any size (large ones in parts), and the store's health as the
 //! last operation found it.
 
-use crate::{Op, Revision, Store, StoreError, MAX_TXN_BYTES, MAX_TXN_OPS};
+use crate::{MAX_TXN_BYTES, MAX_TXN_OPS, Op, Revision, Store, StoreError};
 use std::sync::Arc;
 
 /// Largest value stored in its key; a larger one is split into parts of
@@ -95,7 +95,7 @@ impl StorePersist {
 
     async fn save_all_inner(&self, writes: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
         use prost::Message;
-        use proto::v1::{stored_value::Kind, StoredParts, StoredValue};
+        use proto::v1::{StoredParts, StoredValue, stored_value::Kind};
         use sha2::{Digest, Sha256};
         let mut parts = Vec::new();
         let mut heads = Vec::with_capacity(writes.len());
@@ -228,7 +228,7 @@ impl StorePersist {
 
     async fn load_inner(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         use prost::Message;
-        use proto::v1::{stored_value::Kind, StoredValue};
+        use proto::v1::{StoredValue, stored_value::Kind};
         use sha2::{Digest, Sha256};
         let mut out = Vec::new();
         // Keys first, then each value: one listing of large values would

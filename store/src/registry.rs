@@ -8,7 +8,7 @@
 //! open part goes back to the queue at once, whatever its connection still
 //! looks like.
 
-use crate::{EventKind, Store, StoreConfig, StoreError, ELECTION_PREFIX};
+use crate::{ELECTION_PREFIX, EventKind, Store, StoreConfig, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,7 +130,10 @@ impl Leases {
     /// Resolves when the worker at `url` loses its lease; never for a URL
     /// the store did not list, or once the store cannot be watched (the
     /// connection's own keepalive still notices a dead worker then).
-    pub fn gone(&self, url: &str) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub fn gone(
+        &self,
+        url: &str,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         let rx = self.gone.get(url).cloned();
         async move {
             let Some(mut rx) = rx else {

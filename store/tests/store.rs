@@ -11,10 +11,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::registry::StoreFile;
-use store::testing::{unique_namespace, EtcdServer};
+use store::testing::{EtcdServer, unique_namespace};
 use store::{
-    observe_leader, EtcdStore, Event, EventKind, MemoryStore, Store, StoreError, StorePersist,
-    Watch,
+    EtcdStore, Event, EventKind, MemoryStore, Store, StoreError, StorePersist, Watch,
+    observe_leader,
 };
 use store::{StoreConfig, StoreKind};
 use tokio::time::timeout;
@@ -598,9 +598,11 @@ async fn abandoned_leadership_expires_after_ttl(h: Handles) {
         .unwrap();
     let b = h.b.clone();
     let mut follower = tokio::spawn(async move { b.campaign("ctl", "ctl-b", TTL).await });
-    assert!(timeout(Duration::from_millis(300), &mut follower)
-        .await
-        .is_err());
+    assert!(
+        timeout(Duration::from_millis(300), &mut follower)
+            .await
+            .is_err()
+    );
     let t = Instant::now();
     drop(ga);
     drop(h.a);

@@ -360,11 +360,13 @@ mod tests {
 
     #[test]
     fn worker_names() {
-        assert!(Identity::Worker {
-            name: "w-01.rack_3".into()
-        }
-        .validate()
-        .is_ok());
+        assert!(
+            Identity::Worker {
+                name: "w-01.rack_3".into()
+            }
+            .validate()
+            .is_ok()
+        );
         for name in ["", ".hidden", "a b", "ü", &"x".repeat(65)] {
             assert!(
                 Identity::Worker { name: name.into() }.validate().is_err(),

@@ -6,7 +6,7 @@ use crate::identity::{Identity, IdentityError};
 use crate::pem;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, PKCS_ECDSA_P256_SHA256,
+    Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
 };
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

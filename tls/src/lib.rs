@@ -22,10 +22,10 @@ pub mod peer;
 mod pem;
 pub mod transport;
 
-pub use config::{config_dir, TlsSettings, Transport, TransportError};
+pub use config::{TlsSettings, Transport, TransportError, config_dir};
 pub use identity::{Identity, IdentityError, Role};
-pub use issue::{generate_ca, issue, CaBundle, CertError, IssuedCert};
+pub use issue::{CaBundle, CertError, IssuedCert, generate_ca, issue};
 pub use peer::{
-    identity_from_peer_certs, peer_identity, require, require_identity, require_role, Mode, Peer,
+    Mode, Peer, identity_from_peer_certs, peer_identity, require, require_identity, require_role,
 };
-pub use transport::{client_endpoint, client_tls, server_tls, TlsError};
+pub use transport::{TlsError, client_endpoint, client_tls, server_tls};

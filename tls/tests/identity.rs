@@ -2,8 +2,8 @@
 //! misconfigured service gets, without a network.
 
 use ibtls::{
-    generate_ca, issue, server_tls, CaBundle, Identity, IdentityError, TlsError, TlsSettings,
-    Transport, TransportError,
+    CaBundle, Identity, IdentityError, TlsError, TlsSettings, Transport, TransportError,
+    generate_ca, issue, server_tls,
 };
 use rcgen::{CertificateParams, Issuer, KeyPair, SanType};
 use serde::Deserialize;

@@ -2,8 +2,8 @@
 //! gRPC health service): who gets in, and what the server learns about them.
 
 use ibtls::{
-    client_endpoint, client_tls, generate_ca, issue, peer_identity, require_identity, server_tls,
-    CaBundle, Identity, Role, TlsSettings,
+    CaBundle, Identity, Role, TlsSettings, client_endpoint, client_tls, generate_ca, issue,
+    peer_identity, require_identity, server_tls,
 };
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -13,9 +13,9 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Server};
 use tonic::{Code, Request, Status};
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::health_server::HealthServer;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::server::{HealthReporter, HealthService};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);

@@ -9,11 +9,11 @@ mod rounds;
 
 pub use rounds::route_rounds;
 
-use fabric::routing::shard::{merge_dfdn, RoutePart};
-use fabric::routing::EngineOptions;
-use fabric::tables::Routing;
-use fabric::verify::{merge_parts, MergeError, Part, Report};
 use fabric::Fabric;
+use fabric::routing::EngineOptions;
+use fabric::routing::shard::{RoutePart, merge_dfdn};
+use fabric::tables::Routing;
+use fabric::verify::{MergeError, Part, Report, merge_parts};
 use proto::v1;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;

@@ -12,8 +12,8 @@ pub mod coordinator;
 
 pub mod wire;
 
-use fabric::tables::Routing;
 use fabric::Fabric;
+use fabric::tables::Routing;
 use proto::v1;
 use proto::v1::worker_server::{Worker as WorkerRpc, WorkerServer};
 use sha2::{Digest, Sha256};
@@ -588,7 +588,7 @@ fn round_step(worker: &Worker, job: &Job, r: v1::RoundRequest) -> Result<v1::Rou
             return Err(Status::not_found(format!(
                 "session {} is not held here",
                 r.session
-            )))
+            )));
         }
     };
     let mut s = session.lock().unwrap_or_else(|p| p.into_inner());

@@ -7,7 +7,7 @@
 //! thread.
 
 use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRoutes, SubnetView};
-use fabric::verify::{compose, ComposeError, CycleStep, DependencySummary, Undeliverable};
+use fabric::verify::{ComposeError, CycleStep, DependencySummary, Undeliverable, compose};
 use proto::v1;
 
 /// Why routes must not be published.
@@ -105,8 +105,8 @@ pub fn check_fabric(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric::intersubnet::{issr_with_transit, AlgorithmKind, Transit};
-    use fabric::multi::{tree_subnets, Join, MultiFabric, TreeSubnets, Wiring};
+    use fabric::intersubnet::{AlgorithmKind, Transit, issr_with_transit};
+    use fabric::multi::{Join, MultiFabric, TreeSubnets, Wiring, tree_subnets};
     use fabric::pipeline::{self, Routed};
     use fabric::routing::EngineKind;
 

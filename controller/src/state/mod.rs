@@ -381,13 +381,13 @@ impl State {
                 return bad(format!(
                     "engine '{}' tables were not verified (pairs unrouted)",
                     x.engine
-                ))
+                ));
             }
             Some(x) if !x.deadlock_free => {
                 return bad(format!(
                     "engine '{}' tables are not deadlock free",
                     x.engine
-                ))
+                ));
             }
             Some(_) => {}
         }
@@ -434,7 +434,7 @@ impl State {
                         "GUID {} already belongs to subnet {}",
                         hex(guid),
                         hex(owner)
-                    ))
+                    ));
                 }
                 _ => {}
             }
@@ -468,7 +468,7 @@ impl State {
                         hex(p.router_guid),
                         p.port,
                         hex(owner)
-                    ))
+                    ));
                 }
                 _ => {}
             }

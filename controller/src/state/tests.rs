@@ -248,11 +248,13 @@ fn a_changed_report_is_written_then_applied_then_published_in_the_term() {
     assert_eq!(first.writes.len(), 3);
     assert!(first.writes.iter().all(|w| w.key.starts_with(ROUTES_KEY)));
     assert_eq!(first.published.mappings.len(), 2);
-    assert!(first
-        .published
-        .mappings
-        .values()
-        .all(|m| m.version == first_version(TERM)));
+    assert!(
+        first
+            .published
+            .mappings
+            .values()
+            .all(|m| m.version == first_version(TERM))
+    );
     assert_eq!(first.published.egress.len(), 1);
 
     // Subnet 0 loses a host: its report is written, and the mapping of

@@ -10,7 +10,7 @@
 use crate::graph::topo_order::{Digraph, TopoOrder};
 use crate::model::{Fabric, Slot};
 use crate::tables::Routing;
-use crate::verify::{verify_with_cdg, Report};
+use crate::verify::{Report, verify_with_cdg};
 
 /// A virtual channel as a list vertex: `slot * vls + VL`.
 pub type Vertex = u32;
@@ -55,9 +55,7 @@ impl Digraph for Edges {
 /// Why a channel list cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChannelListError {
-    #[error(
-        "the routing in force has a channel dependency cycle ({0}); no channel list orders it"
-    )]
+    #[error("the routing in force has a channel dependency cycle ({0}); no channel list orders it")]
     Cyclic(String),
 }
 
@@ -369,7 +367,7 @@ impl ChannelList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::{EngineKind, EngineOptions};
 
     /// A 4x4 mesh routed XY (`dor`), its tables and their list.

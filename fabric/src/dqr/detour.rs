@@ -27,7 +27,7 @@
 //! same-VL detours its flows may not take, and leans on the search.
 
 use super::channel_list::{ChannelList, Vertex};
-use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
+use crate::model::{Fabric, NONE, NodeId, NodeKind, Slot};
 use std::collections::{HashMap, VecDeque};
 
 /// Which local detours are enabled before the search.

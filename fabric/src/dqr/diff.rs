@@ -10,7 +10,7 @@
 
 use super::Fault;
 use crate::error::ModelError;
-use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
+use crate::model::{Fabric, NONE, NodeId, NodeKind, Slot};
 use std::collections::HashMap;
 
 /// The difference between two discoveries of one subnet.
@@ -121,7 +121,7 @@ fn diff(before: &Fabric, after: &Fabric) -> Result<Change, String> {
                         "{} now links to {}, another port than before",
                         name(after, s),
                         name(after, r)
-                    ))
+                    ));
                 }
             }
         }
@@ -164,7 +164,7 @@ fn diff(before: &Fabric, after: &Fabric) -> Result<Change, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn ring() -> Fabric {
         generate(&Topology::Mesh {

@@ -34,11 +34,11 @@ mod search;
 
 pub use channel_list::{ChannelList, ChannelListError, Vertex};
 pub use detour::Detours;
-pub use diff::{apply_change, change_between, Change};
-pub use plan::{order_update, PlanError, Planned};
+pub use diff::{Change, apply_change, change_between};
+pub use plan::{PlanError, Planned, order_update};
 
-use crate::model::{Fabric, NodeId, NodeKind, Slot, NONE};
-use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
+use crate::model::{Fabric, NONE, NodeId, NodeKind, Slot};
+use crate::tables::{NO_PATH, NUM_SLS, Routing, SL_NONE};
 use crate::verify::transition::{Changed, Mix};
 
 /// A failed (or restored) element.
@@ -171,15 +171,23 @@ pub struct Outcome {
 /// Why a reroute failed; the caller falls back to a full recompute.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DqrError {
-    #[error("the channel list was built for another fabric ({list} vertices, the fabric has {slots} ports)")]
+    #[error(
+        "the channel list was built for another fabric ({list} vertices, the fabric has {slots} ports)"
+    )]
     OtherFabric { list: usize, slots: usize },
-    #[error("{unrouted} broken flows have no deadlock-free path within the channel list (first: LID {src} to LID {dst}); a full recompute is needed")]
+    #[error(
+        "{unrouted} broken flows have no deadlock-free path within the channel list (first: LID {src} to LID {dst}); a full recompute is needed"
+    )]
     NoPath { unrouted: u64, src: u16, dst: u16 },
     #[error("the rerouted tables fail verification: {0}")]
     Verify(String),
-    #[error("the update would not be deadlock free while it is applied: the dependency {0} of an old/new mix closes a cycle")]
+    #[error(
+        "the update would not be deadlock free while it is applied: the dependency {0} of an old/new mix closes a cycle"
+    )]
     Transition(String),
-    #[error("the rerouted tables use {now} VLs (up to VL {now_max}), the tables in force {before} (up to VL {before_max})")]
+    #[error(
+        "the rerouted tables use {now} VLs (up to VL {now_max}), the tables in force {before} (up to VL {before_max})"
+    )]
     MoreVls {
         now: u32,
         now_max: u8,
@@ -454,7 +462,7 @@ fn reroute_once(
         || {
             let mut new = old.clone();
             let mut dropped = 0u64;
-            for (lid, _) in dropped_lid.iter().enumerate().filter(|(_, &g)| g) {
+            for (lid, _) in dropped_lid.iter().enumerate().filter(|&(_, &g)| g) {
                 for si in 0..f.switches().len() as u32 {
                     if new.lfts.get(si, lid as u16) != NO_PATH {
                         new.lfts.set(si, lid as u16, NO_PATH);
@@ -915,7 +923,7 @@ impl SwitchLinks {
 
     /// The linked ports of switch `si` toward other switches, as (port,
     /// switch index).
-    fn out_of<'a>(&self, f: &'a Fabric, si: u32) -> impl Iterator<Item = (u8, u32)> + 'a {
+    fn out_of<'a>(&self, f: &'a Fabric, si: u32) -> impl Iterator<Item = (u8, u32)> + use<'a> {
         let sw = f.switches()[si as usize];
         (1..=f.num_ports(sw)).filter_map(move |p| {
             let rem = f.remote(f.slot(sw, p));
@@ -1006,7 +1014,7 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::{EngineKind, EngineOptions};
 
     /// The backward search finds exactly the switches whose route, walked

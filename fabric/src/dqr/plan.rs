@@ -20,8 +20,8 @@
 //! the hosts: the caller keeps the tables in force and says why.
 
 use crate::model::{Fabric, NONE};
-use crate::tables::{Routing, NO_PATH};
-use crate::verify::{check_transition, TransitionReport};
+use crate::tables::{NO_PATH, Routing};
+use crate::verify::{TransitionReport, check_transition};
 
 /// A checked order: apply `stages` in turn (each confirmed in every
 /// switch before the next), then the new tables.
@@ -115,8 +115,8 @@ pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<Planned,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dqr::{apply_faults, Fault};
-    use crate::generate::{generate, Topology};
+    use crate::dqr::{Fault, apply_faults};
+    use crate::generate::{Topology, generate};
     use crate::routing::{EngineKind, EngineOptions};
     use crate::verify::verify;
 

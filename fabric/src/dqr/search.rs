@@ -4,7 +4,7 @@
 
 use super::channel_list::{ChannelList, Vertex};
 use super::{Reach, Turns};
-use crate::model::{Fabric, Slot, NONE};
+use crate::model::{Fabric, NONE, Slot};
 use crate::tables::Routing;
 
 /// The entries a reroute reads while the new tables are copied beside it:

@@ -25,7 +25,7 @@
 //! differently by the two ends of a link.
 
 use crate::error::{Error, ParseError};
-use crate::model::{Fabric, FabricBuilder, NodeId, NodeKind, MAX_UNICAST_LID, NONE};
+use crate::model::{Fabric, FabricBuilder, MAX_UNICAST_LID, NONE, NodeId, NodeKind};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -95,7 +95,7 @@ fn lid_at(words: &[&str], at: usize) -> Result<u16, String> {
                 return Err(format!(
                     "LMC {m}: the port has {} LIDs, ibfabric routes one LID per port",
                     1u32 << m
-                ))
+                ));
             }
             _ => return Err("bad LMC after the LID".to_string()),
         }
@@ -359,7 +359,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                                 "port GUID 0x{g:016x} for \"{}\"[{}] contradicts 0x{before:016x} on line {at}",
                                 l.remote_id, l.remote_port
                             ),
-                        ))
+                        ));
                     }
                     Some(_) => {}
                     None => {
@@ -452,11 +452,7 @@ fn node_ids(f: &Fabric) -> Vec<String> {
                 && !reserved.contains(d)
                 && !d.contains(['"', '#', '@', '[', ']', '(', ')'])
                 && !d.chars().any(char::is_whitespace);
-            if safe {
-                d.to_string()
-            } else {
-                fb.clone()
-            }
+            if safe { d.to_string() } else { fb.clone() }
         })
         .collect()
 }

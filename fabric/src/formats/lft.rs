@@ -8,7 +8,7 @@
 //! ```
 //! Switches appear in GUID order; LIDs without a route are omitted.
 
-use super::{open_file, parse_hex_u64, switches_by_guid, Lines};
+use super::{Lines, open_file, parse_hex_u64, switches_by_guid};
 use crate::error::{Error, ParseError};
 use crate::model::Fabric;
 use crate::tables::{Lfts, NO_PATH};

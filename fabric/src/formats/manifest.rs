@@ -199,13 +199,13 @@ pub fn parse_with(
                             "router '{label}' port {port} is linked in '{}', not '{subnet}'",
                             m.subnets[p.subnet].name
                         ),
-                    ))
+                    ));
                 }
                 None => {
                     return Err(at(
                         r.ports.span(),
                         format!("router '{label}' port {port} is linked in no subnet's file"),
-                    ))
+                    ));
                 }
             }
         }

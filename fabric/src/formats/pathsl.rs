@@ -9,7 +9,7 @@
 //! destination LID `0..=max_lid`: a hex digit is the SL, `-` means no path.
 //! A missing file means SL 0 for every pair.
 
-use super::{open_file, Lines};
+use super::{Lines, open_file};
 use crate::error::{Error, ParseError};
 use crate::model::Fabric;
 use crate::tables::{PathSl, SL_NONE};
@@ -153,7 +153,7 @@ fn parse_rows(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl, Er
                     return Err(err(
                         ln,
                         format!("bad SL character '{}' for destination LID {k}", c as char),
-                    ))
+                    ));
                 }
             });
         }

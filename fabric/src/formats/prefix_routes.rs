@@ -51,7 +51,7 @@ pub fn from_mapping(m: &Mapping) -> Result<String, PerGid> {
                     prefix: e.dest.prefix,
                     first: g,
                     second: e.router_port_guid,
-                })
+                });
             }
             _ => {
                 primary.insert(e.dest.prefix, e.router_port_guid);
@@ -165,7 +165,7 @@ mod tests {
     /// named is at risk. Striped routers have one each: none is.
     #[test]
     fn ports_of_routers_with_siblings_in_the_subnet_are_named() {
-        use crate::multi::{tree_subnets, Join, TreeSubnets, Wiring};
+        use crate::multi::{Join, TreeSubnets, Wiring, tree_subnets};
         let shape = |wiring| TreeSubnets {
             subnets: 2,
             leaves: 2,

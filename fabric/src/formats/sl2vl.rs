@@ -11,8 +11,8 @@
 
 use super::{is_end_node, parse_hex_u64, read_file};
 use crate::error::{Error, ParseError};
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Sl2Vl, NUM_SLS};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
+use crate::tables::{NUM_SLS, Sl2Vl};
 use std::fmt::Write as _;
 use std::path::Path;
 

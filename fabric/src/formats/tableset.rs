@@ -269,14 +269,18 @@ mod tests {
         let p = Path::new("m");
         assert_eq!(parse(&text, p).unwrap(), t);
         let truncated = text.replace("end\n", "");
-        assert!(parse(&truncated, p)
-            .unwrap_err()
-            .to_string()
-            .contains("truncated"));
+        assert!(
+            parse(&truncated, p)
+                .unwrap_err()
+                .to_string()
+                .contains("truncated")
+        );
         let foreign = text.replace("opensm-lfts.dump", "other.txt");
-        assert!(parse(&foreign, p)
-            .unwrap_err()
-            .to_string()
-            .contains("m:6: unknown table file"));
+        assert!(
+            parse(&foreign, p)
+                .unwrap_err()
+                .to_string()
+                .contains("m:6: unknown table file")
+        );
     }
 }

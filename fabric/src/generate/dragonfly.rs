@@ -14,7 +14,7 @@
 //! peer router (skipping the router itself), then the `h` global links in
 //! order of `k`.
 
-use super::{check_lids, check_radix, nonzero, Plan};
+use super::{Plan, check_lids, check_radix, nonzero};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -74,7 +74,7 @@ pub(super) fn generate(p: u32, hosts: Option<u32>) -> Result<Fabric> {
 #[cfg(test)]
 mod tests {
     use crate::generate::testutil::{assert_gen_err, check};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use std::collections::HashSet;
 
     fn df(p: u32, hosts: Option<u32>) -> crate::Result<crate::Fabric> {

@@ -7,7 +7,7 @@
 //! link `m` (0-based) to spine `s` is on port `hosts + 1 + s*links + m`.
 //! Spine port `1 + l*links + m` is link `m` to leaf `l`.
 
-use super::{check_lids, check_radix, nonzero, underscore_host, Plan};
+use super::{Plan, check_lids, check_radix, nonzero, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -52,7 +52,7 @@ pub(super) fn generate(leaves: u32, spines: u32, hosts: u32, links: u32) -> Resu
 #[cfg(test)]
 mod tests {
     use crate::generate::testutil::{assert_gen_err, check};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn ft(leaves: u32, spines: u32, hosts: u32, links: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::FatTree2 {

@@ -9,7 +9,7 @@
 //! Ports: hosts on `1..=hosts`, then per dimension `d` in order the
 //! `S_d - 1` peers along `d` in ascending order of their coordinate.
 
-use super::{check_lids, check_radix, gen_err, nonzero, product, underscore_host, Plan};
+use super::{Plan, check_lids, check_radix, gen_err, nonzero, product, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -83,7 +83,7 @@ pub(super) fn generate(dims: &[u32], hosts: u32) -> Result<Fabric> {
 #[cfg(test)]
 mod tests {
     use crate::generate::testutil::{assert_gen_err, check};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn hx(dims: &[u32], hosts: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::HyperX {

@@ -14,7 +14,7 @@
 //! `1 + digit_{l-1}(w)`, the up-link to parent `<w', l+1>` on port
 //! `k + 1 + digit_l(w')`.
 
-use super::{check_lids, check_radix, nonzero, underscore_host, Plan};
+use super::{Plan, check_lids, check_radix, nonzero, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -64,7 +64,7 @@ pub(super) fn generate(k: u32, n: u32) -> Result<Fabric> {
 #[cfg(test)]
 mod tests {
     use crate::generate::testutil::{assert_gen_err, check};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn tree(k: u32, n: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::KaryNTree { k, n })

@@ -12,7 +12,7 @@
 //! neighbour and the `+1` neighbour, each only where the switch has it (so
 //! mesh border switches have fewer ports).
 
-use super::{check_lids, check_radix, gen_err, nonzero, product, underscore_host, Plan};
+use super::{Plan, check_lids, check_radix, gen_err, nonzero, product, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -114,7 +114,7 @@ pub(super) fn generate(dims: &[u32], torus: bool, hosts: u32) -> Result<Fabric> 
 #[cfg(test)]
 mod tests {
     use crate::generate::testutil::{assert_gen_err, check};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn mesh(dims: &[u32], torus: bool, hosts: u32) -> crate::Result<crate::Fabric> {
         generate(&Topology::Mesh {
@@ -205,7 +205,9 @@ mod tests {
         let peers: Vec<String> = (1..=7).map(peer).collect();
         assert_eq!(
             peers,
-            ["h0_0_0_0", "s3_0_0", "s1_0_0", "s0_3_0", "s0_1_0", "s0_0_3", "s0_0_1"]
+            [
+                "h0_0_0_0", "s3_0_0", "s1_0_0", "s0_3_0", "s0_1_0", "s0_0_3", "s0_0_1"
+            ]
         );
     }
 

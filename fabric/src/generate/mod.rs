@@ -34,7 +34,7 @@ mod random;
 mod slimfly;
 
 use crate::error::{Error, Result};
-use crate::model::{Fabric, FabricBuilder, NodeId, NodeKind, MAX_UNICAST_LID};
+use crate::model::{Fabric, FabricBuilder, MAX_UNICAST_LID, NodeId, NodeKind};
 
 /// Most ports a generated switch may have (port numbers are `u8`, 255 is
 /// reserved).
@@ -421,7 +421,7 @@ pub(crate) mod testutil {
 
     use super::{CA_GUID_BASE, SWITCH_GUID_BASE};
     use crate::graph::SwitchGraph;
-    use crate::model::{Fabric, NodeKind, NONE};
+    use crate::model::{Fabric, NONE, NodeKind};
     use std::collections::HashSet;
 
     /// What the shared checks measured.

@@ -15,7 +15,7 @@
 //! Ports: hosts on `1..=hosts`, then the `degree` links in ascending order
 //! of the peer switch.
 
-use super::{check_lids, check_radix, gen_err, nonzero, underscore_host, Plan};
+use super::{Plan, check_lids, check_radix, gen_err, nonzero, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 use rand::{Rng, SeedableRng};
@@ -206,7 +206,7 @@ fn connected(g: &[Vec<u32>]) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::generate::testutil::{assert_gen_err, check, link_list};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn rr(switches: u32, degree: u32, hosts: u32, seed: u64) -> crate::Result<crate::Fabric> {
         generate(&Topology::RandomRegular {

@@ -21,7 +21,7 @@
 //! `c + e` for `e` in `X'`), then the `q` links to the other subgraph in
 //! ascending order of `m` (for `(0,x,y)`) or `x` (for `(1,m,c)`).
 
-use super::{check_lids, check_radix, gen_err, Plan};
+use super::{Plan, check_lids, check_radix, gen_err};
 use crate::error::Result;
 use crate::graph::SwitchGraph;
 use crate::model::Fabric;
@@ -199,7 +199,7 @@ pub(super) fn generate(q: u32, hosts: Option<u32>) -> Result<Fabric> {
 mod tests {
     use super::{factorize, primitive_root};
     use crate::generate::testutil::{assert_gen_err, check};
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn sf(q: u32, hosts: Option<u32>) -> crate::Result<crate::Fabric> {
         generate(&Topology::SlimFly { q, hosts })

@@ -5,7 +5,7 @@
 
 pub mod topo_order;
 
-use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
 use rayon::prelude::*;
 
 /// Hop count marker for "unreachable".

@@ -3,8 +3,8 @@
 use super::issr::issr_mappings;
 use super::transit::router_tables;
 use super::{
-    subnet_next_hops, Choice, Gid, GlobalView, InterSubnetRoutes, InterSubnetRouting, MapEntry,
-    Mapping, Match, RouterPortView, Rule, Transit,
+    Choice, Gid, GlobalView, InterSubnetRoutes, InterSubnetRouting, MapEntry, Mapping, Match,
+    RouterPortView, Rule, Transit, subnet_next_hops,
 };
 use crate::error::Result;
 use std::collections::HashMap;

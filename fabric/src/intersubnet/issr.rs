@@ -2,8 +2,8 @@
 
 use super::transit::{ports_toward, router_tables};
 use super::{
-    subnet_next_hops, Choice, Gid, GlobalView, InterSubnetRoutes, InterSubnetRouting, MapEntry,
-    Mapping, Match, RouterPortView, Rule, Transit,
+    Choice, Gid, GlobalView, InterSubnetRoutes, InterSubnetRouting, MapEntry, Mapping, Match,
+    RouterPortView, Rule, Transit, subnet_next_hops,
 };
 use crate::error::Result;
 use std::collections::BTreeMap;
@@ -142,9 +142,11 @@ mod tests {
         }
         // Routers use both of their ports into a subnet.
         let t = &r.routers[0];
-        assert!(t.contexts[0]
-            .rules
-            .iter()
-            .all(|r| r.ports.len() == 2 && r.choice == Choice::Hash));
+        assert!(
+            t.contexts[0]
+                .rules
+                .iter()
+                .all(|r| r.ports.len() == 2 && r.choice == Choice::Hash)
+        );
     }
 }

@@ -21,12 +21,12 @@ mod view;
 
 pub use gid::Gid;
 pub use isfr::Isfr;
-pub use issr::{issr_with_transit, Issr};
+pub use issr::{Issr, issr_with_transit};
 pub use prefix::PrefixBaseline;
 pub use primary::{primary_lids, reported_primary_lids};
 pub use tables::{Choice, Context, InterSubnetRoutes, MapEntry, Mapping, Match, RouterTable, Rule};
-pub use tracer::{trace, Crossing, Tracer};
-pub use transit::{subnet_next_hops, Transit};
+pub use tracer::{Crossing, Tracer, trace};
+pub use transit::{Transit, subnet_next_hops};
 pub use view::{EndPortView, GlobalView, RouterPortView, SubnetView};
 
 use crate::error::{Error, Result};

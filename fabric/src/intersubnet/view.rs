@@ -130,7 +130,7 @@ impl GlobalView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intersubnet::{registry, Match};
+    use crate::intersubnet::{Match, registry};
     use crate::multi::fat_tree_subnets;
     use std::collections::HashSet;
 

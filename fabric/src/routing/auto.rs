@@ -9,7 +9,7 @@
 //!   engine and is the fastest of the deadlock-free ones.
 //! - Otherwise `nue`, deadlock free with any number of VLs.
 
-use super::{ftree, EngineKind};
+use super::{EngineKind, ftree};
 use crate::graph::SwitchGraph;
 use crate::model::Fabric;
 
@@ -53,7 +53,7 @@ pub fn choose(f: &Fabric, max_vls: u8) -> Choice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::EngineOptions;
     use crate::verify;
 

@@ -8,7 +8,7 @@
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::graph::SwitchGraph;
-use crate::model::{Fabric, NodeKind, NONE};
+use crate::model::{Fabric, NONE, NodeKind};
 use crate::tables::{Routing, Sl2Vl};
 
 pub struct DfD2;
@@ -36,7 +36,7 @@ impl RoutingEngine for DfD2 {
             Some(d) if d > 2 => {
                 return Err(fail(format!(
                     "DF-D2 needs a switch graph of diameter at most 2, this one has diameter {d}; use dfdn"
-                )))
+                )));
             }
             Some(_) => {}
         }

@@ -13,7 +13,7 @@
 //! time; the SL choice then runs in a fixed order so the result does not
 //! depend on thread timing.
 
-use super::paths::{fill_steps, Step, Topo, BROKEN, DELIVER};
+use super::paths::{BROKEN, DELIVER, Step, Topo, fill_steps};
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::model::{Fabric, Slot};
@@ -272,7 +272,7 @@ fn walk_routes(
                     return Err(fail(format!(
                         "the base routing has no usable route from switch '{}' to LID {dlid}",
                         f.desc(f.switches()[si as usize])
-                    )))
+                    )));
                 }
                 _ => {}
             }
@@ -295,9 +295,9 @@ fn walk_routes(
 
 #[cfg(test)]
 mod tests {
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::load::link_load;
-    use crate::routing::{by_name, Base, EngineOptions};
+    use crate::routing::{Base, EngineOptions, by_name};
     use crate::verify;
 
     fn dfdn_max(f: &crate::model::Fabric, base: Option<Base>) -> u64 {

@@ -10,7 +10,7 @@
 //! every path record query, the result here is one fixed table: the same
 //! input gives the same `path-sl.txt`.
 
-use super::paths::{identity_sl2vl, sources, write_layers, RouteSet, Topo};
+use super::paths::{RouteSet, Topo, identity_sl2vl, sources, write_layers};
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::model::Fabric;

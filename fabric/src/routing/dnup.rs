@@ -16,7 +16,7 @@
 //! (minimum eccentricity, lowest GUID): down* runs toward the centre and up*
 //! away from it, the centre being where every pair can turn.
 
-use super::updn::{fail, fill, plan, Mode};
+use super::updn::{Mode, fail, fill, plan};
 use super::{EngineOptions, RoutingEngine};
 use crate::error::Result;
 use crate::graph::SwitchGraph;

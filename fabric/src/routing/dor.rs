@@ -60,7 +60,7 @@ impl RoutingEngine for Dor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::EngineKind;
 
     fn mesh(dims: Vec<u32>, torus: bool) -> Fabric {

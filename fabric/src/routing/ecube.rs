@@ -29,7 +29,7 @@
 use super::paths::identity_sl2vl;
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
-use crate::model::{Fabric, NodeKind, NONE};
+use crate::model::{Fabric, NONE, NodeKind};
 use crate::tables::{Lfts, PathSl, Routing, SL_NONE};
 
 pub struct Ecube;
@@ -304,7 +304,7 @@ impl Torus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     fn torus(dims: Vec<u32>, torus: bool) -> Fabric {
         generate(&Topology::Mesh {

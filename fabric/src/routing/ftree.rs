@@ -42,14 +42,14 @@
 
 use super::minhop::{least_loaded, lid_targets};
 use super::updn::{
-    fail, legal_ports, orient_from_roots, tree_levels, unreachable_pair, Plan, PlanError,
-    TreeError, DOWN, HOPS,
+    DOWN, HOPS, Plan, PlanError, TreeError, fail, legal_ports, orient_from_roots, tree_levels,
+    unreachable_pair,
 };
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::graph::SwitchGraph;
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Lfts, Routing, NO_PATH};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
+use crate::tables::{Lfts, NO_PATH, Routing};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -220,11 +220,7 @@ impl Tree {
                                 merge = (l, c.port);
                             }
                         }
-                        if merge.1 != NO_PATH {
-                            merge.1
-                        } else {
-                            any.1
-                        }
+                        if merge.1 != NO_PATH { merge.1 } else { any.1 }
                     };
                     row[lid as usize] = port;
                     if port != NO_PATH {

@@ -18,7 +18,7 @@
 //! SSSP's 42 against the trees' 48, with fewer VLs); routes are taken
 //! destination by destination, source switch by source switch.
 
-use super::paths::{identity_sl2vl, sources, write_layers, RouteSet, Topo};
+use super::paths::{RouteSet, Topo, identity_sl2vl, sources, write_layers};
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::graph::topo_order::{Digraph, TopoOrder};

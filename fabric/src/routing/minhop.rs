@@ -13,8 +13,8 @@
 use super::{EngineOptions, RoutingEngine};
 use crate::error::Result;
 use crate::graph::{SwitchGraph, UNREACHABLE};
-use crate::model::{Fabric, NodeKind, NONE};
-use crate::tables::{Lfts, Routing, NO_PATH};
+use crate::model::{Fabric, NONE, NodeKind};
+use crate::tables::{Lfts, NO_PATH, Routing};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -9,8 +9,8 @@
 //! (272 M host pairs) at 34 M routes.
 
 use crate::error::{Error, Result};
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Lfts, PathSl, Sl2Vl, NO_PATH, NUM_SLS, SL_NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
+use crate::tables::{Lfts, NO_PATH, NUM_SLS, PathSl, SL_NONE, Sl2Vl};
 use rayon::prelude::*;
 
 /// What one channel leads to, precomputed so a walk step is one lookup.
@@ -381,7 +381,7 @@ fn walk_one(
                         f.desc(f.switches()[si as usize]),
                         f.lid_of_slot(d)
                     ),
-                })
+                });
             }
             _ => {}
         }

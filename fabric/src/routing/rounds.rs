@@ -97,14 +97,14 @@ impl Plan {
                     return Err(Error::Invalid(format!(
                         "{} {u} asked twice",
                         self.unit_name()
-                    )))
+                    )));
                 }
                 None => {
                     return Err(Error::Invalid(format!(
                         "no {} {u} in a plan of {}",
                         self.unit_name(),
                         self.units()
-                    )))
+                    )));
                 }
             }
         }
@@ -172,7 +172,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::RoutingEngine;
 
     /// Units `groups` held by separate holders, rounds summed as the

@@ -31,7 +31,7 @@
 //! where the streams are merged. DF-DN on the MinHop or SSSP base (its SL
 //! choice needs the whole base first) runs in one place.
 
-use super::trees::{lfts_from_next, load_toward, TreeParents};
+use super::trees::{TreeParents, lfts_from_next, load_toward};
 use super::{Base, EngineKind, EngineOptions};
 use crate::error::{Error, Result};
 use crate::load::LoadSums;
@@ -233,9 +233,9 @@ pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
-    use crate::routing::by_name;
+    use crate::generate::{Topology, generate};
     use crate::routing::RoutingEngine;
+    use crate::routing::by_name;
 
     fn cut(n: usize, k: usize) -> Vec<Range<usize>> {
         (0..k).map(|i| i * n / k..(i + 1) * n / k).collect()

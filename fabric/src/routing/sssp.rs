@@ -22,8 +22,8 @@ use super::{EngineOptions, RoutingEngine};
 use crate::error::Result;
 use crate::graph::{SwitchGraph, UNREACHABLE};
 use crate::model::{Fabric, NONE};
-use crate::routing::minhop::{lid_targets, LidTarget};
-use crate::tables::{Lfts, Routing, NO_PATH};
+use crate::routing::minhop::{LidTarget, lid_targets};
+use crate::tables::{Lfts, NO_PATH, Routing};
 
 pub struct Sssp;
 
@@ -372,7 +372,7 @@ fn layered(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     #[test]
     fn no_link_carries_more_than_under_opensms_sssp() {

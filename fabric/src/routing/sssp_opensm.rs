@@ -25,7 +25,7 @@
 //! (Dragonfly p=6: 0.67 s against 0.10 s), so [`super::sssp`] runs it only
 //! on small fabrics, as one of the routings it picks from.
 
-use crate::model::{Fabric, NodeKind, Slot, NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
 use crate::tables::{Lfts, NO_PATH};
 
 const INF: u64 = u64::MAX;
@@ -384,7 +384,7 @@ fn vertex_of(f: &Fabric, vertex: &[u32], at: Slot) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     #[test]
     fn busiest_links_are_opensms() {

@@ -22,10 +22,10 @@
 //! Switch LIDs (management traffic only, adding no weight) are routed once
 //! every round has run, on the final weights.
 
-use super::minhop::{lid_targets, LidTarget};
-use super::nue::{LayerCols, Stats};
-use super::sssp::{end_port_order, hosts_per_switch, Net, Tree};
 use super::EngineOptions;
+use super::minhop::{LidTarget, lid_targets};
+use super::nue::{LayerCols, Stats};
+use super::sssp::{Net, Tree, end_port_order, hosts_per_switch};
 use crate::error::{Error, Result};
 use crate::graph::SwitchGraph;
 use crate::model::{Fabric, NONE};
@@ -308,7 +308,7 @@ pub fn streamed_lfts(f: &Fabric, streams: usize, opts: &EngineOptions) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
 
     #[test]
     fn one_stream_is_sssp_in_guid_order_and_more_streams_stay_close() {

@@ -189,7 +189,7 @@ pub fn load_toward(f: &Fabric, xs: std::ops::Range<usize>, next: &[u8]) -> crate
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::verify;
 
     fn dragonfly(p: u32) -> Fabric {

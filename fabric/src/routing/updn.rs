@@ -44,7 +44,7 @@ use super::minhop::balanced_lfts;
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::graph::{SwitchGraph, UNREACHABLE};
-use crate::model::{Fabric, NodeId, NodeKind, NONE};
+use crate::model::{Fabric, NONE, NodeId, NodeKind};
 use crate::tables::{Lfts, Routing};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,9 +104,7 @@ pub(crate) enum PlanError {
     RootsLeavePairApart { from: String, to: String },
     #[error("internal error: switch '{from}' has no route to '{to}' from the graph centre")]
     CentreLeavesPairApart { from: String, to: String },
-    #[error(
-        "the switch graph is disconnected: '{first}' and '{other}' are not linked by any path"
-    )]
+    #[error("the switch graph is disconnected: '{first}' and '{other}' are not linked by any path")]
     Disconnected { first: String, other: String },
     /// Found while measuring eccentricities, where no switch pair is at hand.
     #[error("the switch graph is disconnected")]

@@ -10,7 +10,7 @@
 //! every random choice comes from a seeded ChaCha stream.
 
 use super::sim_err;
-use super::traffic::{ring_order, Destinations, Uniform};
+use super::traffic::{Destinations, Uniform, ring_order};
 use crate::error::Result;
 use crate::network::Paths;
 use rand::SeedableRng;

@@ -9,8 +9,8 @@ pub mod traffic;
 pub mod workload;
 
 pub use crate::network::{Host, Network, Paths, SubnetPaths};
-pub use flow::{max_min, rates, ring, rings, uniform, RingStats};
-pub use traffic::{ring_order, Destinations, Uniform};
+pub use flow::{RingStats, max_min, rates, ring, rings, uniform};
+pub use traffic::{Destinations, Uniform, ring_order};
 
 use crate::error::Error;
 

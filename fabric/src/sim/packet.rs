@@ -651,7 +651,7 @@ impl<'a, P: Paths + ?Sized> Sim<'a, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::network::SubnetPaths;
     use crate::routing::{EngineKind, EngineOptions};
     use crate::sim::workload::ring;

@@ -5,9 +5,9 @@
 use super::sim_err;
 use crate::error::Result;
 use crate::network::Host;
-use rand::seq::SliceRandom;
 use rand::Rng;
 use rand::SeedableRng;
+use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 /// A ring's host order: the natural order (hosts in subnet, then port

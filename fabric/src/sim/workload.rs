@@ -5,7 +5,7 @@
 use super::flow::RingStats;
 use super::packet::{Channel, Config, Sim, Stop};
 use super::sim_err;
-use super::traffic::{ring_order, Destinations, Uniform};
+use super::traffic::{Destinations, Uniform, ring_order};
 use crate::error::Result;
 use crate::network::Paths;
 use rand::{Rng, SeedableRng};
@@ -58,12 +58,12 @@ pub fn ring<P: Paths + ?Sized>(
                 return Ok(Err(Deadlocked {
                     cycle,
                     at: sim.now(),
-                }))
+                }));
             }
             Stop::Until | Stop::Idle => {
                 return Err(sim_err(
                     "the ring stopped before every message arrived".into(),
-                ))
+                ));
             }
         }
         sim.take_drained();

@@ -35,8 +35,8 @@ use crate::intersubnet::{Choice, Gid, GlobalView, InterSubnetRoutes, Mapping, Ma
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Inputs the composition cannot work with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -652,13 +652,13 @@ impl Walk<'_, '_> {
                 return Some((
                     all,
                     format!("subnet '{}' has no router port for {dst}", pa.name),
-                ))
+                ));
             }
             Ingress::Unknown(guid) => {
                 return Some((
                     all,
                     format!("the mapping names router port {guid:#018x}, which no summary holds"),
-                ))
+                ));
             }
         };
         if s as usize != a {

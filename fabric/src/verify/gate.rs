@@ -19,7 +19,7 @@
 //! and writers refuse it for another one.
 
 use super::summary::{self, DependencySummary, SummaryError};
-use super::{verify_keeping_local, Report};
+use super::{Report, verify_keeping_local};
 use crate::model::{Fabric, NONE};
 use crate::routing::{EngineKind, RoutingEngine};
 use crate::tables::Routing;
@@ -45,7 +45,9 @@ pub enum Refusal {
         pairs: u64,
         first: Option<String>,
     },
-    #[error("engine '{engine}' claims deadlock freedom but its tables have a channel dependency cycle: {cycle}")]
+    #[error(
+        "engine '{engine}' claims deadlock freedom but its tables have a channel dependency cycle: {cycle}"
+    )]
     EngineBroken { engine: EngineKind, cycle: String },
     #[error(
         "the tables of engine '{engine}' are not deadlock free (channel dependency cycle: {cycle})"

@@ -29,14 +29,14 @@ pub mod global;
 pub mod summary;
 pub mod transition;
 
-pub use compose::{compose, ComposeError, ComposeReport, CycleStep, Undeliverable};
-pub use gate::{accept, accept_step, Policy, Refusal, Refused, Step, Verified};
-pub use global::{verify_global, verify_global_with, GlobalReport};
+pub use compose::{ComposeError, ComposeReport, CycleStep, Undeliverable, compose};
+pub use gate::{Policy, Refusal, Refused, Step, Verified, accept, accept_step};
+pub use global::{GlobalReport, verify_global, verify_global_with};
 pub use summary::{Chain, DependencySummary, Leg, Runs, SummaryError, SummaryPort, Vertex};
-pub use transition::{check_transition, TransitionReport};
+pub use transition::{TransitionReport, check_transition};
 
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
+use crate::tables::{NO_PATH, NUM_SLS, Routing, SL_NONE};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -570,7 +570,9 @@ pub enum MergeError {
         covered: Vec<(usize, usize)>,
         total: usize,
     },
-    #[error("part {start}..{end} comes with {lft} LFT and {sl} path-SL column bytes; it needs {want_lft} and {want_sl}")]
+    #[error(
+        "part {start}..{end} comes with {lft} LFT and {sl} path-SL column bytes; it needs {want_lft} and {want_sl}"
+    )]
     Columns {
         start: usize,
         end: usize,

@@ -40,8 +40,8 @@
 //! between vertices the summary edges stand for every path.
 
 use super::LocalCdg;
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Routing, NUM_SLS, SL_NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
+use crate::tables::{NUM_SLS, Routing, SL_NONE};
 use rayon::prelude::*;
 use std::collections::HashMap;
 

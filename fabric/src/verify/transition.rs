@@ -18,11 +18,11 @@
 //! taken destination by destination.
 
 use super::{
-    csr_of, cycle_in, edge_bit, set_bit, switch_hosts, switch_link_flags, widest_switch,
-    VirtualChannel,
+    VirtualChannel, csr_of, cycle_in, edge_bit, set_bit, switch_hosts, switch_link_flags,
+    widest_switch,
 };
-use crate::model::{Fabric, NodeKind, Slot, NONE};
-use crate::tables::{Routing, NO_PATH, NUM_SLS, SL_NONE};
+use crate::model::{Fabric, NONE, NodeKind, Slot};
+use crate::tables::{NO_PATH, NUM_SLS, Routing, SL_NONE};
 use rayon::prelude::*;
 use std::sync::atomic::AtomicU64;
 
@@ -423,7 +423,7 @@ fn path_sl(r: &Routing, slid: u16, dlid: u16) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Topology};
+    use crate::generate::{Topology, generate};
     use crate::routing::{EngineKind, EngineOptions};
     use std::collections::HashSet;
 

@@ -4,11 +4,11 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
-use fabric::formats::ibnetdiscover;
-use fabric::generate::{generate, Topology};
-use fabric::model::{FabricBuilder, NodeKind};
-use fabric::multi::{tree_subnets, MultiFabric, TreeSubnets};
 use fabric::Fabric;
+use fabric::formats::ibnetdiscover;
+use fabric::generate::{Topology, generate};
+use fabric::model::{FabricBuilder, NodeKind};
+use fabric::multi::{MultiFabric, TreeSubnets, tree_subnets};
 use std::path::{Path, PathBuf};
 
 /// A file in `tests/data` (the reference nets the OpenSM comparison uses).
@@ -65,7 +65,7 @@ pub fn unsafe_recomputes(
     engine: fabric::routing::EngineKind,
     take: usize,
 ) -> Vec<(Fabric, fabric::tables::Routing)> {
-    use fabric::dqr::{apply_faults, Fault};
+    use fabric::dqr::{Fault, apply_faults};
     let mut out = Vec::new();
     for &l in f.switch_links().iter().take(take) {
         let f1 = apply_faults(f, &[Fault::Link(l)]);

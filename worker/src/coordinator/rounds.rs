@@ -7,12 +7,12 @@
 //! replay the rounds already routed: the tables equal one process's, byte
 //! for byte, whoever computed what.
 
-use super::{job_id, open_worker, Client, CoordError, JobRun, Load, Options, PartRun, WorkerRun};
+use super::{Client, CoordError, JobRun, Load, Options, PartRun, WorkerRun, job_id, open_worker};
+use fabric::Fabric;
 use fabric::routing::nue::{LayerCols, Stats};
 use fabric::routing::rounds::{Held, Plan};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::tables::Routing;
-use fabric::Fabric;
 use proto::v1;
 use std::sync::Arc;
 use std::time::Instant;

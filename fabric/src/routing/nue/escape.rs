@@ -2,9 +2,9 @@
 //! inserts before its first route, so that along the tree every switch can
 //! always reach every destination of the layer.
 
+use super::ROOT_SAMPLES;
 use super::fail;
 use super::net::{Cdg, Net, USED};
-use super::ROOT_SAMPLES;
 use crate::error::Result;
 use crate::graph::topo_order::TopoOrder;
 use crate::model::NONE;

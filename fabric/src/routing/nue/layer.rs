@@ -1,11 +1,11 @@
 //! One virtual layer: its destinations, CDG and escape tree, and the
 //! per-destination Dijkstra that grows its routes on the CDG.
 
-use super::escape::{insert_escape_turns, EscapeTree};
-use super::net::{Cdg, Net, BLOCKED, UNUSED, USED};
+use super::escape::{EscapeTree, insert_escape_turns};
+use super::net::{BLOCKED, Cdg, Net, UNUSED, USED};
 use super::partition::Dest;
 use super::repair::repair;
-use super::{fail, HOP_COST};
+use super::{HOP_COST, fail};
 use crate::error::Result;
 use crate::graph::topo_order::TopoOrder;
 use crate::model::NONE;

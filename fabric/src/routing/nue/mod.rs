@@ -83,9 +83,9 @@ mod repair;
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::model::Fabric;
-use crate::tables::{Lfts, PathSl, Routing, Sl2Vl, NUM_SLS, SL_NONE};
+use crate::tables::{Lfts, NUM_SLS, PathSl, Routing, SL_NONE, Sl2Vl};
 use layer::Layer;
-use net::{switch_of_endport, Net};
+use net::{Net, switch_of_endport};
 use partition::{layer_dests, partition};
 use rayon::prelude::*;
 

@@ -3,8 +3,8 @@
 
 use super::fail;
 use crate::error::Result;
-use crate::graph::topo_order::Digraph;
 use crate::graph::SwitchGraph;
+use crate::graph::topo_order::Digraph;
 use crate::model::{Fabric, NONE};
 
 /// States of a turn in a layer's CDG.

@@ -1,6 +1,6 @@
 //! The local repair tried before an impasse falls back to the escape paths.
 
-use super::layer::{admit, Scratch};
+use super::layer::{Scratch, admit};
 use super::net::{Net, UNUSED, USED};
 use crate::graph::topo_order::TopoOrder;
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::generate::{generate, Topology};
+use crate::generate::{Topology, generate};
 use crate::verify::verify;
 
 #[test]
