@@ -288,6 +288,18 @@ impl AgentConfig {
     pub fn transport(&self) -> ibtls::Transport {
         ibtls::Transport::of_checked(self.tls.as_ref(), self.insecure)
     }
+
+    /// Where this agent's routings run: on `workers` or those registered in
+    /// `[workers_store]`, else here.
+    pub fn executor(&self) -> worker::exec::Executor {
+        use worker::exec::{Executor, Workers};
+        let workers = match (&self.workers_store, self.workers.is_empty()) {
+            (Some(sc), _) => Workers::Registered(sc.clone()),
+            (None, false) => Workers::Named(self.workers.clone()),
+            (None, true) => return Executor::here(),
+        };
+        Executor::new(workers, self.transport(), Default::default())
+    }
 }
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ impl SessionError {
 }
 
 /// Where the agent writes the mapping in force, in the paper's format.
-pub const MAPPING_FILE: &str = "ibfabric-mapping.txt";
+pub use fabric::formats::routes_files::MAPPING_FILE;
 
 /// The routing options in force before a reload ([`Agent::reload`]).
 pub struct Reverted(Option<Arc<AgentConfig>>);
@@ -502,43 +502,15 @@ impl Agent {
         if let Some(dir) = &self.cfg.out_dir {
             // The mapping is in force either way; a full disk only costs the
             // operator's copy, and the old copy stays whole.
-            let written = std::fs::create_dir_all(dir)
-                .map_err(|e| fabric::Error::io(dir, e))
-                .and_then(|()| {
-                    fabric::formats::write_file(
-                        &dir.join(MAPPING_FILE),
-                        &fabric::formats::mapping::write(&state.mapping),
-                    )
-                });
+            let sub = self.subnet.load_full();
+            let written = fabric::formats::routes_files::stage_mapping(
+                dir,
+                sub.as_ref().map(|s| &s.fabric),
+                Some(&state.mapping),
+            )
+            .and_then(|staged| staged.commit());
             if let Err(e) = written {
-                tracing::warn!(error = %e, "could not write the mapping file");
-            }
-            // OpenSM's prefix routes where the mapping is one router port
-            // per remote prefix; otherwise none, rather than routes that
-            // contradict the mapping.
-            let pr = dir.join(fabric::formats::prefix_routes::PREFIX_ROUTES_FILE);
-            let res = match fabric::formats::prefix_routes::from_mapping(&state.mapping) {
-                Ok(t) => {
-                    let sub = self.subnet.load_full();
-                    if let Some(w) = sub.and_then(|sub| {
-                        fabric::formats::prefix_routes::ambiguity_warning(
-                            &sub.fabric,
-                            &state.mapping,
-                        )
-                    }) {
-                        tracing::warn!("{w}");
-                    }
-                    fabric::formats::write_file(&pr, &t)
-                }
-                Err(e) => {
-                    tracing::info!("no {}: {e}", pr.display());
-                    fabric::fsio::remove(&pr)
-                        .map(|_| ())
-                        .map_err(fabric::Error::from)
-                }
-            };
-            if let Err(e) = res {
-                tracing::warn!(error = %e, "could not write prefix-routes.conf");
+                tracing::warn!(error = %e, "could not write the mapping files");
             }
         }
         self.mapping_changed.send_replace(m.version);

@@ -7,7 +7,7 @@ use fabric::dqr::{self, Change, ChannelList, Fault};
 use fabric::formats::ibnetdiscover;
 use fabric::graph::SwitchGraph;
 use fabric::model::{NONE, NodeKind};
-use fabric::routing::{EngineOptions, RoutingEngine};
+use fabric::routing::{EngineOptions, RoutingEngine, Split};
 use fabric::tables::Routing;
 use fabric::verify::{Policy, Step, Verified};
 use proto::v1;
@@ -153,15 +153,7 @@ fn compute(
         sssp_streams: cfg.sssp_streams,
     };
     let t = std::time::Instant::now();
-    let on = if on_workers(cfg, engine, fabric, &opts) {
-        route_on_workers(cfg, engine.kind(), fabric, &opts)?
-    } else {
-        None
-    };
-    let routing = match on {
-        Some(r) => r,
-        None => engine.route(fabric, &opts)?,
-    };
+    let routing = route(cfg, engine, fabric, &opts)?;
     let route_seconds = t.elapsed().as_secs_f64();
     metrics::histogram!("ibfabric_agent_route_seconds", "engine" => engine.name())
         .record(route_seconds);
@@ -178,58 +170,29 @@ fn compute(
     Ok((routing, route_seconds))
 }
 
-/// Whether the configured workers take this routing: there are some, and
-/// the engine, its base and its SSSP streams split
-/// ([`fabric::routing::shard::splits`]).
-fn on_workers(
+/// The routing of `f`: on the configured workers when there are some and
+/// the engine splits, here otherwise ([`worker::exec`]). A store that
+/// cannot be listed leaves the routing here.
+fn route(
     cfg: &AgentConfig,
     engine: &dyn RoutingEngine,
     f: &Fabric,
     opts: &EngineOptions,
-) -> bool {
-    if (cfg.workers.is_empty() && cfg.workers_store.is_none()) || f.switches().is_empty() {
-        return false;
+) -> Result<Routing, RouteError> {
+    let exec = cfg.executor();
+    if !exec.wants_workers() {
+        return Ok(engine.route(f, opts)?);
     }
-    fabric::routing::shard::splits(engine.kind(), opts)
-        .map_err(|why| tracing::info!("routing here: {why}"))
-        .is_ok()
-}
-
-/// The routing of `f` on the configured workers (DF-DN, MinHop, Nue, SSSP
-/// streams: [`worker::coordinator::route`]); None when the store names
-/// none (or cannot be read): the caller routes here.
-fn route_on_workers(
-    cfg: &AgentConfig,
-    kind: fabric::routing::EngineKind,
-    f: &Fabric,
-    opts: &EngineOptions,
-) -> Result<Option<Routing>, RouteError> {
-    // The workers parse what this fabric writes, so they route the
-    // fabric as discovered now, not a file that may lag behind.
-    let topology = fabric::formats::ibnetdiscover::write(f).into_bytes();
-    let transport = cfg.transport();
+    if let Split::Whole(why) = engine.split(opts) {
+        tracing::info!("routing here: {why}");
+        return Ok(engine.route(f, opts)?);
+    }
     let job = async {
-        let (addrs, leases) = match &cfg.workers_store {
-            None => (cfg.workers.clone(), None),
-            Some(sc) => match store::registry::find(sc).await {
-                Ok(l) => (l.urls(), Some(l)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot list the workers in the store: routing here");
-                    return Ok(None);
-                }
-            },
-        };
-        if addrs.is_empty() {
-            tracing::warn!("no worker is registered in the store: routing here");
-            return Ok(None);
-        }
-        let coord = worker::coordinator::Options {
-            leases,
-            ..Default::default()
-        };
-        worker::coordinator::route(kind, f, &topology, &addrs, &transport, &coord, opts)
-            .await
-            .map(Some)
+        let placed = exec.place(f).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "routing here");
+            None
+        });
+        worker::exec::route(placed.as_ref(), engine, f, opts).await
     };
     // Called from blocking threads of the agent's runtime, or from
     // none (one-shot use): either way this thread may block.
@@ -239,32 +202,31 @@ fn route_on_workers(
             .enable_all()
             .build()
             .map_err(|e| fabric::Error::Routing {
-                engine: kind.name().into(),
+                engine: engine.name().into(),
                 reason: format!("no runtime for the workers: {e}"),
             })?
             .block_on(job),
     };
-    let Some((routing, run)) = done.map_err(|e| match e {
+    let (routing, run) = done.map_err(|e| match e {
         worker::coordinator::CoordError::Route(e) => RouteError::Fabric(e),
         e => RouteError::Fabric(fabric::Error::Routing {
-            engine: kind.name().into(),
+            engine: engine.name().into(),
             reason: format!("on workers: {e}"),
         }),
-    })?
-    else {
-        return Ok(None);
-    };
-    let lost = run.workers.iter().filter(|w| w.lost.is_some()).count();
-    tracing::info!(
-        job = %run.job,
-        parts = run.parts,
-        workers = run.workers.len(),
-        lost,
-        local_parts = run.local_parts,
-        secs = run.seconds,
-        "routed on workers"
-    );
-    Ok(Some(routing))
+    })?;
+    if let Some(run) = run {
+        let lost = run.workers.iter().filter(|w| w.lost.is_some()).count();
+        tracing::info!(
+            job = %run.job,
+            parts = run.parts,
+            workers = run.workers.len(),
+            lost,
+            local_parts = run.local_parts,
+            secs = run.seconds,
+            "routed on workers"
+        );
+    }
+    Ok(routing)
 }
 
 /// Writes a table set where OpenSM (or its plugin) reads it, when the

@@ -766,6 +766,24 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         "every registered worker, by its advertised URL"
     );
     assert!(lost_in(r).is_empty(), "{r}");
+    // verify finds them the same way, and its merged report is the one
+    // process's.
+    let (here, none) = verify(&net, &one, &[]);
+    assert!(none.is_none(), "verified here without workers");
+    let (there, vjob) = verify(&net, &one, &extra);
+    assert_eq!(there, here, "the report verified on the workers");
+    let vjob = vjob.expect("verification job");
+    let mut verified_by: Vec<String> = vjob["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["address"].as_str().unwrap_or("").to_string())
+        .collect();
+    verified_by.sort();
+    assert_eq!(
+        verified_by, want,
+        "verify --workers-from: every registered worker"
+    );
     // status finds them too, each answering as the name it leased.
     let mut args = vec![
         "status".to_string(),

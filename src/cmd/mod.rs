@@ -20,6 +20,7 @@ pub mod sim;
 pub mod status;
 pub mod verify;
 pub mod worker;
+pub mod workers;
 
 use anyhow::Result;
 use fabric::Fabric;

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use fabric::formats::{RoutingFiles, guids};
 use fabric::routing::{Base, EngineKind, EngineOptions, RoutingEngine};
-use fabric::verify::{self, Policy};
+use fabric::verify::Policy;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -75,33 +75,8 @@ pub struct RouteArgs {
     /// link) as an SVG file.
     #[arg(long, value_name = "FILE")]
     load_svg: Option<PathBuf>,
-    /// Route and verify on these workers (`ibfabric worker`; addresses
-    /// http://host:port, repeated or comma-separated). dfdn on its default,
-    /// trees or auto base: each worker computes the base routes and their
-    /// link load toward a range of destination switches, the SL choice runs
-    /// here; minhop: each worker computes the LFT rows of a range of
-    /// switches; nue: each worker routes some virtual layers, round by
-    /// round, on the channel loads summed here after every round (a lost
-    /// worker's layers restart elsewhere and replay the rounds); sssp and
-    /// dfsssp with --sssp-streams: the same, by stream (DF-SSSP's layering
-    /// runs here); the
-    /// verifier's walks are cut by destination. Lost workers'
-    /// parts go to the others; with none left they run here. The tables
-    /// equal one process's, byte for byte. Other engines and bases route
-    /// here (said so) and verify on the workers.
-    #[arg(long = "workers", value_delimiter = ',')]
-    workers: Vec<String>,
-    /// Find the workers in the store this TOML file's `[store]` names (a
-    /// controller's config will do): the workers registered there under a
-    /// lease (`ibfabric worker` with `[store]`). A worker whose lease ends
-    /// during the job is given up on at once and its open part requeued.
-    #[arg(long, value_name = "FILE", conflicts_with = "workers")]
-    workers_from: Option<PathBuf>,
-    /// With --workers: parts per worker.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    parts_per_worker: u32,
     #[command(flatten)]
-    tls: super::runtime::ClientTls,
+    workers: super::workers::WorkerArgs,
     /// Machine-readable summary on stdout.
     #[arg(long)]
     json: bool,
@@ -110,7 +85,7 @@ pub struct RouteArgs {
 impl RouteArgs {
     /// Whether the command talks to workers over the network.
     pub fn uses_network(&self) -> bool {
-        !self.workers.is_empty() || self.workers_from.is_some()
+        self.workers.wanted()
     }
 }
 
@@ -158,17 +133,6 @@ pub fn run(a: RouteArgs) -> Result<i32> {
     run_with(&a, &f, kind.engine().as_ref(), reason)
 }
 
-/// What `--workers` needs: how to reach them, the topology text they
-/// parse, how to cut, and a runtime to wait on them.
-struct Farm {
-    transport: ibtls::Transport,
-    topology: Vec<u8>,
-    coord: worker::coordinator::Options,
-    /// Their addresses, given or found in the store.
-    workers: Vec<String>,
-    rt: tokio::runtime::Runtime,
-}
-
 /// `route` with the engine given (tests hand it engines the registry does
 /// not have).
 fn run_with(
@@ -213,64 +177,13 @@ fn run_with(
         roots: roots.as_deref(),
         sssp_streams: a.sssp_streams,
     };
+    let exec = a.workers.executor(true)?;
+    let rt = super::runtime::runtime()?;
+    let placed = super::workers::place(&rt, &exec, &a.workers, f)?;
     let t = Instant::now();
     let mut jobs = Vec::new();
-    let farm = if a.workers.is_empty() && a.workers_from.is_none() {
-        None
-    } else {
-        let rt = super::runtime::runtime()?;
-        let (workers, leases) = match &a.workers_from {
-            None => (a.workers.clone(), None),
-            Some(p) => {
-                let l = rt.block_on(super::runtime::registered_workers(p))?;
-                (l.urls(), Some(l))
-            }
-        };
-        if workers.is_empty() {
-            // The issue is the workers', not the job's: it still runs.
-            tracing::warn!("no worker is registered in the store: routing and verifying here");
-            eprintln!("warning: no worker is registered in the store; routing and verifying here");
-            None
-        } else {
-            Some(Farm {
-                transport: a.tls.transport()?,
-                topology: std::fs::read(&a.topology)
-                    .map_err(|e| fabric::Error::io(&a.topology, e))?,
-                coord: worker::coordinator::Options {
-                    parts_per_worker: a.parts_per_worker as usize,
-                    leases,
-                    ..Default::default()
-                },
-                workers,
-                rt,
-            })
-        }
-    };
-    let split = farm.as_ref().filter(|_| {
-        fabric::routing::shard::splits(engine.kind(), &opts)
-            .map_err(|why| {
-                tracing::warn!(
-                    "routing here, not on the workers: {why}; the verification still runs on them"
-                )
-            })
-            .is_ok()
-    });
-    let routing = match split {
-        Some(w) => {
-            let (r, job) = w.rt.block_on(worker::coordinator::route(
-                engine.kind(),
-                f,
-                &w.topology,
-                &w.workers,
-                &w.transport,
-                &w.coord,
-                &opts,
-            ))?;
-            jobs.push(job);
-            r
-        }
-        None => engine.route(f, &opts)?,
-    };
+    let (routing, job) = rt.block_on(worker::exec::route(placed.as_ref(), engine, f, &opts))?;
+    jobs.extend(job);
     let route_secs = t.elapsed().as_secs_f64();
     if let Some(pb) = &pb {
         pb.finish_and_clear();
@@ -300,21 +213,14 @@ fn run_with(
     };
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    let outcome = match &farm {
-        None => verify::accept(f, engine, routing, policy),
-        Some(w) => {
-            let (report, job) = w.rt.block_on(worker::coordinator::verify(
-                f,
-                &routing,
-                &w.topology,
-                &w.workers,
-                &w.transport,
-                &w.coord,
-            ))?;
-            jobs.push(job);
-            verify::gate::accept_merged(f, engine, routing, report, policy)
-        }
-    };
+    let (outcome, job) = rt.block_on(worker::exec::accept(
+        placed.as_ref(),
+        f,
+        engine,
+        routing,
+        policy,
+    ))?;
+    jobs.extend(job);
     drop(sp);
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");
@@ -445,14 +351,16 @@ mod tests {
             allow_cycles: false,
             require_deadlock_free: false,
             load_svg: None,
-            workers: Vec::new(),
-            workers_from: None,
-            parts_per_worker: 4,
-            tls: super::super::runtime::ClientTls {
-                ca: None,
-                cert: None,
-                key: None,
-                insecure: false,
+            workers: super::super::workers::WorkerArgs {
+                workers: Vec::new(),
+                workers_from: None,
+                parts_per_worker: 4,
+                tls: super::super::runtime::ClientTls {
+                    ca: None,
+                    cert: None,
+                    key: None,
+                    insecure: false,
+                },
             },
             json: true,
         }

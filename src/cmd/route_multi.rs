@@ -8,20 +8,15 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use fabric::formats::{egress, mapping, prefix_routes};
-use fabric::fsio::{self, Options};
+use fabric::formats::routes_files;
 use fabric::intersubnet::{self, AlgorithmKind, Transit};
 use fabric::network::Network;
 use fabric::pipeline;
 use fabric::routing::EngineKind;
 use fabric::verify::{ComposeReport, DependencySummary, GlobalReport, compose, verify_global_with};
 use serde::Serialize;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
-
-/// Each subnet's copy of its inter-subnet mapping.
-const MAPPING_FILE: &str = "ibfabric-mapping.txt";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum TransitArg {
@@ -196,72 +191,23 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     let mut files = Vec::new();
     let mut removed = Vec::new();
     if global.ok() {
-        // Every file of every subnet is complete on disk before the first
-        // one replaces its old version: an error while writing (a full
-        // disk) leaves the previous tables whole, not some subnets new.
-        let text =
-            |s: String| move |w: &mut std::io::BufWriter<std::fs::File>| w.write_all(s.as_bytes());
-        let mut routings = Vec::new();
-        let mut others = Vec::new();
-        let mut stale = Vec::new();
-        for (i, s) in m.subnets.iter().enumerate() {
-            let dir = a.out.join(&s.name);
-            routings.push(fabric::formats::stage_routing(
-                &s.fabric,
-                &routed.routings[i],
-                &dir,
-            )?);
-            let p = dir.join(MAPPING_FILE);
-            let pr = dir.join(prefix_routes::PREFIX_ROUTES_FILE);
-            match mapping_of(s.prefix) {
-                Some(mp) => {
-                    others.push(fsio::stage(
-                        &p,
-                        Options::default(),
-                        text(mapping::write(mp)),
-                    )?);
-                    // OpenSM's own prefix routes, where they can say the
-                    // mapping (one router port per remote prefix).
-                    match prefix_routes::from_mapping(mp) {
-                        Ok(t) => {
-                            if let Some(w) = prefix_routes::ambiguity_warning(&s.fabric, mp) {
-                                tracing::warn!(subnet = %s.name, "{w}");
-                            }
-                            others.push(fsio::stage(&pr, Options::default(), text(t))?)
-                        }
-                        Err(e) => {
-                            tracing::info!(subnet = %s.name, "no prefix-routes.conf: {e}");
-                            stale.push(pr);
-                        }
-                    }
-                }
-                // An earlier run's mapping would tell this subnet's
-                // operator of routes that are gone.
-                None => {
-                    stale.push(p);
-                    stale.push(pr);
-                }
-            }
-        }
-        std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-        others.push(fsio::stage(
-            &a.out.join("router-egress.txt"),
-            Options::default(),
-            text(egress::write(&routes.routers)),
-        )?);
-        for r in routings {
-            let done = r.commit()?;
-            files.extend(done.written);
-            removed.extend(done.removed);
-        }
-        for f in others {
-            files.push(f.commit()?);
-        }
-        for p in stale {
-            if fsio::remove(&p)? {
-                removed.push(p);
-            }
-        }
+        let subnets = m
+            .subnets
+            .iter()
+            .zip(&routed.routings)
+            .map(|(s, v)| {
+                let dir = a.out.join(&s.name);
+                Ok(routes_files::SubnetOut {
+                    tables: fabric::formats::stage_routing(&s.fabric, v, &dir)?,
+                    dir,
+                    fabric: &s.fabric,
+                    prefix: s.prefix,
+                })
+            })
+            .collect::<Result<Vec<_>, fabric::Error>>()?;
+        let done = routes_files::write_fabric(&a.out, subnets, &routes)?;
+        files = done.written;
+        removed = done.removed;
     }
     let summary = Summary {
         algorithm: routes.algorithm.clone(),

@@ -36,23 +36,14 @@ pub struct VerifyArgs {
     /// Path SL file (path-sl.txt format); absent = SL 0 for every pair.
     #[arg(long)]
     path_sl: Option<PathBuf>,
-    /// Verify on these workers (`ibfabric worker`; addresses
-    /// http://host:port, repeated or comma-separated): the destinations cut
-    /// into parts, lost workers' parts given to the others, the parts
-    /// merged into the report one process gives. With no worker left the
-    /// open parts run here, and the output says so.
-    #[arg(long = "workers", value_delimiter = ',', conflicts_with = "transition")]
-    workers: Vec<String>,
-    /// With --workers: send each worker the whole tables instead of each
-    /// part its LFT and path-SL columns (for comparison; the columns cross
-    /// the network once in all, the whole tables once per worker).
-    #[arg(long, requires = "workers")]
-    whole_tables: bool,
-    /// With --workers: parts per worker.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    parts_per_worker: u32,
     #[command(flatten)]
-    tls: super::runtime::ClientTls,
+    workers: super::workers::WorkerArgs,
+    /// With --workers or --workers-from: send each worker the whole tables
+    /// instead of each part its LFT and path-SL columns (for comparison;
+    /// the columns cross the network once in all, the whole tables once
+    /// per worker).
+    #[arg(long)]
+    whole_tables: bool,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -61,7 +52,7 @@ pub struct VerifyArgs {
 impl VerifyArgs {
     /// Whether the command talks to workers over the network.
     pub fn uses_network(&self) -> bool {
-        !self.workers.is_empty()
+        self.workers.wanted()
     }
 }
 
@@ -137,6 +128,12 @@ fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i3
 }
 
 pub fn run(a: VerifyArgs) -> Result<i32> {
+    if a.transition.is_some() && a.workers.wanted() {
+        bail!("--transition checks here: it takes no --workers or --workers-from");
+    }
+    if a.whole_tables && !a.workers.wanted() {
+        bail!("--whole-tables is for --workers or --workers-from");
+    }
     let f = super::load(&a.topology)?;
     if let Some(dirs) = &a.transition {
         let faults = a
@@ -170,21 +167,10 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     };
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    let (r, job) = if a.workers.is_empty() {
-        (verify::verify(&f, &routing), None)
-    } else {
-        let transport = a.tls.transport()?;
-        let topology = std::fs::read(&a.topology).map_err(|e| fabric::Error::io(&a.topology, e))?;
-        let opts = worker::coordinator::Options {
-            parts_per_worker: a.parts_per_worker as usize,
-            columns: !a.whole_tables,
-            ..Default::default()
-        };
-        let (r, job) = super::runtime::runtime()?.block_on(worker::coordinator::verify(
-            &f, &routing, &topology, &a.workers, &transport, &opts,
-        ))?;
-        (r, Some(job))
-    };
+    let exec = a.workers.executor(!a.whole_tables)?;
+    let rt = super::runtime::runtime()?;
+    let placed = super::workers::place(&rt, &exec, &a.workers, &f)?;
+    let (r, job) = rt.block_on(worker::exec::verify(placed.as_ref(), &f, &routing))?;
     drop(sp);
     let secs = t.elapsed().as_secs_f64();
     if a.json {

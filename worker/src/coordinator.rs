@@ -10,8 +10,8 @@ mod rounds;
 pub use rounds::route_rounds;
 
 use fabric::Fabric;
-use fabric::routing::EngineOptions;
 use fabric::routing::shard::{RoutePart, merge_dfdn};
+use fabric::routing::{EngineOptions, RoutingEngine, Split};
 use fabric::tables::Routing;
 use fabric::verify::{MergeError, Part, Report, merge_parts};
 use proto::v1;
@@ -47,6 +47,15 @@ impl Default for Options {
             leases: None,
         }
     }
+}
+
+/// The workers a job goes to: where they are, how to reach them, and how
+/// to cut and watch the job. One value serves every job of a caller.
+#[derive(Debug, Clone)]
+pub struct Farm {
+    pub addrs: Vec<String>,
+    pub transport: ibtls::Transport,
+    pub opts: Options,
 }
 
 /// What one worker did for a job.
@@ -298,16 +307,15 @@ async fn run_parts<T: Covers + Send + 'static>(
     ))
 }
 
-/// Verifies `routing` on `f` with the workers at `addrs` (the topology
+/// Verifies `routing` on `f` with the workers of `farm` (the topology
 /// `topology` is the ibnetdiscover text `f` was read from).
 pub async fn verify(
+    farm: &Farm,
     f: &Fabric,
     routing: &Routing,
     topology: &[u8],
-    addrs: &[String],
-    transport: &ibtls::Transport,
-    opts: &Options,
 ) -> Result<(Report, JobRun), CoordError> {
+    let (addrs, transport, opts) = (&farm.addrs, &farm.transport, &farm.opts);
     if addrs.is_empty() {
         return Err(CoordError::NoWorkers);
     }
@@ -405,32 +413,26 @@ pub async fn verify(
 /// destination switches whose base-routing columns and link-load sums a
 /// worker computes ([`fabric::routing::shard`]); the merge and the SL
 /// choice run here. The tables equal one process's, byte for byte.
-/// `engine_opts.base` must split ([`fabric::routing::shard::splits`]).
+/// `engine_opts.base` must split ([`RoutingEngine::split`]).
 pub async fn route_dfdn(
+    farm: &Farm,
     f: &Fabric,
     topology: &[u8],
-    addrs: &[String],
-    transport: &ibtls::Transport,
-    opts: &Options,
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
-    fabric::routing::shard::splits(fabric::routing::EngineKind::Dfdn, engine_opts).map_err(
-        |reason| {
-            CoordError::Route(fabric::Error::Routing {
-                engine: "dfdn".into(),
-                reason,
-            })
-        },
-    )?;
+    if let Split::Whole(reason) = fabric::routing::dfdn::DfDn.split(engine_opts) {
+        return Err(CoordError::Route(fabric::Error::Routing {
+            engine: "dfdn".into(),
+            reason,
+        }));
+    }
     let n = f.switches().len();
     // Built once, and only if some part has to run here.
     let trees = std::sync::OnceLock::new();
     route_job(
+        farm,
         f,
         topology,
-        addrs,
-        transport,
-        opts,
         RouteJob {
             engine: "dfdn",
             per_switch: n,
@@ -451,27 +453,25 @@ pub async fn route_dfdn(
     .await
 }
 
-/// Routes `f` with `engine` on the workers at `addrs`: [`route_minhop`]
-/// for MinHop, [`route_rounds`] for Nue and SSSP streams, [`route_dfdn`]
-/// otherwise (callers check
-/// [`fabric::routing::shard::splits`] first).
+/// Routes `f` with `engine` on the workers of `farm`, cut as the engine
+/// says it splits ([`RoutingEngine::split`]): [`route_minhop`] by source
+/// switch, [`route_dfdn`] by destination switch, [`route_rounds`] in
+/// rounds. An engine that does not split is refused with its reason.
 pub async fn route(
-    engine: fabric::routing::EngineKind,
+    farm: &Farm,
+    engine: &dyn RoutingEngine,
     f: &Fabric,
     topology: &[u8],
-    addrs: &[String],
-    transport: &ibtls::Transport,
-    opts: &Options,
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
-    match engine {
-        fabric::routing::EngineKind::Minhop => {
-            route_minhop(f, topology, addrs, transport, opts).await
-        }
-        e if fabric::routing::rounds::in_rounds(e, engine_opts) => {
-            route_rounds(e, f, topology, addrs, transport, opts, engine_opts).await
-        }
-        _ => route_dfdn(f, topology, addrs, transport, opts, engine_opts).await,
+    match engine.split(engine_opts) {
+        Split::SourceSwitches => route_minhop(farm, f, topology).await,
+        Split::DestinationSwitches => route_dfdn(farm, f, topology, engine_opts).await,
+        Split::Rounds => route_rounds(farm, engine.kind(), f, topology, engine_opts).await,
+        Split::Whole(reason) => Err(CoordError::Route(fabric::Error::Routing {
+            engine: engine.name().into(),
+            reason,
+        })),
     }
 }
 
@@ -480,21 +480,17 @@ pub async fn route(
 /// [`fabric::routing::shard::minhop_part`]); the rows are stacked here. The
 /// tables equal one process's, byte for byte.
 pub async fn route_minhop(
+    farm: &Farm,
     f: &Fabric,
     topology: &[u8],
-    addrs: &[String],
-    transport: &ibtls::Transport,
-    opts: &Options,
 ) -> Result<(Routing, JobRun), CoordError> {
     let width = f.max_lid() as usize + 1;
     // Built once, and only if some part has to run here.
     let hops = std::sync::OnceLock::new();
     route_job(
+        farm,
         f,
         topology,
-        addrs,
-        transport,
-        opts,
         RouteJob {
             engine: "minhop",
             per_switch: width,
@@ -531,11 +527,9 @@ struct RouteJob<D, L, M> {
 /// A routing job cut by switch: the parts on the workers at `addrs`, what
 /// none took here, then the merge.
 async fn route_job<T, D, L, M>(
+    farm: &Farm,
     f: &Fabric,
     topology: &[u8],
-    addrs: &[String],
-    transport: &ibtls::Transport,
-    opts: &Options,
     j: RouteJob<D, L, M>,
 ) -> Result<(Routing, JobRun), CoordError>
 where
@@ -544,6 +538,7 @@ where
     L: Fn(usize, usize) -> T,
     M: FnOnce(&[T]) -> Result<Routing, CoordError>,
 {
+    let (addrs, transport, opts) = (&farm.addrs, &farm.transport, &farm.opts);
     if addrs.is_empty() {
         return Err(CoordError::NoWorkers);
     }

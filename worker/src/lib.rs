@@ -1,14 +1,19 @@
 //! The worker role: holds jobs (a fabric and its tables, loaded by a
 //! caller) and computes parts of them: the verifier's walks toward a range
-//! of destinations ([`fabric::verify::verify_part`]), and DF-DN's base
-//! routing toward a range of destination switches
-//! ([`fabric::routing::shard::route_part`]; a job loaded without tables).
-//! The caller ([`coordinator`]) cuts the job, hands parts to workers, gives
-//! a lost worker's parts to the others, and merges: the result equals one
-//! process's, whatever the cut.
+//! of destinations ([`fabric::verify::verify_part`]), DF-DN's base routing
+//! toward a range of destination switches
+//! ([`fabric::routing::shard::route_part`]), MinHop's LFT rows of a range
+//! of switches ([`fabric::routing::shard::minhop_part`]; routing jobs are
+//! loaded without tables), and the units of the engines routed in rounds
+//! (Nue's layers, SSSP's streams) one round per call in sessions. The
+//! caller ([`coordinator`], reached through [`exec`]) cuts the job as the
+//! engine says it splits, hands parts to workers, gives a lost worker's
+//! parts to the others, and merges: the result equals one process's,
+//! whatever the cut.
 
 pub mod config;
 pub mod coordinator;
+pub mod exec;
 
 pub mod wire;
 

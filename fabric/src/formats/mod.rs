@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod mapping;
 pub mod pathsl;
 pub mod prefix_routes;
+pub mod routes_files;
 pub mod sl2vl;
 pub mod tableset;
 

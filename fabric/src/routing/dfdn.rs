@@ -14,7 +14,7 @@
 //! depend on thread timing.
 
 use super::paths::{BROKEN, DELIVER, Step, Topo, fill_steps};
-use super::{EngineOptions, RoutingEngine};
+use super::{Base, EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
 use crate::model::{Fabric, Slot};
 use crate::tables::{Lfts, PathSl, Routing, Sl2Vl};
@@ -30,6 +30,14 @@ fn fail(reason: String) -> Error {
 }
 
 impl RoutingEngine for DfDn {
+    fn split(&self, opts: &EngineOptions) -> super::Split {
+        match opts.base {
+            None | Some(Base::Trees) | Some(Base::Auto) => super::Split::DestinationSwitches,
+            Some(b) => super::Split::Whole(format!(
+                "base {b} balances each destination on counters every earlier destination set, so it is computed in one place"
+            )),
+        }
+    }
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Dfdn
     }

@@ -19,6 +19,9 @@ use crate::tables::{PathSl, Routing};
 pub struct DfSssp;
 
 impl RoutingEngine for DfSssp {
+    fn split(&self, opts: &EngineOptions) -> super::Split {
+        super::rounds::streams_split(self.name(), opts)
+    }
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Dfsssp
     }

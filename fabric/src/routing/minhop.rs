@@ -116,6 +116,9 @@ pub(crate) fn opensm_order(f: &Fabric, targets: &[LidTarget]) -> Vec<u16> {
 }
 
 impl RoutingEngine for MinHop {
+    fn split(&self, _opts: &EngineOptions) -> super::Split {
+        super::Split::SourceSwitches
+    }
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Minhop
     }

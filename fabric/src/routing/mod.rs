@@ -276,7 +276,39 @@ pub trait RoutingEngine: Send + Sync {
     fn reports_primary_paths(&self) -> bool {
         false
     }
+    /// How a job of this engine with `opts` is cut across workers
+    /// ([`shard`], [`rounds`]), or why it is computed in one place.
+    fn split(&self, _opts: &EngineOptions) -> Split {
+        Split::Whole(format!(
+            "{} is not cut across workers (dfdn, minhop and nue are, and sssp and dfsssp with SSSP streams)",
+            self.name()
+        ))
+    }
     fn route(&self, fabric: &Fabric, opts: &EngineOptions) -> Result<Routing>;
+}
+
+/// How an engine's job is cut across workers. Every cut gives the tables
+/// one process gives, byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// LFT rows by source switch: each row balances on its own switch's
+    /// counters alone (MinHop; [`shard::minhop_part`]).
+    SourceSwitches,
+    /// Base-routing columns and link-load sums by destination switch
+    /// (DF-DN on the BFS trees; [`shard::route_part`]).
+    DestinationSwitches,
+    /// Units that exchange their channel loads once per round (Nue's
+    /// virtual layers, SSSP's streams; [`rounds::Plan`]).
+    Rounds,
+    /// Computed in one place, for the reason given.
+    Whole(String),
+}
+
+impl Split {
+    /// Whether the job can go to workers at all.
+    pub fn splits(&self) -> bool {
+        !matches!(self, Split::Whole(_))
+    }
 }
 
 /// Every engine the product ships, in the order listings show them.

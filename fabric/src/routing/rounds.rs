@@ -28,12 +28,14 @@ pub enum Held {
     Sssp(super::sssp_streams::Streams),
 }
 
-/// Whether `engine` with `opts` routes in rounds.
-pub fn in_rounds(engine: EngineKind, opts: &EngineOptions) -> bool {
-    match engine {
-        EngineKind::Nue => true,
-        EngineKind::Sssp | EngineKind::Dfsssp => opts.sssp_streams > 0,
-        _ => false,
+/// How SSSP and DF-SSSP split: in rounds with SSSP streams, else not.
+pub fn streams_split(engine: &str, opts: &EngineOptions) -> super::Split {
+    if opts.sssp_streams > 0 {
+        super::Split::Rounds
+    } else {
+        super::Split::Whole(format!(
+            "{engine} balances each destination on weights every earlier destination raised, so it is computed in one place (SSSP streams split: --sssp-streams N)"
+        ))
     }
 }
 
@@ -269,7 +271,11 @@ mod tests {
             (EngineKind::Sssp, &plain, false),
             (EngineKind::Dfdn, &streams, false),
         ] {
-            assert_eq!(in_rounds(e, o), ok, "{e}");
+            assert_eq!(
+                e.engine().split(o) == crate::routing::Split::Rounds,
+                ok,
+                "{e}"
+            );
             assert_eq!(Plan::new(e, &f, o).is_ok(), ok, "{e}");
         }
         let nue = Plan::new(EngineKind::Nue, &f, &plain).expect("nue");

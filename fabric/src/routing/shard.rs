@@ -32,7 +32,7 @@
 //! choice needs the whole base first) runs in one place.
 
 use super::trees::{TreeParents, lfts_from_next, load_toward};
-use super::{Base, EngineKind, EngineOptions};
+use super::{Base, EngineOptions, RoutingEngine, Split};
 use crate::error::{Error, Result};
 use crate::load::LoadSums;
 use crate::model::Fabric;
@@ -49,32 +49,6 @@ pub struct RoutePart {
     pub next: Vec<u8>,
     /// Link-load sums of the routes toward the part's CA ports.
     pub load: LoadSums,
-}
-
-/// Whether a job of `engine` with `opts` (its base, its SSSP streams) can
-/// be cut across workers; `Err` says why not.
-pub fn splits(engine: EngineKind, opts: &EngineOptions) -> std::result::Result<(), String> {
-    if matches!(engine, EngineKind::Minhop) || super::rounds::in_rounds(engine, opts) {
-        return Ok(());
-    }
-    if matches!(engine, EngineKind::Sssp | EngineKind::Dfsssp) {
-        return Err(format!(
-            "{} balances each destination on weights every earlier destination raised, so it is computed in one place (SSSP streams split: --sssp-streams N)",
-            engine.name()
-        ));
-    }
-    if engine != EngineKind::Dfdn {
-        return Err(format!(
-            "{} is not cut across workers (dfdn, minhop and nue are, and sssp and dfsssp with SSSP streams)",
-            engine.name()
-        ));
-    }
-    match opts.base {
-        None | Some(Base::Trees) | Some(Base::Auto) => Ok(()),
-        Some(b) => Err(format!(
-            "base {b} balances each destination on counters every earlier destination set, so it is computed in one place"
-        )),
-    }
 }
 
 /// Computes the part of destination switches `xs`.
@@ -188,7 +162,9 @@ fn bad(reason: String) -> Error {
 /// switch once) and finishes it: the base choice, the SL choice. The
 /// tables equal `DfDn.route(f, opts)`, byte for byte.
 pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Result<Routing> {
-    splits(EngineKind::Dfdn, opts).map_err(bad)?;
+    if let Split::Whole(why) = super::dfdn::DfDn.split(opts) {
+        return Err(bad(why));
+    }
     let n = f.switches().len();
     let order = tiled(n, parts, |p| (p.start, p.end)).map_err(bad)?;
     let mut next = Vec::with_capacity(n * n);
@@ -234,7 +210,7 @@ pub fn merge_dfdn(f: &Fabric, parts: &[RoutePart], opts: &EngineOptions) -> Resu
 mod tests {
     use super::*;
     use crate::generate::{Topology, generate};
-    use crate::routing::RoutingEngine;
+    use crate::routing::EngineKind;
     use crate::routing::by_name;
 
     fn cut(n: usize, k: usize) -> Vec<Range<usize>> {
@@ -473,14 +449,30 @@ mod tests {
             sssp_streams: 16,
             ..EngineOptions::default()
         };
-        assert!(splits(EngineKind::Dfdn, &minhop).is_err());
-        assert!(splits(EngineKind::Nue, &opts).is_ok());
-        assert!(splits(EngineKind::Dfdn, &opts).is_ok());
-        assert!(splits(EngineKind::Minhop, &opts).is_ok());
-        assert!(splits(EngineKind::Sssp, &opts).is_err());
-        assert!(splits(EngineKind::Dfsssp, &opts).is_err());
-        assert!(splits(EngineKind::Sssp, &streams).is_ok());
-        assert!(splits(EngineKind::Dfsssp, &streams).is_ok());
-        assert!(splits(EngineKind::Lash, &streams).is_err());
+        let split = |e: EngineKind, o: &EngineOptions| e.engine().split(o);
+        assert!(!split(EngineKind::Dfdn, &minhop).splits());
+        assert_eq!(split(EngineKind::Nue, &opts), Split::Rounds);
+        assert_eq!(split(EngineKind::Dfdn, &opts), Split::DestinationSwitches);
+        assert_eq!(split(EngineKind::Minhop, &opts), Split::SourceSwitches);
+        assert!(!split(EngineKind::Sssp, &opts).splits());
+        assert!(!split(EngineKind::Dfsssp, &opts).splits());
+        assert_eq!(split(EngineKind::Sssp, &streams), Split::Rounds);
+        assert_eq!(split(EngineKind::Dfsssp, &streams), Split::Rounds);
+        assert!(!split(EngineKind::Lash, &streams).splits());
+        // Every engine the registry has answers, and only the four split.
+        let split_ones: Vec<_> = EngineKind::ALL
+            .into_iter()
+            .filter(|e| split(*e, &streams).splits())
+            .collect();
+        assert_eq!(
+            split_ones,
+            [
+                EngineKind::Minhop,
+                EngineKind::Sssp,
+                EngineKind::Dfdn,
+                EngineKind::Dfsssp,
+                EngineKind::Nue
+            ]
+        );
     }
 }

@@ -28,6 +28,9 @@ use crate::tables::{Lfts, NO_PATH, Routing};
 pub struct Sssp;
 
 impl RoutingEngine for Sssp {
+    fn split(&self, opts: &EngineOptions) -> super::Split {
+        super::rounds::streams_split(self.name(), opts)
+    }
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Sssp
     }

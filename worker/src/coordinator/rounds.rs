@@ -7,7 +7,7 @@
 //! replay the rounds already routed: the tables equal one process's, byte
 //! for byte, whoever computed what.
 
-use super::{Client, CoordError, JobRun, Load, Options, PartRun, WorkerRun, job_id, open_worker};
+use super::{Client, CoordError, Farm, JobRun, Load, PartRun, WorkerRun, job_id, open_worker};
 use fabric::Fabric;
 use fabric::routing::nue::{LayerCols, Stats};
 use fabric::routing::rounds::{Held, Plan};
@@ -365,17 +365,17 @@ async fn reload(
     }
 }
 
-/// Routes `f` with `engine` (one [`fabric::routing::rounds::in_rounds`]
-/// accepts) on the workers at `addrs` (see the module doc).
+/// Routes `f` with `engine` (one that splits in rounds,
+/// [`fabric::routing::Split::Rounds`]) on the workers of `farm` (see the
+/// module doc).
 pub async fn route_rounds(
+    farm: &Farm,
     engine: EngineKind,
     f: &Fabric,
     topology: &[u8],
-    addrs: &[String],
-    transport: &ibtls::Transport,
-    opts: &Options,
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
+    let (addrs, transport, opts) = (&farm.addrs, &farm.transport, &farm.opts);
     if addrs.is_empty() {
         return Err(CoordError::NoWorkers);
     }

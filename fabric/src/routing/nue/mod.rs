@@ -99,6 +99,9 @@ fn fail(reason: impl Into<String>) -> Error {
 }
 
 impl RoutingEngine for Nue {
+    fn split(&self, _opts: &EngineOptions) -> crate::routing::Split {
+        crate::routing::Split::Rounds
+    }
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Nue
     }
