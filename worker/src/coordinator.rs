@@ -5,7 +5,11 @@
 //! when no worker is left, the parts still open run here, and the result
 //! says so.
 
+mod deal;
+mod queue;
 mod rounds;
+
+use queue::{Next, Queue};
 
 pub use rounds::route_rounds;
 
@@ -16,7 +20,6 @@ use fabric::tables::Routing;
 use fabric::verify::{MergeError, Part, Report, merge_parts};
 use proto::v1;
 use sha2::{Digest, Sha256};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -175,13 +178,6 @@ impl Covers for RoutePart {
     }
 }
 
-struct Queue<T> {
-    /// Parts nobody holds, as indices into the cut.
-    open: VecDeque<usize>,
-    in_flight: usize,
-    done: Vec<(usize, T, PartRun)>,
-}
-
 /// What every worker of a job loads.
 struct Load {
     job: String,
@@ -221,11 +217,7 @@ async fn run_parts<T: Covers + Send + 'static>(
         load.job.clone(),
         (load.topology.len() + load.tables.len()) as u64,
     );
-    let q = Arc::new(Mutex::new(Queue {
-        open: (0..ranges.len()).collect(),
-        in_flight: 0,
-        done: Vec::new(),
-    }));
+    let q = Arc::new(Mutex::new(Queue::new(ranges.len())));
     let load = Arc::new(load);
     let ranges_arc = Arc::new(ranges.to_vec());
     let replies = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -258,7 +250,7 @@ async fn run_parts<T: Covers + Send + 'static>(
     // Whatever no worker took: here, said so.
     let left: Vec<usize> = {
         let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
-        g.open.drain(..).collect()
+        g.take_open()
     };
     let local_parts = left.len();
     if local_parts > 0 {
@@ -277,18 +269,10 @@ async fn run_parts<T: Covers + Send + 'static>(
             };
             q.lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .done
-                .push((i, p, run));
+                .done_here(i, p, run);
         }
     }
-    let mut done = std::mem::take(&mut q.lock().unwrap_or_else(|p| p.into_inner()).done);
-    done.sort_by_key(|d| d.0);
-    let mut parts = Vec::with_capacity(done.len());
-    let mut part_runs = Vec::with_capacity(done.len());
-    for (_, p, r) in done {
-        parts.push(p);
-        part_runs.push(r);
-    }
+    let (parts, part_runs) = q.lock().unwrap_or_else(|p| p.into_inner()).finish();
     Ok((
         parts,
         JobRun {
@@ -675,21 +659,15 @@ async fn run_worker<T: Covers + Send + 'static>(
     run.load_seconds = load_seconds;
     let send_load = |c: &Client| load_job(c.clone(), &load);
     loop {
-        let next = {
-            let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
-            match g.open.pop_front() {
-                Some(r) => {
-                    g.in_flight += 1;
-                    Some(r)
-                }
-                None if g.in_flight == 0 => return run,
-                None => None,
+        let next = q.lock().unwrap_or_else(|p| p.into_inner()).next();
+        let i = match next {
+            Next::Part(i) => i,
+            Next::Finished => return run,
+            // Parts still out with other workers may come back.
+            Next::Wait => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
             }
-        };
-        // Parts still out with other workers may come back: wait.
-        let Some(i) = next else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
         };
         let (a, b) = ranges[i];
         tracing::debug!(worker = %addr, start = a, end = b, "part handed out");
@@ -716,14 +694,13 @@ async fn run_worker<T: Covers + Send + 'static>(
             ))),
         });
         let mut g = q.lock().unwrap_or_else(|p| p.into_inner());
-        g.in_flight -= 1;
         match reply {
             Ok((p, secs, bytes)) => {
                 run.parts += 1;
                 run.part_seconds += secs;
                 replies.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
                 tracing::info!(worker = %addr, start = a, end = b, secs, "part done");
-                g.done.push((
+                g.done(
                     i,
                     p,
                     PartRun {
@@ -732,10 +709,10 @@ async fn run_worker<T: Covers + Send + 'static>(
                         by: addr.clone(),
                         seconds: secs,
                     },
-                ));
+                );
             }
             Err(e) => {
-                g.open.push_back(i);
+                g.failed(i);
                 drop(g);
                 let why = match e {
                     AskError::Status(s) => s.message().to_string(),

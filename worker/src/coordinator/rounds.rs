@@ -5,8 +5,11 @@
 //! next round. The loads of every round are kept, so a lost worker's units
 //! start again elsewhere (another worker, or here when none is left) and
 //! replay the rounds already routed: the tables equal one process's, byte
-//! for byte, whoever computed what.
+//! for byte, whoever computed what. Who holds which units, and what a
+//! failed call does to them, is decided by [`super::deal`]; this file makes
+//! the calls.
 
+use super::deal::{Action, At, Deal, Failure, Group};
 use super::{Client, CoordError, Farm, JobRun, Load, PartRun, WorkerRun, job_id, open_worker};
 use fabric::Fabric;
 use fabric::routing::nue::{LayerCols, Stats};
@@ -17,32 +20,13 @@ use proto::v1;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Where a group of units is routed.
-enum At {
-    /// A session on worker `w` (index into the workers).
-    Worker { w: usize, session: u64 },
-    /// Here; None once finished.
-    Here(Option<Box<Held>>),
-}
-
-struct Group {
-    ids: Vec<usize>,
-    at: At,
-    /// Rounds the holder has routed.
-    next: usize,
-    /// Seconds the holders reported for this group's calls.
-    seconds: f64,
-    /// Times the job was loaded again on the group's worker.
-    reloads: u32,
-}
-
+/// A worker of the job: its run so far and its client (None once given
+/// up on).
 struct Remote {
     run: WorkerRun,
     client: Option<Client>,
     /// The workers' leases, when they were found in the store.
     leases: Option<store::registry::Leases>,
-    /// Units it holds now.
-    holds: usize,
 }
 
 impl Remote {
@@ -59,37 +43,30 @@ impl Remote {
     fn connected(&self) -> Result<(&Remote, &Client), StepError> {
         match &self.client {
             Some(c) => Ok((self, c)),
-            None => Err(StepError::Lost("not connected".into())),
+            None => Err(StepError::Failed(Failure::Lost("not connected".into()))),
         }
     }
 }
 
-/// Why a group's call failed: its worker is lost (the group moves), it no
-/// longer holds the job (restarted, or dropped it for newer ones: the job
-/// is loaded there again and the group replays in a new session), it holds
-/// the job but not the session or not at that round (a new session
-/// replays), or the routing itself failed (the job fails, as it would in
-/// one process).
+/// Why a group's call failed: a failure the deal recovers from, or the
+/// routing itself failed (the job fails, as it would in one process).
 enum StepError {
-    Lost(String),
-    Dropped(String),
-    Restart(String),
+    Failed(Failure),
     Fatal(fabric::Error),
 }
-
-/// Times a group starts again on its worker (the job sent again, or a new
-/// session) before it moves elsewhere: a worker that keeps dropping it is
-/// too busy.
-const RELOADS: u32 = 2;
 
 impl StepError {
     fn from_status(s: tonic::Status, what: String) -> Self {
         let why = format!("{what}: {}", s.message());
-        match s.code() {
-            tonic::Code::FailedPrecondition => StepError::Dropped(why),
-            tonic::Code::NotFound | tonic::Code::Aborted => StepError::Restart(why),
-            _ => StepError::Lost(why),
-        }
+        StepError::Failed(match s.code() {
+            tonic::Code::FailedPrecondition => Failure::Dropped(why),
+            tonic::Code::NotFound | tonic::Code::Aborted => Failure::Restart(why),
+            _ => Failure::Lost(why),
+        })
+    }
+
+    fn lost(why: impl Into<String>) -> Self {
+        StepError::Failed(Failure::Lost(why.into()))
     }
 }
 
@@ -129,9 +106,11 @@ async fn call(
 }
 
 /// Routes the group's rounds up to `upto` (replaying those a new holder
-/// missed, from `history`) and returns the load it added in round `upto`.
+/// missed, from `history`) and returns the load it added in round `upto`;
+/// `held`: its units when they are routed here.
 async fn step(
     g: &mut Group,
+    held: &mut Option<Box<Held>>,
     upto: usize,
     history: &[Vec<u64>],
     ctx: &Ctx<'_>,
@@ -140,11 +119,11 @@ async fn step(
     let mut last = Vec::new();
     while g.next <= upto {
         let global = &history[g.next];
-        match &mut g.at {
-            At::Here(held) => {
+        match g.at() {
+            At::Here => {
                 let units = held
                     .as_mut()
-                    .ok_or_else(|| StepError::Lost("the units here are finished".into()))?;
+                    .ok_or_else(|| StepError::lost("the units here are finished"))?;
                 let t = Instant::now();
                 last = units
                     .round(ctx.f, ctx.plan, global)
@@ -152,14 +131,14 @@ async fn step(
                 g.seconds += t.elapsed().as_secs_f64();
             }
             At::Worker { w, session } => {
-                let (r, c) = remotes[*w].connected()?;
+                let (r, c) = remotes[w].connected()?;
                 let req = v1::RoundRequest {
                     job: ctx.job.to_string(),
-                    session: *session,
+                    session,
                     engine: ctx.engine.name().to_string(),
                     sssp_streams: ctx.sssp_streams,
                     units: if g.next == 0 {
-                        g.ids.iter().map(|&l| l as u32).collect()
+                        g.ids().iter().map(|&l| l as u32).collect()
                     } else {
                         Vec::new()
                     },
@@ -176,14 +155,14 @@ async fn step(
                 let reply = call(r, c, req).await.map_err(|s| {
                     StepError::from_status(
                         s,
-                        format!("{}s {:?}, round {}", ctx.plan.unit_name(), g.ids, g.next),
+                        format!("{}s {:?}, round {}", ctx.plan.unit_name(), g.ids(), g.next),
                     )
                 })?;
                 ctx.received.fetch_add(
                     reply.delta.len() as u64,
                     std::sync::atomic::Ordering::Relaxed,
                 );
-                last = loads(&reply.delta, ctx.plan.channels()).map_err(StepError::Lost)?;
+                last = loads(&reply.delta, ctx.plan.channels()).map_err(StepError::lost)?;
                 g.seconds += reply.seconds;
             }
         }
@@ -195,21 +174,22 @@ async fn step(
 /// The group's finished units, every round routed.
 async fn finish(
     g: &mut Group,
+    held: &mut Option<Box<Held>>,
     ctx: &Ctx<'_>,
     remotes: &[Remote],
 ) -> Result<Vec<LayerCols>, StepError> {
-    match &mut g.at {
-        At::Here(held) => held
+    match g.at() {
+        At::Here => held
             .take()
             .map(|l| l.finish())
-            .ok_or_else(|| StepError::Lost("the units here are finished".into())),
+            .ok_or_else(|| StepError::lost("the units here are finished")),
         At::Worker { w, session } => {
-            let (r, c) = remotes[*w].connected()?;
-            let mut out = Vec::with_capacity(g.ids.len());
-            for &l in &g.ids {
+            let (r, c) = remotes[w].connected()?;
+            let mut out = Vec::with_capacity(g.ids().len());
+            for l in g.ids().to_vec() {
                 let req = v1::RoundRequest {
                     job: ctx.job.to_string(),
-                    session: *session,
+                    session,
                     finish: true,
                     finish_unit: l as u32,
                     ..Default::default()
@@ -222,7 +202,7 @@ async fn finish(
                     std::sync::atomic::Ordering::Relaxed,
                 );
                 if reply.unit as usize != l {
-                    return Err(StepError::Lost(format!(
+                    return Err(StepError::lost(format!(
                         "asked {0} {l}, answered {0} {1}",
                         ctx.plan.unit_name(),
                         reply.unit
@@ -247,122 +227,51 @@ async fn finish(
     }
 }
 
-/// Gives the group of a lost worker to the live worker holding the fewest
-/// units, or to this process when none is left; the new holder starts
-/// at round 0.
-fn move_group(
-    g: &mut Group,
-    why: String,
-    remotes: &mut [Remote],
-    plan: &Plan,
-    sessions: &mut u64,
-) -> Result<(), CoordError> {
-    if let At::Worker { w, .. } = g.at {
-        let r = &mut remotes[w];
-        tracing::warn!(worker = %r.run.address, "worker lost: {why}");
-        if r.run.lost.is_none() {
-            r.run.lost = Some(why);
-        }
-        r.client = None;
-        r.holds = r.holds.saturating_sub(g.ids.len());
-    }
-    let best = remotes
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.client.is_some())
-        .min_by_key(|(i, r)| (r.holds, *i))
-        .map(|(i, _)| i);
-    g.next = 0;
-    g.at = match best {
-        Some(w) => {
-            remotes[w].holds += g.ids.len();
-            *sessions += 1;
-            At::Worker {
-                w,
-                session: *sessions,
-            }
-        }
-        None => {
-            tracing::warn!(units = ?g.ids, "no worker left for these {}s: routing them here", plan.unit_name());
-            At::Here(Some(Box::new(plan.start(&g.ids)?)))
-        }
-    };
-    Ok(())
-}
-
-/// What a failed call does to its group: a routing error fails the job
-/// (as in one process); otherwise the group starts again on its worker or
-/// moves ([`StepError`]).
+/// What a failed call does to group `g`: a routing error fails the job
+/// (as in one process); otherwise the deal decides, and this makes its
+/// calls (the job sent again, units started here) until the group has a
+/// holder to replay on.
 async fn recover(
-    g: &mut Group,
+    deal: &mut Deal,
+    g: usize,
     e: StepError,
     remotes: &mut [Remote],
-    load: &super::Load,
+    held: &mut [Option<Box<Held>>],
+    load: &Load,
     plan: &Plan,
-    sessions: &mut u64,
 ) -> Result<(), CoordError> {
-    match e {
-        StepError::Fatal(e) => Err(e.into()),
-        StepError::Lost(why) => move_group(g, why, remotes, plan, sessions),
-        StepError::Dropped(why) => reload(g, why, true, remotes, load, plan, sessions).await,
-        StepError::Restart(why) => reload(g, why, false, remotes, load, plan, sessions).await,
-    }
-}
-
-/// The group's worker no longer holds the job (`send_job`) or the session:
-/// sends it the job again if needed and restarts the group there in a new
-/// session at round 0 (it replays the rounds from the loads kept here),
-/// unless that happened too often or the load fails; then the group moves
-/// as from a lost worker.
-async fn reload(
-    g: &mut Group,
-    why: String,
-    send_job: bool,
-    remotes: &mut [Remote],
-    load: &super::Load,
-    plan: &Plan,
-    sessions: &mut u64,
-) -> Result<(), CoordError> {
-    let At::Worker { w, .. } = g.at else {
-        return move_group(g, why, remotes, plan, sessions);
+    let f = match e {
+        StepError::Fatal(e) => return Err(e.into()),
+        StepError::Failed(f) => f,
     };
-    if g.reloads >= RELOADS {
-        let why = format!("{why} (dropped the job {} times)", g.reloads + 1);
-        return move_group(g, why, remotes, plan, sessions);
-    }
-    g.reloads += 1;
-    let r = &remotes[w];
-    let Some(c) = r.client.clone() else {
-        return move_group(g, why, remotes, plan, sessions);
-    };
-    let loaded = if send_job {
+    let mut action = deal.fail(g, f);
+    while let Action::SendJob { w, why } = action {
+        let r = &remotes[w];
         tracing::info!(worker = %r.run.address, "{why}: loading the job there again");
-        tokio::select! {
-            l = super::load_job(c, load) => l.map(|_| ()).map_err(|s| s.message().to_string()),
-            _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
-        }
-    } else {
-        tracing::info!(worker = %r.run.address, "{why}: starting a new session there");
-        Ok(())
-    };
-    match loaded {
-        Ok(_) => {
-            *sessions += 1;
-            g.at = At::Worker {
-                w,
-                session: *sessions,
-            };
-            g.next = 0;
-            Ok(())
-        }
-        Err(e) => move_group(
-            g,
-            format!("{why}; loading it again: {e}"),
-            remotes,
-            plan,
-            sessions,
-        ),
+        let sent = match r.client.clone() {
+            None => Err("not connected".to_string()),
+            Some(c) => tokio::select! {
+                l = super::load_job(c, load) => l.map(|_| ()).map_err(|s| s.message().to_string()),
+                _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
+            },
+        };
+        action = deal.reloaded(g, why, sent);
     }
+    for (w, r) in remotes.iter_mut().enumerate() {
+        if let Some(why) = deal.lost(w) {
+            r.client = None;
+            r.run.lost.get_or_insert_with(|| why.to_string());
+        }
+    }
+    let grp = &deal.groups()[g];
+    held[g] = match grp.at() {
+        At::Here => {
+            tracing::warn!(units = ?grp.ids(), "no worker left for these {}s: routing them here", plan.unit_name());
+            Some(Box::new(plan.start(grp.ids())?))
+        }
+        At::Worker { .. } => None,
+    };
+    Ok(())
 }
 
 /// Routes `f` with `engine` (one that splits in rounds,
@@ -375,8 +284,7 @@ pub async fn route_rounds(
     topology: &[u8],
     engine_opts: &EngineOptions<'_>,
 ) -> Result<(Routing, JobRun), CoordError> {
-    let (addrs, transport, opts) = (&farm.addrs, &farm.transport, &farm.opts);
-    if addrs.is_empty() {
+    if farm.addrs.is_empty() {
         return Err(CoordError::NoWorkers);
     }
     let t0 = Instant::now();
@@ -391,90 +299,29 @@ pub async fn route_rounds(
         job: job.clone(),
         topology: topology.clone(),
         tables: Arc::new(Vec::new()),
-        chunk: opts.chunk_bytes,
+        chunk: farm.opts.chunk_bytes,
     };
-    // Connect and load everywhere at once.
-    let remote = |address: &String| Remote {
-        run: WorkerRun {
-            address: address.clone(),
-            parts: 0,
-            load_seconds: 0.0,
-            part_seconds: 0.0,
-            lost: None,
-        },
-        client: None,
-        leases: opts.leases.clone(),
-        holds: 0,
-    };
-    let opened = futures::future::join_all(addrs.iter().map(|addr| {
-        let (load, r) = (&load, remote(addr));
-        async move {
-            let opened = open_worker(addr, transport, load, &mut r.gone()).await;
-            (r, opened)
-        }
-    }))
-    .await;
-    let mut remotes: Vec<Remote> = opened
-        .into_iter()
-        .map(|(mut r, opened)| {
-            let run = &mut r.run;
-            r.client = match opened {
-                Ok((c, secs)) => {
-                    run.load_seconds = secs;
-                    Some(c)
-                }
-                Err(why) => {
-                    tracing::warn!(worker = %run.address, "worker lost: {why}");
-                    run.lost = Some(why);
-                    None
-                }
-            };
-            r
-        })
-        .collect();
-    // Units dealt round robin over the workers that loaded the job.
-    let live: Vec<usize> = (0..remotes.len())
-        .filter(|&i| remotes[i].client.is_some())
-        .collect();
-    let mut sessions = (std::time::SystemTime::now()
+    let (mut remotes, loaded) = open_all(farm, &load).await;
+    let first_session = (std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0))
         << 8;
-    let mut groups: Vec<Group> = Vec::new();
-    if live.is_empty() || plan.rounds() == 0 {
-        if plan.rounds() == 0 {
-            tracing::info!("nothing to route in rounds (no HCA to route to): finishing here");
-        } else {
-            tracing::warn!("no worker loaded the job: routing every unit here");
-        }
-        groups.push(Group {
-            ids: (0..plan.units()).collect(),
-            at: At::Here(Some(Box::new(
-                plan.start(&(0..plan.units()).collect::<Vec<_>>())?,
-            ))),
-            next: 0,
-            seconds: 0.0,
-            reloads: 0,
+    let mut deal = Deal::new(&loaded, plan.units(), plan.rounds(), first_session);
+    let mut held: Vec<Option<Box<Held>>> = Vec::with_capacity(deal.groups().len());
+    for g in deal.groups() {
+        held.push(match g.at() {
+            At::Here => Some(Box::new(plan.start(g.ids())?)),
+            At::Worker { .. } => None,
         });
-    } else {
-        for (j, &w) in live.iter().enumerate().take(plan.units()) {
-            let ids: Vec<usize> = (j..plan.units()).step_by(live.len()).collect();
-            remotes[w].holds += ids.len();
-            sessions += 1;
-            groups.push(Group {
-                ids,
-                at: At::Worker {
-                    w,
-                    session: sessions,
-                },
-                next: 0,
-                seconds: 0.0,
-                reloads: 0,
-            });
-        }
     }
-    tracing::info!(%job, %engine, units = plan.units(), rounds = plan.rounds(), workers = live.len(), "job dealt in rounds");
+    if plan.rounds() == 0 {
+        tracing::info!("nothing to route in rounds (no HCA to route to): finishing here");
+    } else if remotes.iter().all(|r| r.client.is_none()) {
+        tracing::warn!("no worker loaded the job: routing every unit here");
+    }
+    let live = loaded.iter().filter(|l| l.is_ok()).count();
+    tracing::info!(%job, %engine, units = plan.units(), rounds = plan.rounds(), workers = live, "job dealt in rounds");
     let ctx = Ctx {
         job: &job,
         f,
@@ -486,90 +333,16 @@ pub async fn route_rounds(
         sent: Default::default(),
         received: Default::default(),
     };
-    let mut history: Vec<Vec<u64>> = Vec::with_capacity(plan.rounds());
-    let mut global = vec![0u64; plan.channels()];
-    for r in 0..plan.rounds() {
-        history.push(global.clone());
-        loop {
-            let results = {
-                let remotes = &remotes;
-                let history = &history;
-                let ctx = &ctx;
-                futures::future::join_all(
-                    groups
-                        .iter_mut()
-                        .enumerate()
-                        .filter(|(_, g)| g.next <= r)
-                        .map(|(i, g)| async move { (i, step(g, r, history, ctx, remotes).await) }),
-                )
-                .await
-            };
-            let mut moved = false;
-            for (i, res) in results {
-                match res {
-                    Ok(d) => global.iter_mut().zip(d).for_each(|(x, y)| *x += y),
-                    Err(e) => {
-                        let g = &mut groups[i];
-                        recover(g, e, &mut remotes, &load, &plan, &mut sessions).await?;
-                        moved = true;
-                    }
-                }
-            }
-            if !moved {
-                break;
-            }
-        }
-        engine_opts.report((r + 1) as u64, plan.rounds() as u64);
-    }
-    let mut cols = Vec::with_capacity(plan.units());
-    for g in &mut groups {
-        loop {
-            // A group moved at the end replays every round first.
-            let caught_up = if g.next < plan.rounds() {
-                step(g, plan.rounds() - 1, &history, &ctx, &remotes)
-                    .await
-                    .map(|_| ())
-            } else {
-                Ok(())
-            };
-            let res = match caught_up {
-                Ok(()) => finish(g, &ctx, &remotes).await,
-                Err(e) => Err(e),
-            };
-            match res {
-                Ok(c) => {
-                    cols.extend(c);
-                    break;
-                }
-                Err(e) => recover(g, e, &mut remotes, &load, &plan, &mut sessions).await?,
-            }
-        }
-    }
-    let mut part_runs = Vec::with_capacity(plan.units());
-    let mut local_parts = 0;
-    for g in &groups {
-        let by = match g.at {
-            At::Worker { w, .. } => {
-                let r = &mut remotes[w].run;
-                r.parts += g.ids.len();
-                r.part_seconds += g.seconds;
-                r.address.clone()
-            }
-            At::Here(_) => {
-                local_parts += g.ids.len();
-                "local".to_string()
-            }
-        };
-        for &l in &g.ids {
-            part_runs.push(PartRun {
-                start: l,
-                end: l + 1,
-                by: by.clone(),
-                seconds: g.seconds / g.ids.len().max(1) as f64,
-            });
-        }
-    }
-    part_runs.sort_by_key(|p| p.start);
+    let mut job_state = Rounds {
+        deal: &mut deal,
+        held: &mut held,
+        remotes: &mut remotes,
+        load: &load,
+        ctx: &ctx,
+    };
+    let (history, global) = job_state.route_rounds(engine_opts).await?;
+    let cols = job_state.finish_all(&history).await?;
+    let (part_runs, local_parts) = accounting(&deal, &mut remotes, plan.units());
     let t = Instant::now();
     let routing = plan.tables(f, cols, &global)?;
     let (sent, received) = (
@@ -590,4 +363,177 @@ pub async fn route_rounds(
         merge_seconds: t.elapsed().as_secs_f64(),
     };
     Ok((routing, run))
+}
+
+/// Connects to every worker of `farm` and loads the job there, all at
+/// once: the workers, and per worker whether the load succeeded or why
+/// not.
+async fn open_all(farm: &Farm, load: &Load) -> (Vec<Remote>, Vec<Result<(), String>>) {
+    let opened = futures::future::join_all(farm.addrs.iter().map(|addr| async move {
+        let r = Remote {
+            run: WorkerRun {
+                address: addr.clone(),
+                parts: 0,
+                load_seconds: 0.0,
+                part_seconds: 0.0,
+                lost: None,
+            },
+            client: None,
+            leases: farm.opts.leases.clone(),
+        };
+        let opened = open_worker(addr, &farm.transport, load, &mut r.gone()).await;
+        (r, opened)
+    }))
+    .await;
+    opened
+        .into_iter()
+        .map(|(mut r, opened)| {
+            let loaded = match opened {
+                Ok((c, secs)) => {
+                    r.run.load_seconds = secs;
+                    r.client = Some(c);
+                    Ok(())
+                }
+                Err(why) => {
+                    tracing::warn!(worker = %r.run.address, "worker lost: {why}");
+                    r.run.lost = Some(why.clone());
+                    Err(why)
+                }
+            };
+            (r, loaded)
+        })
+        .unzip()
+}
+
+/// A job in rounds while it runs: the deal, the units held here, the
+/// workers.
+struct Rounds<'a, 'c> {
+    deal: &'a mut Deal,
+    held: &'a mut Vec<Option<Box<Held>>>,
+    remotes: &'a mut Vec<Remote>,
+    load: &'a Load,
+    ctx: &'a Ctx<'c>,
+}
+
+impl Rounds<'_, '_> {
+    /// Routes every round, a round's groups side by side; a failed group
+    /// recovers and the round is asked again of the groups behind. Returns
+    /// the summed loads at the start of each round, and at the end.
+    async fn route_rounds(
+        &mut self,
+        engine_opts: &EngineOptions<'_>,
+    ) -> Result<(Vec<Vec<u64>>, Vec<u64>), CoordError> {
+        let plan = self.ctx.plan;
+        let mut history: Vec<Vec<u64>> = Vec::with_capacity(plan.rounds());
+        let mut global = vec![0u64; plan.channels()];
+        for r in 0..plan.rounds() {
+            history.push(global.clone());
+            loop {
+                let results = {
+                    let (remotes, history, ctx) = (&*self.remotes, &history, self.ctx);
+                    futures::future::join_all(
+                        self.deal
+                            .groups_mut()
+                            .iter_mut()
+                            .zip(self.held.iter_mut())
+                            .enumerate()
+                            .filter(|(_, (g, _))| g.next <= r)
+                            .map(|(i, (g, h))| async move {
+                                (i, step(g, h, r, history, ctx, remotes).await)
+                            }),
+                    )
+                    .await
+                };
+                let mut moved = false;
+                for (i, res) in results {
+                    match res {
+                        Ok(d) => global.iter_mut().zip(d).for_each(|(x, y)| *x += y),
+                        Err(e) => {
+                            self.recover(i, e).await?;
+                            moved = true;
+                        }
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+            engine_opts.report((r + 1) as u64, plan.rounds() as u64);
+        }
+        Ok((history, global))
+    }
+
+    /// Every group's finished units; a group moved at the end replays
+    /// every round first.
+    async fn finish_all(&mut self, history: &[Vec<u64>]) -> Result<Vec<LayerCols>, CoordError> {
+        let rounds = self.ctx.plan.rounds();
+        let mut cols = Vec::with_capacity(self.ctx.plan.units());
+        for g in 0..self.deal.groups().len() {
+            loop {
+                let (grp, held) = (&mut self.deal.groups_mut()[g], &mut self.held[g]);
+                let caught_up = if grp.next < rounds {
+                    step(grp, held, rounds - 1, history, self.ctx, self.remotes)
+                        .await
+                        .map(|_| ())
+                } else {
+                    Ok(())
+                };
+                let res = match caught_up {
+                    Ok(()) => finish(grp, held, self.ctx, self.remotes).await,
+                    Err(e) => Err(e),
+                };
+                match res {
+                    Ok(c) => {
+                        cols.extend(c);
+                        break;
+                    }
+                    Err(e) => self.recover(g, e).await?,
+                }
+            }
+        }
+        Ok(cols)
+    }
+
+    async fn recover(&mut self, g: usize, e: StepError) -> Result<(), CoordError> {
+        recover(
+            self.deal,
+            g,
+            e,
+            self.remotes,
+            self.held,
+            self.load,
+            self.ctx.plan,
+        )
+        .await
+    }
+}
+
+/// Who routed which units, and how many were routed here.
+fn accounting(deal: &Deal, remotes: &mut [Remote], units: usize) -> (Vec<PartRun>, usize) {
+    let mut part_runs = Vec::with_capacity(units);
+    let mut local_parts = 0;
+    for g in deal.groups() {
+        let by = match g.at() {
+            At::Worker { w, .. } => {
+                let r = &mut remotes[w].run;
+                r.parts += g.ids().len();
+                r.part_seconds += g.seconds;
+                r.address.clone()
+            }
+            At::Here => {
+                local_parts += g.ids().len();
+                "local".to_string()
+            }
+        };
+        for &l in g.ids() {
+            part_runs.push(PartRun {
+                start: l,
+                end: l + 1,
+                by: by.clone(),
+                seconds: g.seconds / g.ids().len().max(1) as f64,
+            });
+        }
+    }
+    part_runs.sort_by_key(|p| p.start);
+    (part_runs, local_parts)
 }
