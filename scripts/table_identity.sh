@@ -3,7 +3,9 @@
 # prints a SHA-256 per written table file (and the exit status of each
 # run), so that a refactoring can be checked to leave every table byte for
 # byte as it was: run it with the binaries before and after, then `diff`
-# the two listings.
+# the two listings. Then reroutes (DQR) of a link fault and a switch fault
+# on the sets that engines with a channel list wrote, and `verify --dir`
+# of every set, whose JSON reports are hashed too (less the seconds).
 #
 #   scripts/table_identity.sh BIN OUTDIR > listing.txt
 set -euo pipefail
@@ -38,5 +40,27 @@ for t in $(printf '%s\n' "${!topo[@]}" | sort); do
             (cd "$d" && find . -type f ! -name '*.tmp*' ! -name ibfabric-tables.txt | sort | xargs -r sha256sum)
             [ ! -f "$d/ibfabric-tables.txt" ] || grep -v '^generation ' "$d/ibfabric-tables.txt" | sha256sum | sed 's|-$|./ibfabric-tables.txt (less its generation)|'
         fi
+    done
+done
+# Reroutes: the last switch-to-switch port of the second switch, and the
+# fifth switch whole.
+for t in dragonfly torus mesh slimfly fattree random; do
+    net="$out/$t.net"
+    sw2=$(grep '^switchguid=' "$net" | sed -n 2p | cut -d= -f2)
+    sw5=$(grep '^switchguid=' "$net" | sed -n 5p | cut -d= -f2)
+    port=$(awk -v g="switchguid=$sw2" '$0==g{f=1;next} f&&/^$/{exit} f&&/^\[/{p=$1} END{print p}' "$net" | tr -d '[]')
+    for e in auto dfdn nue lash dfsssp updn ftree ecube dor; do
+        d="$out/$t-$e"
+        [ -f "$d/ibfabric-tables.txt" ] || continue
+        for fault in "$sw2:$port" "$sw5"; do
+            r="$out/$t-$e-reroute-${fault//:/-}"
+            rm -rf "$r"
+            rc=0
+            "$bin" reroute -t "$net" -d "$d" --fail "$fault" -o "$r" >/dev/null 2>&1 || rc=$?
+            echo "$t $e reroute $fault exit=$rc"
+            [ -d "$r" ] && (cd "$r" && find . -type f ! -name '*.tmp*' ! -name ibfabric-tables.txt | sort | xargs -r sha256sum)
+        done
+        rc=0
+        "$bin" verify -t "$net" -d "$d" --json 2>/dev/null | grep -v '_seconds' | sha256sum | sed "s|-\$|$t $e verify|" || rc=$?
     done
 done
