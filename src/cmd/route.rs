@@ -141,34 +141,9 @@ fn run_with(
     engine: &dyn RoutingEngine,
     reason: Option<String>,
 ) -> Result<i32> {
-    let roots = match &a.root_guids {
-        Some(p) if !engine.uses_roots() => bail!(
-            "--root-guids {} given, but engine '{}' takes no root switches (updn does)",
-            p.display(),
-            engine.name()
-        ),
-        Some(p) => Some(
-            guids::read_switch_guids(f, p)
-                .with_context(|| format!("root switches for {}", engine.name()))?,
-        ),
-        None => None,
-    };
-    let label = format!("routing ({})", engine.name());
-    let pb = super::progress_bar(&label);
-    // Engines that work in stages (LASH: paths, then layers) restart the
-    // count with a new total: each stage gets its own number.
-    let stage = std::sync::atomic::AtomicU64::new(1);
-    let cb = |done: u64, total: u64| {
-        if let Some(pb) = &pb {
-            if pb.length().is_some_and(|l| l != 0 && l != total) {
-                let n = stage.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                pb.set_message(format!("{label}, stage {n}"));
-                pb.reset();
-            }
-            pb.set_length(total);
-            pb.set_position(done);
-        }
-    };
+    let roots = read_roots(a, f, engine)?;
+    let progress = Progress::new(format!("routing ({})", engine.name()));
+    let cb = |done: u64, total: u64| progress.update(done, total);
     let opts = EngineOptions {
         max_vls: a.max_vls,
         max_sls: a.max_sls,
@@ -185,9 +160,7 @@ fn run_with(
     let (routing, job) = rt.block_on(worker::exec::route(placed.as_ref(), engine, f, &opts))?;
     jobs.extend(job);
     let route_secs = t.elapsed().as_secs_f64();
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    progress.finish();
     let vls_needed = routing.vls_needed;
     let load = fabric::load::link_load(f, &routing.lfts);
     if let Some(p) = &a.load_svg {
@@ -233,67 +206,135 @@ fn run_with(
         (Ok(v), _) => (v.report(), RoutingFiles::default()),
         (Err(refused), _) => (&*refused.report, RoutingFiles::default()),
     };
+    let paths = |ps: &[PathBuf]| ps.iter().map(|p| p.display().to_string()).collect();
+    let summary = RouteJson {
+        jobs,
+        engine: engine.kind(),
+        engine_reason: reason,
+        dry_run: a.dry_run,
+        switches: f.switches().len(),
+        hcas: f.num_cas(),
+        routers: f.num_routers(),
+        vls_needed: vls_needed.map_or(report.vls_used, u32::from),
+        route_seconds: route_secs,
+        verify_seconds: verify_secs,
+        files: paths(&files.written),
+        removed: paths(&files.removed),
+        written: outcome.is_ok() && !a.dry_run,
+        link_load: load,
+        roots: root_guids,
+        tables: TablesJson::new(report, f),
+    };
     if a.json {
-        super::print_json(
-            "route",
-            &RouteJson {
-                jobs,
-                engine: engine.kind(),
-                engine_reason: reason.clone(),
-                dry_run: a.dry_run,
-                switches: f.switches().len(),
-                hcas: f.num_cas(),
-                routers: f.num_routers(),
-                vls_needed: vls_needed.map_or(report.vls_used, u32::from),
-                route_seconds: route_secs,
-                verify_seconds: verify_secs,
-                files: files
-                    .written
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect(),
-                removed: files
-                    .removed
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect(),
-                written: outcome.is_ok() && !a.dry_run,
-                link_load: load,
-                roots: root_guids,
-                tables: TablesJson::new(report, f),
-            },
-        )?;
+        super::print_json("route", &summary)?;
     } else {
-        match &reason {
-            Some(r) => println!("engine          {} (chosen: {r})", engine.name()),
-            None => println!("engine          {}", engine.name()),
+        print_text(&summary, report, f, engine, vls_needed);
+    }
+    conclude(a, engine, outcome)
+}
+
+/// The root switch GUIDs `--root-guids` names, for an engine that takes
+/// them.
+fn read_roots(
+    a: &RouteArgs,
+    f: &fabric::Fabric,
+    engine: &dyn RoutingEngine,
+) -> Result<Option<Vec<u64>>> {
+    match &a.root_guids {
+        Some(p) if !engine.uses_roots() => bail!(
+            "--root-guids {} given, but engine '{}' takes no root switches (updn does)",
+            p.display(),
+            engine.name()
+        ),
+        Some(p) => {
+            Ok(Some(guids::read_switch_guids(f, p).with_context(|| {
+                format!("root switches for {}", engine.name())
+            })?))
         }
-        println!("switches        {}", f.switches().len());
-        println!("HCAs            {}", f.num_cas());
-        println!("routing time    {route_secs:.3} s");
-        println!("verify time     {verify_secs:.3} s");
-        for j in &jobs {
-            super::report::print_job(j);
-        }
-        print_report(report, f);
-        super::report::print_link_load(&load);
-        if let Some(r) = &root_guids {
-            println!("roots           {}", r.join(" "));
-        }
-        if let Some(n) = vls_needed {
-            println!("VLs needed      {n} (routes then spread over the VLs allowed)");
-        }
-        for p in &files.written {
-            println!("wrote           {}", p.display());
-        }
-        for p in &files.removed {
-            println!(
-                "removed         {} (not set by {})",
-                p.display(),
-                engine.name()
-            );
+        None => Ok(None),
+    }
+}
+
+/// The routing's progress bar. Engines that work in stages (LASH: paths,
+/// then layers) restart the count with a new total: each stage gets its
+/// own number.
+struct Progress {
+    label: String,
+    pb: Option<indicatif::ProgressBar>,
+    stage: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    fn new(label: String) -> Self {
+        Self {
+            pb: super::progress_bar(&label),
+            label,
+            stage: std::sync::atomic::AtomicU64::new(1),
         }
     }
+
+    fn update(&self, done: u64, total: u64) {
+        let Some(pb) = &self.pb else { return };
+        if pb.length().is_some_and(|l| l != 0 && l != total) {
+            let n = self
+                .stage
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            pb.set_message(format!("{}, stage {n}", self.label));
+            pb.reset();
+        }
+        pb.set_length(total);
+        pb.set_position(done);
+    }
+
+    fn finish(&self) {
+        if let Some(pb) = &self.pb {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+fn print_text(
+    s: &RouteJson,
+    report: &fabric::verify::Report,
+    f: &fabric::Fabric,
+    engine: &dyn RoutingEngine,
+    vls_needed: Option<u8>,
+) {
+    match &s.engine_reason {
+        Some(r) => println!("engine          {} (chosen: {r})", engine.name()),
+        None => println!("engine          {}", engine.name()),
+    }
+    println!("switches        {}", s.switches);
+    println!("HCAs            {}", s.hcas);
+    println!("routing time    {:.3} s", s.route_seconds);
+    println!("verify time     {:.3} s", s.verify_seconds);
+    for j in &s.jobs {
+        super::report::print_job(j);
+    }
+    print_report(report, f);
+    super::report::print_link_load(&s.link_load);
+    if let Some(r) = &s.roots {
+        println!("roots           {}", r.join(" "));
+    }
+    if let Some(n) = vls_needed {
+        println!("VLs needed      {n} (routes then spread over the VLs allowed)");
+    }
+    for p in &s.files {
+        println!("wrote           {p}");
+    }
+    for p in &s.removed {
+        println!("removed         {p} (not set by {})", engine.name());
+    }
+}
+
+/// The exit status: refused tables are an error (nothing written), tables
+/// written although unsafe exit 3.
+fn conclude(
+    a: &RouteArgs,
+    engine: &dyn RoutingEngine,
+    outcome: Result<fabric::verify::Verified<fabric::tables::Routing>, fabric::verify::Refused>,
+) -> Result<i32> {
     let out = a
         .out
         .as_ref()
