@@ -64,3 +64,22 @@ for t in dragonfly torus mesh slimfly fattree random; do
         "$bin" verify -t "$net" -d "$d" --json 2>/dev/null | grep -v '_seconds' | sha256sum | sed "s|-\$|$t $e verify|" || rc=$?
     done
 done
+# Multi-subnet fabrics: every subnet's tables, the mappings, prefix routes
+# and router egress tables, and the whole-fabric check's report (--json,
+# less the seconds), for each inter-subnet algorithm and transit rule.
+for join in all chain ring; do
+    m="$out/multi-$join"
+    rm -rf "$m"
+    "$bin" gen multi --subnets 4 --routers 4 --join "$join" -o "$m" >/dev/null 2>&1
+    for alg in prefix issr isfr; do
+        for transit in updown shortest; do
+            o="$out/multi-$join-$alg-$transit"
+            rm -rf "$o"
+            rc=0
+            "$bin" route-multi -m "$m/manifest.toml" -a "$alg" --transit "$transit" -o "$o" --json --exhaustive 2>/dev/null \
+                | grep -v '_seconds' | sed "s|$out|OUT|g" | sha256sum \
+                | sed "s|-\$|multi $join $alg $transit report|" || rc=$?
+            [ -d "$o" ] && (cd "$o" && find . -type f ! -name '*.tmp*' ! -name ibfabric-tables.txt | sort | xargs -r sha256sum)
+        done
+    done
+done
