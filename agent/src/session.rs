@@ -1,0 +1,261 @@
+//! The agent's sessions with the controller: register, report (again
+//! when the tables change or the controller asks), follow the mapping
+//! pushes; and the loop that follows the topology file.
+
+use super::*;
+
+/// Runs the agent until `shutdown` turns true: first route (an error here
+/// is returned: the agent does not start on tables it cannot verify), then
+/// the query service, the topology watch and the controller session.
+pub async fn run(
+    agent: Arc<Agent>,
+    listener: Option<tokio::net::TcpListener>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    let transport = agent.cfg.transport();
+    // The agent speaks for its prefix only with a certificate that names
+    // it: refuse to start with another one rather than be refused later.
+    if let ibtls::Transport::Tls(s) = &transport {
+        let id = s.identity()?;
+        let want = ibtls::Identity::Agent {
+            prefix: agent.cfg.subnet_prefix,
+        };
+        if id != want {
+            return Err(AgentError::Identity { have: id, want });
+        }
+    }
+    let server = match listener {
+        Some(_) => Some(proto::client::server(
+            &transport,
+            proto::client::UNARY_TIMEOUT,
+            64,
+        )?),
+        None => None,
+    };
+    follow::initial_discovery(&agent).await?;
+    agent.reroute().await?;
+    let mut tasks = Vec::new();
+    if agent.cfg.fabric.is_some() {
+        let a = agent.clone();
+        let sd = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            follow::apply_and_confirm(&a, std::time::Instant::now()).await;
+            follow::follow_fabric(a, sd).await;
+        }));
+    } else if agent.cfg.watch_topology {
+        tasks.push(tokio::spawn(watch_topology(
+            agent.clone(),
+            shutdown.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(controller_session(
+        agent.clone(),
+        shutdown.clone(),
+    )));
+    let r = match (listener, server) {
+        (Some(l), Some(mut server)) => {
+            let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Agent").await?;
+            let svc = v1::agent_server::AgentServer::new(QueryService(agent.clone()))
+                .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
+            proto::ops::serve(routes.add_service(svc), l, shutdown.clone())
+                .await
+                .map_err(AgentError::from)
+        }
+        _ => {
+            let mut sd = shutdown.clone();
+            let _ = sd.wait_for(|s| *s).await;
+            Ok(())
+        }
+    };
+    for t in tasks {
+        t.abort();
+    }
+    r
+}
+
+/// Re-routes when the topology file changes (polled: works on every file
+/// system, and a subnet file changes at human pace).
+async fn watch_topology(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
+    let path = agent.cfg.topology.clone();
+    let stamp = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let mut last = stamp(&path);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = stamp(&path);
+        if now.is_some() && now != last {
+            last = now;
+            tracing::info!(topology = %path.display(), "topology changed; rerouting");
+            if let Err(e) = agent.reroute().await {
+                tracing::error!("reroute failed, keeping the tables in force: {e}");
+            }
+        }
+    }
+}
+
+/// Before the first heartbeat says otherwise, the silence after which the
+/// mapping stream is left.
+const SILENCE_FALLBACK: Duration = Duration::from_secs(5);
+
+/// Register, report, follow the mapping, with whichever controller leads
+/// ([`proto::client::follow_leader`]). A session ends when the leader
+/// stops sending (three heartbeats of silence: frozen, partitioned,
+/// deposed), and the next round finds the current leader.
+async fn controller_session(agent: Arc<Agent>, shutdown: watch::Receiver<bool>) {
+    let ctrls = agent.cfg.controllers.clone();
+    if ctrls.is_empty() {
+        tracing::warn!("no controller configured: local routing only");
+        return;
+    }
+    let prefix = agent.cfg.subnet_prefix;
+    let transport = agent.cfg.transport();
+    proto::client::follow_leader(&ctrls, &transport, shutdown, "controller session", |addr| {
+        let (agent, transport) = (agent.clone(), transport.clone());
+        async move { one_session(&agent, &transport, &addr, prefix).await }
+    })
+    .await
+}
+
+type Client = v1::controller_client::ControllerClient<tonic::transport::Channel>;
+
+/// Sends the current report on `c`.
+async fn send_report(
+    agent: Arc<Agent>,
+    mut c: Client,
+    session: String,
+) -> Result<v1::ReportAck, SessionError> {
+    let Some(r) = agent.current_report(&session) else {
+        return Err(SessionError::NothingRouted);
+    };
+    c.report(proto::client::unary(r))
+        .await
+        .map(|a| a.into_inner())
+        .map_err(SessionError::call("report"))
+}
+
+/// One session with one controller: Ok when it was established and later
+/// ended, Err when it could not be established.
+async fn one_session(
+    agent: &Arc<Agent>,
+    transport: &ibtls::Transport,
+    addr: &str,
+    prefix: u64,
+) -> Result<(), SessionError> {
+    let mut client = proto::client::controller(addr, transport).await?;
+    let reg = client
+        .register(proto::client::unary(v1::RegisterRequest {
+            agent_id: agent.cfg.agent_id.clone(),
+            subnet_prefix: prefix,
+            query_addr: agent.cfg.listen.map(|a| a.to_string()).unwrap_or_default(),
+        }))
+        .await
+        .map_err(SessionError::call("register"))?
+        .into_inner();
+    let lease = Duration::from_secs(reg.lease_seconds.max(1) as u64);
+    tracing::info!(controller = %addr, leader = %reg.controller_id, "registered");
+    send_report(agent.clone(), client.clone(), reg.session.clone()).await?;
+    let req = v1::WatchMappingRequest {
+        subnet_prefix: prefix,
+        have_version: agent.mapping_version(),
+        max_message_bytes: proto::client::MAX_MESSAGE_BYTES as u32,
+    };
+    // Only the opening has a deadline (a gRPC deadline would end the
+    // stream too): the stream itself lives on heartbeats.
+    let mut stream = tokio::time::timeout(proto::client::PROBE_TIMEOUT, client.follow_mapping(req))
+        .await
+        .map_err(|_| SessionError::Call {
+            call: "follow mapping",
+            status: Status::deadline_exceeded("the controller did not open the stream in time"),
+        })?
+        .map_err(SessionError::call("follow mapping"))?
+        .into_inner();
+    // Reports double as the liveness heartbeat: well inside the lease.
+    let mut beat = tokio::time::interval(lease / 3);
+    beat.tick().await;
+    let mut parts = proto::chunk::Assembler::<v1::MappingUpdate>::new();
+    let held = proto::client::HeldReporter::spawn(
+        client.clone(),
+        v1::held_request::Holder::SubnetPrefix(prefix),
+    );
+    let mut interval = None;
+    // At most one report in flight, run aside so a silent leader is
+    // noticed by the stream even while a report waits for its answer.
+    let mut in_flight: Option<tokio::task::JoinHandle<Result<v1::ReportAck, SessionError>>> = None;
+    let mut due = false;
+    let mut heard = tokio::time::Instant::now();
+    let ended = loop {
+        if due && in_flight.is_none() {
+            due = false;
+            in_flight = Some(tokio::spawn(send_report(
+                agent.clone(),
+                client.clone(),
+                reg.session.clone(),
+            )));
+        }
+        let silence = proto::client::silence_bound(interval, SILENCE_FALLBACK);
+        tokio::select! {
+            // Counted from the last message, whatever else wakes the loop.
+            _ = tokio::time::sleep_until(heard + silence) => {
+                tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                break Ok(());
+            }
+            m = stream.message() => {
+                heard = tokio::time::Instant::now();
+                let push = match m {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break Ok(()),
+                    Err(s) => {
+                        tracing::info!(controller = %addr, "mapping watch ended: {}", s.message());
+                        break Ok(());
+                    }
+                };
+                let part = match push.kind {
+                    Some(v1::mapping_push::Kind::Heartbeat(h)) => {
+                        interval = Some(h.interval_ms);
+                        continue;
+                    }
+                    Some(v1::mapping_push::Kind::Part(p)) => p,
+                    None => continue,
+                };
+                let m = match parts.push(part) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        // Nothing half is applied: the mapping in force
+                        // stays, a new stream starts the version again.
+                        tracing::warn!(controller = %addr, "pushed parts refused: {e}");
+                        break Ok(());
+                    }
+                };
+                match agent.accept_mapping(&m, prefix) {
+                    Ok(true) => {
+                        tracing::info!(version = m.version, entries = m.entries.len(), "mapping applied");
+                        // What the agent holds, for the controller's status.
+                        held.held(m.version);
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("mapping refused: {e}"),
+                }
+            }
+            r = async { match in_flight.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
+                in_flight = None;
+                match r {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => break Err(e),
+                    Err(e) => tracing::warn!("report task: {e}"),
+                }
+            }
+            _ = agent.rerouted.notified() => due = true,
+            _ = beat.tick() => due = true,
+        }
+    };
+    if let Some(h) = in_flight {
+        h.abort();
+    }
+    // A report refused after the session was established ends it as an
+    // error: the next round registers again, after the backoff.
+    ended
+}
