@@ -105,42 +105,88 @@ fn lid_at(words: &[&str], at: usize) -> Result<u16, String> {
 
 /// Parses ibnetdiscover text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
-    let err = |line: usize, cause: String| Error::Parse(ParseError::new(file, line, cause));
-    let mut b = FabricBuilder::new();
-    let mut ids: HashMap<String, NodeId> = HashMap::new();
-    let mut node_line: Vec<usize> = Vec::new();
-    let mut id_of: Vec<String> = Vec::new();
-    let mut links: Vec<PendingLink> = Vec::new();
-    let mut pending_guid: Option<u64> = None;
-    let mut current: Option<NodeId> = None;
-    let mut seen_ports: Vec<bool> = Vec::new();
-    let mut auto_guid = 0x0003_0000_0000_0000u64;
+    let mut p = Parser::new(file);
+    for (i, raw) in text.lines().enumerate() {
+        p.line(i + 1, raw)?;
+    }
+    p.link()?;
+    p.check_lids()?;
+    p.check_port_guids()?;
+    p.b.build().map_err(|e| Error::Model {
+        file: file.to_path_buf(),
+        source: e,
+    })
+}
+
+/// The parse so far: the nodes and ports built, the links waiting for
+/// their far end, and what the checks of the whole file need (the line
+/// where each GUID, LID and port GUID was stated).
+struct Parser<'f> {
+    file: &'f Path,
+    b: FabricBuilder,
+    ids: HashMap<String, NodeId>,
+    node_line: Vec<usize>,
+    id_of: Vec<String>,
+    links: Vec<PendingLink>,
+    pending_guid: Option<u64>,
+    current: Option<NodeId>,
+    seen_ports: Vec<bool>,
+    auto_guid: u64,
     // The builder finds duplicate GUIDs and LIDs only for the whole file;
     // found here, they get the line of their second use.
-    let mut guid_line: HashMap<u64, usize> = HashMap::new();
-    let mut lid_line: HashMap<u16, usize> = HashMap::new();
-    let mut claim_lid = |lid: u16, ln: usize| match lid_line.insert(lid, ln) {
-        Some(first) => Err(err(
-            ln,
-            format!("LID {lid} is assigned twice (first on line {first})"),
-        )),
-        None => Ok(()),
-    };
+    guid_line: HashMap<u64, usize>,
+    lid_line: HashMap<u16, usize>,
     // The first explicit LID 0 and the first real LID: LID 0 is a port the
     // subnet manager has not configured, fine in a subnet without one (all
     // LIDs assigned here) but not beside assigned LIDs, where the LID given
     // to it here would be one the port does not have.
-    let mut first_zero_lid: Option<usize> = None;
-    let mut first_lid: Option<usize> = None;
+    first_zero_lid: Option<usize>,
+    first_lid: Option<usize>,
     // Port GUIDs stated in the file, with their line: a CA's own port line
     // and the switch line at the other end of its link must agree.
-    let mut stated_guid: HashMap<(NodeId, u8), (u64, usize)> = HashMap::new();
+    stated_guid: HashMap<(NodeId, u8), (u64, usize)>,
+}
 
-    for (i, raw) in text.lines().enumerate() {
-        let ln = i + 1;
+impl<'f> Parser<'f> {
+    fn new(file: &'f Path) -> Self {
+        Self {
+            file,
+            b: FabricBuilder::new(),
+            ids: HashMap::new(),
+            node_line: Vec::new(),
+            id_of: Vec::new(),
+            links: Vec::new(),
+            pending_guid: None,
+            current: None,
+            seen_ports: Vec::new(),
+            auto_guid: 0x0003_0000_0000_0000u64,
+            guid_line: HashMap::new(),
+            lid_line: HashMap::new(),
+            first_zero_lid: None,
+            first_lid: None,
+            stated_guid: HashMap::new(),
+        }
+    }
+
+    fn err(&self, line: usize, cause: String) -> Error {
+        Error::Parse(ParseError::new(self.file, line, cause))
+    }
+
+    fn claim_lid(&mut self, lid: u16, ln: usize) -> Result<(), Error> {
+        match self.lid_line.insert(lid, ln) {
+            Some(first) => Err(self.err(
+                ln,
+                format!("LID {lid} is assigned twice (first on line {first})"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// One line of the file.
+    fn line(&mut self, ln: usize, raw: &str) -> Result<(), Error> {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
-            continue;
+            return Ok(());
         }
         // `ibnetdiscover -g` groups nodes under chassis headers; the nodes
         // that follow are what we model.
@@ -148,13 +194,13 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             || line.starts_with("Hostname:")
             || (line.starts_with("Chassis ") && !line.contains('"'))
         {
-            continue;
+            return Ok(());
         }
         // The tools' error messages (`src/query_smp.c:195; ...`, `ibwarn:`)
         // land here when stderr went into the file: a MAD went unanswered,
         // so the discovery may be incomplete.
         if is_diag_error(line) {
-            return Err(err(
+            return Err(self.err(
                 ln,
                 format!(
                     "an error message of ibnetdiscover ('{}'): the discovery may be incomplete; \
@@ -165,21 +211,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
         }
         if let Some((key, value)) = line.split_once('=') {
             if !key.contains(char::is_whitespace) && !key.starts_with('[') {
-                match key {
-                    "switchguid" | "caguid" | "rtguid" => {
-                        // `-g` may follow with "\t# <chassis> Spine 1 Chip 1".
-                        let v = value
-                            .split(|c: char| c == '(' || c.is_whitespace())
-                            .next()
-                            .unwrap_or("");
-                        let g = super::parse_hex_u64(v)
-                            .ok_or_else(|| err(ln, format!("bad GUID '{value}' in {key}")))?;
-                        pending_guid = Some(g);
-                    }
-                    // vendid, devid, sysimgguid and the like carry nothing we model.
-                    _ => {}
-                }
-                continue;
+                return self.assignment(ln, key, value);
             }
         }
         let (body, comment) = match line.find('#') {
@@ -187,110 +219,153 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             None => (line, None),
         };
         if body.trim_start().starts_with('[') {
-            let node = current.ok_or_else(|| err(ln, "port line before any node header".into()))?;
-            let (pstr, rest) =
-                take_port(body).ok_or_else(|| err(ln, "malformed local port '[N]'".into()))?;
-            let port: u8 = pstr
-                .trim()
-                .parse()
-                .map_err(|_| err(ln, format!("bad port number '{pstr}'")))?;
-            if port == 0 || port > b.num_ports(node) {
-                return Err(err(
-                    ln,
-                    format!(
-                        "port {port} out of range 1..={} for this node",
-                        b.num_ports(node)
-                    ),
-                ));
-            }
-            if std::mem::replace(&mut seen_ports[port as usize], true) {
-                return Err(err(ln, format!("port {port} listed twice for this node")));
-            }
-            let (local_guid, mut rest) = take_paren(rest);
-            if let Some(g) = local_guid {
-                let g = super::parse_hex_u64(g)
-                    .ok_or_else(|| err(ln, format!("bad port GUID '({g})'")))?;
-                b.set_port_guid(node, port, g)
-                    .map_err(|e| err(ln, e.to_string()))?;
-                stated_guid.insert((node, port), (g, ln));
-            }
-            // ibnetdiscover may print "[ext N]" after the local port.
-            if rest.trim_start().starts_with("[ext") {
-                if let Some((_, r)) = take_port(rest) {
-                    rest = r;
-                }
-            }
-            let (rid, rest) = take_quoted(rest)
-                .ok_or_else(|| err(ln, "expected the remote node id in quotes".into()))?;
-            let (rport, rest) =
-                take_port(rest).ok_or_else(|| err(ln, "expected the remote port '[N]'".into()))?;
-            let remote_port: u8 = rport
-                .trim()
-                .parse()
-                .map_err(|_| err(ln, format!("bad remote port number '{rport}'")))?;
-            // ... and "[ext N]" after the remote port.
-            let rest = match rest.trim_start().starts_with("[ext") {
-                true => take_port(rest).map(|(_, r)| r).unwrap_or(rest),
-                false => rest,
-            };
-            let (rguid, _) = take_paren(rest.trim_start());
-            let remote_guid = match rguid {
-                Some(g) => Some(
-                    super::parse_hex_u64(g)
-                        .ok_or_else(|| err(ln, format!("bad remote port GUID '({g})'")))?,
-                ),
-                None => None,
-            };
-            if b.kind(node) != NodeKind::Switch {
-                if let Some(c) = comment {
-                    let words: Vec<&str> = c.split_whitespace().collect();
-                    if words.first() == Some(&"lid") {
-                        let lid = lid_at(&words, 1).map_err(|e| err(ln, e))?;
-                        if lid == 0 {
-                            first_zero_lid.get_or_insert(ln);
-                        } else {
-                            b.set_lid(node, port, lid)
-                                .map_err(|e| err(ln, e.to_string()))?;
-                            claim_lid(lid, ln)?;
-                            first_lid.get_or_insert(ln);
-                        }
-                    }
-                }
-            }
-            links.push(PendingLink {
-                line: ln,
-                node,
-                port,
-                remote_id: rid.to_string(),
-                remote_port,
-                remote_guid,
-            });
-            continue;
+            self.port_line(ln, body, comment)
+        } else {
+            self.node_header(ln, body, comment)
         }
-        // Node header: <Type> <nports> "<id>" [# comment]
+    }
+
+    /// `key=value`: a GUID for the next node header; vendid, devid,
+    /// sysimgguid and the like carry nothing we model.
+    fn assignment(&mut self, ln: usize, key: &str, value: &str) -> Result<(), Error> {
+        if let "switchguid" | "caguid" | "rtguid" = key {
+            // `-g` may follow with "\t# <chassis> Spine 1 Chip 1".
+            let v = value
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or("");
+            let g = super::parse_hex_u64(v)
+                .ok_or_else(|| self.err(ln, format!("bad GUID '{value}' in {key}")))?;
+            self.pending_guid = Some(g);
+        }
+        Ok(())
+    }
+
+    /// `[N](guid) "remote"[M](guid)  # comment`: a port of the current
+    /// node and its link.
+    fn port_line(&mut self, ln: usize, body: &str, comment: Option<&str>) -> Result<(), Error> {
+        let err = |cause: String| self.err(ln, cause);
+        let node = self
+            .current
+            .ok_or_else(|| err("port line before any node header".into()))?;
+        let (pstr, rest) =
+            take_port(body).ok_or_else(|| err("malformed local port '[N]'".into()))?;
+        let port: u8 = pstr
+            .trim()
+            .parse()
+            .map_err(|_| err(format!("bad port number '{pstr}'")))?;
+        if port == 0 || port > self.b.num_ports(node) {
+            return Err(err(format!(
+                "port {port} out of range 1..={} for this node",
+                self.b.num_ports(node)
+            )));
+        }
+        if std::mem::replace(&mut self.seen_ports[port as usize], true) {
+            return Err(self.err(ln, format!("port {port} listed twice for this node")));
+        }
+        let (local_guid, mut rest) = take_paren(rest);
+        if let Some(g) = local_guid {
+            let g = super::parse_hex_u64(g)
+                .ok_or_else(|| self.err(ln, format!("bad port GUID '({g})'")))?;
+            self.b
+                .set_port_guid(node, port, g)
+                .map_err(|e| self.err(ln, e.to_string()))?;
+            self.stated_guid.insert((node, port), (g, ln));
+        }
+        let err = |cause: String| self.err(ln, cause);
+        // ibnetdiscover may print "[ext N]" after the local port.
+        if rest.trim_start().starts_with("[ext") {
+            if let Some((_, r)) = take_port(rest) {
+                rest = r;
+            }
+        }
+        let (rid, rest) =
+            take_quoted(rest).ok_or_else(|| err("expected the remote node id in quotes".into()))?;
+        let (rport, rest) =
+            take_port(rest).ok_or_else(|| err("expected the remote port '[N]'".into()))?;
+        let remote_port: u8 = rport
+            .trim()
+            .parse()
+            .map_err(|_| err(format!("bad remote port number '{rport}'")))?;
+        // ... and "[ext N]" after the remote port.
+        let rest = match rest.trim_start().starts_with("[ext") {
+            true => take_port(rest).map(|(_, r)| r).unwrap_or(rest),
+            false => rest,
+        };
+        let (rguid, _) = take_paren(rest.trim_start());
+        let remote_guid = match rguid {
+            Some(g) => Some(
+                super::parse_hex_u64(g)
+                    .ok_or_else(|| err(format!("bad remote port GUID '({g})'")))?,
+            ),
+            None => None,
+        };
+        if self.b.kind(node) != NodeKind::Switch {
+            self.ca_port_lid(ln, node, port, comment)?;
+        }
+        self.links.push(PendingLink {
+            line: ln,
+            node,
+            port,
+            remote_id: rid.to_string(),
+            remote_port,
+            remote_guid,
+        });
+        Ok(())
+    }
+
+    /// A CA's or router's port LID, from the port line's `# lid N` comment.
+    fn ca_port_lid(
+        &mut self,
+        ln: usize,
+        node: NodeId,
+        port: u8,
+        comment: Option<&str>,
+    ) -> Result<(), Error> {
+        let Some(c) = comment else { return Ok(()) };
+        let words: Vec<&str> = c.split_whitespace().collect();
+        if words.first() != Some(&"lid") {
+            return Ok(());
+        }
+        let lid = lid_at(&words, 1).map_err(|e| self.err(ln, e))?;
+        if lid == 0 {
+            self.first_zero_lid.get_or_insert(ln);
+            return Ok(());
+        }
+        self.b
+            .set_lid(node, port, lid)
+            .map_err(|e| self.err(ln, e.to_string()))?;
+        self.claim_lid(lid, ln)?;
+        self.first_lid.get_or_insert(ln);
+        Ok(())
+    }
+
+    /// Node header: `<Type> <nports> "<id>" [# comment]`.
+    fn node_header(&mut self, ln: usize, body: &str, comment: Option<&str>) -> Result<(), Error> {
+        let err = |cause: String| self.err(ln, cause);
         let mut parts = body.split_whitespace();
         let kind = match parts.next() {
             Some("Switch") => NodeKind::Switch,
             Some("Ca") | Some("Hca") => NodeKind::Ca,
             Some("Rt") => NodeKind::Router,
-            Some(w) => return Err(err(ln, format!("unknown line starting with '{w}'"))),
-            None => continue,
+            Some(w) => return Err(err(format!("unknown line starting with '{w}'"))),
+            None => return Ok(()),
         };
         let nstr = parts
             .next()
-            .ok_or_else(|| err(ln, "missing port count".into()))?;
+            .ok_or_else(|| err("missing port count".into()))?;
         let nports: u32 = nstr
             .parse()
-            .map_err(|_| err(ln, format!("bad port count '{nstr}'")))?;
+            .map_err(|_| err(format!("bad port count '{nstr}'")))?;
         if nports == 0 || nports > 254 {
-            return Err(err(ln, format!("port count {nports} out of range 1..=254")));
+            return Err(err(format!("port count {nports} out of range 1..=254")));
         }
         let (id, _) = body
             .find('"')
             .and_then(|q| take_quoted(&body[q..]))
-            .ok_or_else(|| err(ln, "expected the node id in quotes".into()))?;
+            .ok_or_else(|| err("expected the node id in quotes".into()))?;
         if id.is_empty() {
-            return Err(err(ln, "empty node id".into()));
+            return Err(err("empty node id".into()));
         }
         let (desc, lid) = match comment {
             Some(c) => {
@@ -301,7 +376,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let lid = match words.iter().position(|w| *w == "lid") {
                     Some(i) if kind == NodeKind::Switch => {
-                        Some(lid_at(&words, i + 1).map_err(|e| err(ln, e))?)
+                        Some(lid_at(&words, i + 1).map_err(err)?)
                     }
                     _ => None,
                 };
@@ -309,110 +384,128 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
             }
             None => (id.to_string(), None),
         };
-        let guid = pending_guid.take().unwrap_or_else(|| {
-            auto_guid += 1;
-            auto_guid
-        });
-        if let Some(first) = guid_line.insert(guid, ln) {
-            return Err(err(
+        let guid = match self.pending_guid.take() {
+            Some(g) => g,
+            None => {
+                self.auto_guid += 1;
+                self.auto_guid
+            }
+        };
+        if let Some(first) = self.guid_line.insert(guid, ln) {
+            return Err(self.err(
                 ln,
                 format!("GUID 0x{guid:016x} is used twice (first on line {first})"),
             ));
         }
-        let node = b.add_node(kind, guid, desc, nports as u8);
+        let node = self.b.add_node(kind, guid, desc, nports as u8);
         match lid {
             Some(0) => {
-                first_zero_lid.get_or_insert(ln);
+                self.first_zero_lid.get_or_insert(ln);
             }
             Some(l) => {
-                b.set_lid(node, 0, l).map_err(|e| err(ln, e.to_string()))?;
-                claim_lid(l, ln)?;
-                first_lid.get_or_insert(ln);
+                self.b
+                    .set_lid(node, 0, l)
+                    .map_err(|e| self.err(ln, e.to_string()))?;
+                self.claim_lid(l, ln)?;
+                self.first_lid.get_or_insert(ln);
             }
             None => {}
         }
-        if ids.insert(id.to_string(), node).is_some() {
-            return Err(err(ln, format!("node id \"{id}\" defined twice")));
+        if self.ids.insert(id.to_string(), node).is_some() {
+            return Err(self.err(ln, format!("node id \"{id}\" defined twice")));
         }
-        node_line.push(ln);
-        id_of.push(id.to_string());
-        seen_ports = vec![false; nports as usize + 1];
-        current = Some(node);
+        self.node_line.push(ln);
+        self.id_of.push(id.to_string());
+        self.seen_ports = vec![false; nports as usize + 1];
+        self.current = Some(node);
+        Ok(())
     }
 
-    for l in &links {
-        let rnode = *ids.get(&l.remote_id).ok_or_else(|| {
-            err(
-                l.line,
-                format!("link to undefined node \"{}\"", l.remote_id),
-            )
-        })?;
-        b.connect(l.node, l.port, rnode, l.remote_port)
-            .map_err(|e| err(l.line, e.to_string()))?;
-        if let Some(g) = l.remote_guid {
-            if b.kind(rnode) != NodeKind::Switch {
-                match stated_guid.get(&(rnode, l.remote_port)) {
-                    Some(&(before, at)) if before != g => {
-                        return Err(err(
-                            l.line,
-                            format!(
-                                "port GUID 0x{g:016x} for \"{}\"[{}] contradicts 0x{before:016x} on line {at}",
-                                l.remote_id, l.remote_port
-                            ),
-                        ));
-                    }
-                    Some(_) => {}
-                    None => {
-                        b.set_port_guid(rnode, l.remote_port, g)
-                            .map_err(|e| err(l.line, e.to_string()))?;
-                        stated_guid.insert((rnode, l.remote_port), (g, l.line));
-                    }
+    /// Connects every port line's link to its far end, now that every
+    /// node is known; a port GUID stated at both ends must agree.
+    fn link(&mut self) -> Result<(), Error> {
+        for l in std::mem::take(&mut self.links) {
+            let rnode = *self.ids.get(&l.remote_id).ok_or_else(|| {
+                self.err(
+                    l.line,
+                    format!("link to undefined node \"{}\"", l.remote_id),
+                )
+            })?;
+            self.b
+                .connect(l.node, l.port, rnode, l.remote_port)
+                .map_err(|e| self.err(l.line, e.to_string()))?;
+            let Some(g) = l.remote_guid else { continue };
+            if self.b.kind(rnode) == NodeKind::Switch {
+                continue;
+            }
+            match self.stated_guid.get(&(rnode, l.remote_port)) {
+                Some(&(before, at)) if before != g => {
+                    return Err(self.err(
+                        l.line,
+                        format!(
+                            "port GUID 0x{g:016x} for \"{}\"[{}] contradicts 0x{before:016x} on line {at}",
+                            l.remote_id, l.remote_port
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.b
+                        .set_port_guid(rnode, l.remote_port, g)
+                        .map_err(|e| self.err(l.line, e.to_string()))?;
+                    self.stated_guid.insert((rnode, l.remote_port), (g, l.line));
                 }
             }
         }
+        Ok(())
     }
-    if let (Some(zero), Some(set)) = (first_zero_lid, first_lid) {
-        return Err(err(
-            zero,
-            format!(
-                "LID 0 (no LID assigned) beside assigned LIDs (line {set}): ibfabric would give this port a LID it does not have; rediscover once the subnet manager has configured every port, or give no LIDs at all"
-            ),
-        ));
-    }
-    // Readers find a port's tables by its GUID: two ports with one GUID
-    // would get each other's. Checked here for the line of the second.
-    let mut port_lines: Vec<(usize, u64, NodeId, u8)> = Vec::new();
-    for node in 0..b.num_nodes() as NodeId {
-        for (port, guid) in b.addressable_ports(node) {
-            let line = stated_guid
-                .get(&(node, port))
-                .map_or(node_line[node as usize], |&(_, l)| l);
-            port_lines.push((line, guid, node, port));
-        }
-    }
-    port_lines.sort_unstable();
-    let mut port_owner: HashMap<u64, (usize, NodeId, u8)> = HashMap::new();
-    for &(line, guid, node, port) in &port_lines {
-        if let Some(&(first, n0, p0)) = port_owner.get(&guid) {
-            let name = |n: NodeId, p: u8| match b.kind(n) {
-                NodeKind::Switch => format!("switch \"{}\"", id_of[n as usize]),
-                _ => format!("\"{}\"[{p}]", id_of[n as usize]),
-            };
-            return Err(err(
-                line,
+
+    fn check_lids(&self) -> Result<(), Error> {
+        if let (Some(zero), Some(set)) = (self.first_zero_lid, self.first_lid) {
+            return Err(self.err(
+                zero,
                 format!(
-                    "port GUID 0x{guid:016x} of {} is already the port GUID of {} (line {first})",
-                    name(node, port),
-                    name(n0, p0)
+                    "LID 0 (no LID assigned) beside assigned LIDs (line {set}): ibfabric would give this port a LID it does not have; rediscover once the subnet manager has configured every port, or give no LIDs at all"
                 ),
             ));
         }
-        port_owner.insert(guid, (line, node, port));
+        Ok(())
     }
-    b.build().map_err(|e| Error::Model {
-        file: file.to_path_buf(),
-        source: e,
-    })
+
+    /// Readers find a port's tables by its GUID: two ports with one GUID
+    /// would get each other's. Checked here for the line of the second.
+    fn check_port_guids(&self) -> Result<(), Error> {
+        let mut port_lines: Vec<(usize, u64, NodeId, u8)> = Vec::new();
+        for node in 0..self.b.num_nodes() as NodeId {
+            for (port, guid) in self.b.addressable_ports(node) {
+                let line = self
+                    .stated_guid
+                    .get(&(node, port))
+                    .map_or(self.node_line[node as usize], |&(_, l)| l);
+                port_lines.push((line, guid, node, port));
+            }
+        }
+        port_lines.sort_unstable();
+        let mut port_owner: HashMap<u64, (usize, NodeId, u8)> = HashMap::new();
+        for &(line, guid, node, port) in &port_lines {
+            if let Some(&(first, n0, p0)) = port_owner.get(&guid) {
+                let name = |n: NodeId, p: u8| match self.b.kind(n) {
+                    NodeKind::Switch => format!("switch \"{}\"", self.id_of[n as usize]),
+                    _ => format!("\"{}\"[{p}]", self.id_of[n as usize]),
+                };
+                return Err(self.err(
+                    line,
+                    format!(
+                        "port GUID 0x{guid:016x} of {} is already the port GUID of {} (line {first})",
+                        name(node, port),
+                        name(n0, p0)
+                    ),
+                ));
+            }
+            port_owner.insert(guid, (line, node, port));
+        }
+        Ok(())
+    }
 }
 
 /// Reads and parses a topology file.
