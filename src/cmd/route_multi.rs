@@ -125,20 +125,7 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     let engines: Vec<EngineKind> = man.engines.iter().map(|e| e.unwrap_or(a.engine)).collect();
 
     let t = Instant::now();
-    let routed = match pipeline::route_each(m, &engines) {
-        Ok(r) => r,
-        Err(e @ fabric::Error::SubnetRefused { .. }) => {
-            return Err(super::exit::Unsafe(format!(
-                "routing the subnets of {}: {e}; nothing written",
-                a.manifest.display()
-            ))
-            .into());
-        }
-        Err(e) => {
-            return Err(anyhow::Error::from(e)
-                .context(format!("routing the subnets of {}", a.manifest.display())));
-        }
-    };
+    let routed = route_subnets(&a, m, &engines)?;
     let route_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let routes = match a.transit {
@@ -162,18 +149,7 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     let check_seconds = t.elapsed().as_secs_f64();
     let (exhaustive, exhaustive_seconds) = if a.exhaustive {
         let t = Instant::now();
-        let net = Network::new(m, routed.tables(), &routed.view, &routes)?;
-        let pb = super::progress_bar("all-pairs check (sources)");
-        let cb = |done: u64, total: u64| {
-            if let Some(pb) = &pb {
-                pb.set_length(total);
-                pb.set_position(done);
-            }
-        };
-        let g = verify_global_with(&net, Some(&cb));
-        if let Some(pb) = &pb {
-            pb.finish_and_clear();
-        }
+        let g = all_pairs(m, &routed, &routes)?;
         (Some(g), Some(t.elapsed().as_secs_f64()))
     } else {
         (None, None)
@@ -258,6 +234,52 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     } else {
         print_text(&summary);
     }
+    conclude(&a, &summary)
+}
+
+/// Routes every subnet through the gate; a refused subnet is unsafe
+/// (exit 3), nothing written.
+fn route_subnets(
+    a: &RouteMultiArgs,
+    m: &fabric::multi::MultiFabric,
+    engines: &[EngineKind],
+) -> Result<pipeline::Routed> {
+    match pipeline::route_each(m, engines) {
+        Ok(r) => Ok(r),
+        Err(e @ fabric::Error::SubnetRefused { .. }) => Err(super::exit::Unsafe(format!(
+            "routing the subnets of {}: {e}; nothing written",
+            a.manifest.display()
+        ))
+        .into()),
+        Err(e) => Err(anyhow::Error::from(e)
+            .context(format!("routing the subnets of {}", a.manifest.display()))),
+    }
+}
+
+/// The all-pairs check of the whole fabric (hosts squared), with progress.
+fn all_pairs(
+    m: &fabric::multi::MultiFabric,
+    routed: &pipeline::Routed,
+    routes: &fabric::intersubnet::InterSubnetRoutes,
+) -> Result<GlobalReport> {
+    let net = Network::new(m, routed.tables(), &routed.view, routes)?;
+    let pb = super::progress_bar("all-pairs check (sources)");
+    let cb = |done: u64, total: u64| {
+        if let Some(pb) = &pb {
+            pb.set_length(total);
+            pb.set_position(done);
+        }
+    };
+    let g = verify_global_with(&net, Some(&cb));
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    Ok(g)
+}
+
+/// The exit status: refused routes are unsafe (exit 3), nothing written;
+/// the two checks disagreeing is an error.
+fn conclude(a: &RouteMultiArgs, summary: &Summary) -> Result<i32> {
     let g = &summary.global;
     if let Some(x) = &summary.exhaustive {
         // The two checks answer the same question; a difference is a bug
