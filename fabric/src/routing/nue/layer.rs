@@ -198,10 +198,16 @@ impl Layer {
             blocked,
             ..
         } = self;
-        let w = |delta: &[u64], c: u32| global[c as usize] + delta[c as usize] + hop;
-
         s.dest_stamp += 1;
         let ds = s.dest_stamp;
+        let dc = DestCtx {
+            net,
+            global,
+            hop,
+            t,
+            ds,
+            up,
+        };
         let mut a = t;
         while up[a as usize] != NONE {
             let c = up[a as usize];
@@ -210,153 +216,26 @@ impl Layer {
             s.down[p as usize] = net.rev[c as usize];
             a = p;
         }
-        // Escape-route out channel toward the destination.
-        let esc = |anc: &[u32], down: &[u32], v: u32| {
-            if anc[v as usize] == ds {
-                down[v as usize]
-            } else {
-                up[v as usize]
-            }
-        };
         s.fixed_list.clear();
-
         let mut first = true;
         loop {
             if !first {
                 *reruns += 1;
             }
             first = false;
-            s.pass += 1;
-            let pass = s.pass;
-            s.settled.clear();
-            s.heap.clear();
-            s.added.clear();
-            s.tentative.clear();
-            s.blocked_now.clear();
-            s.seen[t as usize] = pass;
-            s.dist[t as usize] = 0;
-            s.out[t as usize] = NONE;
-            s.settled.push(t);
-            for i in 0..s.fixed_list.len() {
-                let v = s.fixed_list[i];
-                s.seen[v as usize] = pass;
-                s.dist[v as usize] = s.edist[v as usize];
-                s.out[v as usize] = esc(&s.anc, &s.down, v);
-                s.settled.push(v);
-            }
-            // Each unreached switch keeps only its cheapest way in on the
-            // heap; the others are looked up again if that one is refused.
-            for i in 0..s.settled.len() {
-                let x = s.settled[i];
-                s.relax(net, x, pass, |c| w(delta, c));
-            }
-            s.rerouted = false;
-            loop {
-                while let Some(Reverse((du, c))) = s.heap.pop() {
-                    let u = net.tail[c as usize];
-                    if s.seen[u as usize] == pass {
-                        continue;
-                    }
-                    let x = net.head[c as usize];
-                    let admitted =
-                        x == t || admit(net, turns, order, s, pass, c, s.out[x as usize]);
-                    if !admitted {
-                        // Only the cheapest way in was queued; queue all the
-                        // others that are still open (none is cheaper than
-                        // the refused one, which was the cheapest).
-                        let mut best = (u64::MAX, NONE);
-                        for o in net.outs(u) {
-                            let x2 = net.head[o as usize];
-                            if s.seen[x2 as usize] != pass
-                                || (x2 != t && turns[net.turn(o, s.out[x2 as usize])] == BLOCKED)
-                            {
-                                continue;
-                            }
-                            let key = s.dist[x2 as usize] + w(delta, o);
-                            best = best.min((key, o));
-                            s.heap.push(Reverse((key, o)));
-                        }
-                        s.best[u as usize] = best;
-                        continue;
-                    }
-                    s.seen[u as usize] = pass;
-                    s.dist[u as usize] = du;
-                    s.out[u as usize] = c;
-                    s.settled.push(u);
-                    s.relax(net, u, pass, |c| w(delta, c));
-                }
-                if s.settled.len() == n
-                    || !*try_repair
-                    || !repair(net, turns, order, s, t, pass, ds, &|c| w(delta, c))
-                {
-                    break;
-                }
-                *repairs += 1;
-            }
+            *repairs += dc.search(s, turns, order, delta, *try_repair);
             *blocked += s.blocked_now.len() as u64;
             if s.settled.len() == n {
                 break;
             }
-
             // Impasse: withdraw this destination's new turns (and the blocks
             // judged against them), fix the unreached switches and the rest of
             // their escape routes, and try again around them.
             if s.fixed_list.is_empty() {
                 *fallbacks += 1;
             }
-            for &tid in s.added.iter().chain(&s.blocked_now) {
-                turns[tid as usize] = UNUSED;
-            }
-            let before = s.fixed_list.len();
-            for u in 0..n as u32 {
-                if s.seen[u as usize] == pass || s.fixed[u as usize] == ds {
-                    continue;
-                }
-                s.path.clear();
-                let mut v = u;
-                while v != t && s.fixed[v as usize] != ds {
-                    s.fixed[v as usize] = ds;
-                    s.path.push(v);
-                    let e = esc(&s.anc, &s.down, v);
-                    if e == NONE {
-                        return Err(fail("internal error: escape route leaves the tree"));
-                    }
-                    v = net.head[e as usize];
-                }
-                let (mut h, mut dd) = if v == t {
-                    (0, 0)
-                } else {
-                    (s.ehops[v as usize], s.edist[v as usize])
-                };
-                for &p in s.path.iter().rev() {
-                    let e = esc(&s.anc, &s.down, p);
-                    h += 1;
-                    dd += w(delta, e);
-                    s.ehops[p as usize] = h;
-                    s.edist[p as usize] = dd;
-                    s.fixed_list.push(p);
-                }
-            }
-            *fixed_total += (s.fixed_list.len() - before) as u64;
-            if s.fixed_list.len() == before {
-                return Err(fail(format!(
-                    "internal error: no progress routing to LID {} in layer {sl}",
-                    d.lid
-                )));
-            }
-            let ehops = &s.ehops;
-            s.fixed_list
-                .sort_unstable_by_key(|&v| (ehops[v as usize], v));
-            // Escape turns were inserted up front; check rather than trust.
-            for &v in &s.fixed_list {
-                let e = esc(&s.anc, &s.down, v);
-                let x = net.head[e as usize];
-                if x != t && turns[net.turn(e, esc(&s.anc, &s.down, x))] != USED {
-                    return Err(fail("internal error: an escape turn is missing"));
-                }
-            }
+            *fixed_total += dc.fix_unreached(s, turns, delta, *sl, d.lid)?;
         }
-
         // Loads: each switch's end ports cross every channel of its route.
         if d.end_port() {
             if s.rerouted {
@@ -382,6 +261,192 @@ impl Layer {
             });
         }
         Ok(())
+    }
+}
+
+/// What the search toward one destination switch `t` reads: the channel
+/// weights (the rounds' loads, this layer's own, a hop cost) and the
+/// escape tree (`up`; the destination's ancestors marked with `ds`).
+struct DestCtx<'a> {
+    net: &'a Net,
+    global: &'a [u64],
+    hop: u64,
+    t: u32,
+    ds: u32,
+    up: &'a [u32],
+}
+
+impl DestCtx<'_> {
+    #[inline]
+    fn w(&self, delta: &[u64], c: u32) -> u64 {
+        self.global[c as usize] + delta[c as usize] + self.hop
+    }
+
+    /// Escape-route out channel toward the destination: down the tree
+    /// from its ancestors, up from the others.
+    #[inline]
+    fn esc(&self, anc: &[u32], down: &[u32], v: u32) -> u32 {
+        if anc[v as usize] == self.ds {
+            down[v as usize]
+        } else {
+            self.up[v as usize]
+        }
+    }
+
+    /// One pass of the search: Dijkstra from the destination backwards
+    /// over the channels, a turn admitted only if the layer's CDG stays
+    /// acyclic, the fixed switches settled first on their escape routes;
+    /// a repair reopens a way when some switch is left unreached. Returns
+    /// the repairs made.
+    fn search(
+        &self,
+        s: &mut Scratch,
+        turns: &mut [u8],
+        order: &mut TopoOrder,
+        delta: &[u64],
+        try_repair: bool,
+    ) -> u64 {
+        let (net, t) = (self.net, self.t);
+        let mut repairs = 0;
+        s.pass += 1;
+        let pass = s.pass;
+        s.settled.clear();
+        s.heap.clear();
+        s.added.clear();
+        s.tentative.clear();
+        s.blocked_now.clear();
+        s.seen[t as usize] = pass;
+        s.dist[t as usize] = 0;
+        s.out[t as usize] = NONE;
+        s.settled.push(t);
+        for i in 0..s.fixed_list.len() {
+            let v = s.fixed_list[i];
+            s.seen[v as usize] = pass;
+            s.dist[v as usize] = s.edist[v as usize];
+            s.out[v as usize] = self.esc(&s.anc, &s.down, v);
+            s.settled.push(v);
+        }
+        // Each unreached switch keeps only its cheapest way in on the
+        // heap; the others are looked up again if that one is refused.
+        for i in 0..s.settled.len() {
+            let x = s.settled[i];
+            s.relax(net, x, pass, |c| self.w(delta, c));
+        }
+        s.rerouted = false;
+        loop {
+            while let Some(Reverse((du, c))) = s.heap.pop() {
+                let u = net.tail[c as usize];
+                if s.seen[u as usize] == pass {
+                    continue;
+                }
+                let x = net.head[c as usize];
+                let admitted = x == t || admit(net, turns, order, s, pass, c, s.out[x as usize]);
+                if !admitted {
+                    self.queue_others(s, turns, delta, pass, u);
+                    continue;
+                }
+                s.seen[u as usize] = pass;
+                s.dist[u as usize] = du;
+                s.out[u as usize] = c;
+                s.settled.push(u);
+                s.relax(net, u, pass, |c| self.w(delta, c));
+            }
+            if s.settled.len() == net.nsw
+                || !try_repair
+                || !repair(net, turns, order, s, t, pass, self.ds, &|c| {
+                    self.w(delta, c)
+                })
+            {
+                break;
+            }
+            repairs += 1;
+        }
+        repairs
+    }
+
+    /// Switch `u`'s cheapest way in was refused: queues all the others
+    /// that are still open (none is cheaper than the refused one).
+    fn queue_others(&self, s: &mut Scratch, turns: &[u8], delta: &[u64], pass: u32, u: u32) {
+        let net = self.net;
+        let mut best = (u64::MAX, NONE);
+        for o in net.outs(u) {
+            let x2 = net.head[o as usize];
+            if s.seen[x2 as usize] != pass
+                || (x2 != self.t && turns[net.turn(o, s.out[x2 as usize])] == BLOCKED)
+            {
+                continue;
+            }
+            let key = s.dist[x2 as usize] + self.w(delta, o);
+            best = best.min((key, o));
+            s.heap.push(Reverse((key, o)));
+        }
+        s.best[u as usize] = best;
+    }
+
+    /// At an impasse: withdraws this destination's new turns (and the
+    /// blocks judged against them) and fixes every unreached switch and the
+    /// rest of its escape route, ordered by escape hops. Returns how many
+    /// switches it fixed; none is an error.
+    fn fix_unreached(
+        &self,
+        s: &mut Scratch,
+        turns: &mut [u8],
+        delta: &[u64],
+        sl: u8,
+        lid: u16,
+    ) -> Result<u64> {
+        let (net, t, ds, pass) = (self.net, self.t, self.ds, s.pass);
+        for &tid in s.added.iter().chain(&s.blocked_now) {
+            turns[tid as usize] = UNUSED;
+        }
+        let before = s.fixed_list.len();
+        for u in 0..net.nsw as u32 {
+            if s.seen[u as usize] == pass || s.fixed[u as usize] == ds {
+                continue;
+            }
+            s.path.clear();
+            let mut v = u;
+            while v != t && s.fixed[v as usize] != ds {
+                s.fixed[v as usize] = ds;
+                s.path.push(v);
+                let e = self.esc(&s.anc, &s.down, v);
+                if e == NONE {
+                    return Err(fail("internal error: escape route leaves the tree"));
+                }
+                v = net.head[e as usize];
+            }
+            let (mut h, mut dd) = if v == t {
+                (0, 0)
+            } else {
+                (s.ehops[v as usize], s.edist[v as usize])
+            };
+            for &p in s.path.iter().rev() {
+                let e = self.esc(&s.anc, &s.down, p);
+                h += 1;
+                dd += self.w(delta, e);
+                s.ehops[p as usize] = h;
+                s.edist[p as usize] = dd;
+                s.fixed_list.push(p);
+            }
+        }
+        let fixed = (s.fixed_list.len() - before) as u64;
+        if fixed == 0 {
+            return Err(fail(format!(
+                "internal error: no progress routing to LID {lid} in layer {sl}"
+            )));
+        }
+        let ehops = &s.ehops;
+        s.fixed_list
+            .sort_unstable_by_key(|&v| (ehops[v as usize], v));
+        // Escape turns were inserted up front; check rather than trust.
+        for &v in &s.fixed_list {
+            let e = self.esc(&s.anc, &s.down, v);
+            let x = net.head[e as usize];
+            if x != t && turns[net.turn(e, self.esc(&s.anc, &s.down, x))] != USED {
+                return Err(fail("internal error: an escape turn is missing"));
+            }
+        }
+        Ok(fixed)
     }
 }
 
