@@ -132,31 +132,7 @@ pub fn run(a: StatusArgs) -> Result<i32> {
 }
 
 async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
-    let mut controllers = Vec::new();
-    let mut states = Vec::new();
-    for addr in &a.controllers {
-        match controller_state(addr, &transport).await {
-            Ok(s) => {
-                controllers.push(ControllerJson {
-                    address: addr.clone(),
-                    answered: true,
-                    error: None,
-                    id: Some(s.controller_id.clone()),
-                    leader: s.leader,
-                    term: s.term,
-                });
-                states.push(s);
-            }
-            Err(e) => controllers.push(ControllerJson {
-                address: addr.clone(),
-                answered: false,
-                error: Some(super::error_text(&e)),
-                id: None,
-                leader: false,
-                term: 0,
-            }),
-        }
-    }
+    let (controllers, states) = ask_controllers(&a.controllers, &transport).await;
     if states.is_empty() && !a.controllers.is_empty() {
         let why: Vec<String> = controllers
             .iter()
@@ -184,9 +160,78 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             why: "none leads (an election may be under way)".into(),
         });
     }
+    let routers_asked = ask_routers(&a.routers, &transport, &mut lagging).await;
+    let (workers_asked, parts_held) = ask_workers(&a, &transport, &mut lagging).await?;
+    let l = leader.clone().unwrap_or_default();
+    if !a.controllers.is_empty() {
+        lagging.extend(proto::ops::lagging(&l).into_iter().map(|x| LagJson {
+            what: x.what,
+            why: x.why,
+        }));
+    }
+    let out = StatusJson {
+        routers_asked,
+        workers_asked,
+        parts_held,
+        controllers,
+        lagging,
+        ..of_leader(leader.as_ref())
+    };
+    let code = if out.lagging.is_empty() {
+        super::exit::OK
+    } else {
+        super::exit::DEGRADED
+    };
+    if a.json {
+        super::print_json("status", &out)?;
+    } else {
+        print(&out);
+    }
+    Ok(code)
+}
+
+/// Each controller's state, or why it did not answer.
+async fn ask_controllers(
+    addrs: &[String],
+    transport: &ibtls::Transport,
+) -> (Vec<ControllerJson>, Vec<proto::v1::ControllerState>) {
+    let mut controllers = Vec::new();
+    let mut states = Vec::new();
+    for addr in addrs {
+        match controller_state(addr, transport).await {
+            Ok(s) => {
+                controllers.push(ControllerJson {
+                    address: addr.clone(),
+                    answered: true,
+                    error: None,
+                    id: Some(s.controller_id.clone()),
+                    leader: s.leader,
+                    term: s.term,
+                });
+                states.push(s);
+            }
+            Err(e) => controllers.push(ControllerJson {
+                address: addr.clone(),
+                answered: false,
+                error: Some(super::error_text(&e)),
+                id: None,
+                leader: false,
+                term: 0,
+            }),
+        }
+    }
+    (controllers, states)
+}
+
+/// Each router's tables in force; a router that does not answer lags.
+async fn ask_routers(
+    addrs: &[String],
+    transport: &ibtls::Transport,
+    lagging: &mut Vec<LagJson>,
+) -> Vec<RouterAskedJson> {
     let mut routers_asked = Vec::new();
-    for addr in &a.routers {
-        routers_asked.push(match router_state(addr, &transport).await {
+    for addr in addrs {
+        routers_asked.push(match router_state(addr, transport).await {
             Ok(r) => RouterAskedJson {
                 address: addr.clone(),
                 error: None,
@@ -209,6 +254,16 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             }
         });
     }
+    routers_asked
+}
+
+/// The workers named or registered in the store, each asked what it
+/// holds, and the parts the store says they hold.
+async fn ask_workers(
+    a: &StatusArgs,
+    transport: &ibtls::Transport,
+    lagging: &mut Vec<LagJson>,
+) -> Result<(Vec<WorkerAskedJson>, Vec<store::registry::HeldPart>)> {
     let mut workers_asked = Vec::new();
     let mut targets: Vec<(String, Option<String>)> =
         a.workers.iter().map(|w| (w.clone(), None)).collect();
@@ -225,7 +280,7 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
         targets.extend(leases.workers.into_iter().map(|w| (w.url, Some(w.name))));
     }
     for (addr, registered_as) in targets {
-        workers_asked.push(match worker_state(&addr, &transport).await {
+        workers_asked.push(match worker_state(&addr, transport).await {
             Ok(w) => {
                 if let Some(r) = registered_as.as_ref().filter(|r| **r != w.name) {
                     lagging.push(LagJson {
@@ -270,17 +325,16 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
             }
         });
     }
-    let l = leader.clone().unwrap_or_default();
-    if !a.controllers.is_empty() {
-        lagging.extend(proto::ops::lagging(&l).into_iter().map(|x| LagJson {
-            what: x.what,
-            why: x.why,
-        }));
-    }
-    let out = StatusJson {
-        leader: leader.as_ref().map(|s| s.controller_id.clone()),
+    Ok((workers_asked, parts_held))
+}
+
+/// What the leader says: its subnets and routers (empty without one).
+fn of_leader(leader: Option<&proto::v1::ControllerState>) -> StatusJson {
+    let l = leader.cloned().unwrap_or_default();
+    StatusJson {
+        leader: leader.map(|s| s.controller_id.clone()),
         term: l.term,
-        algorithm: leader.as_ref().map(|s| s.algorithm.clone()),
+        algorithm: leader.map(|s| s.algorithm.clone()),
         subnets: l
             .subnets
             .iter()
@@ -306,23 +360,12 @@ async fn status(a: StatusArgs, transport: ibtls::Transport) -> Result<i32> {
                 held_version: r.held_version,
             })
             .collect(),
-        routers_asked,
-        workers_asked,
-        parts_held,
-        controllers,
-        lagging,
-    };
-    let code = if out.lagging.is_empty() {
-        super::exit::OK
-    } else {
-        super::exit::DEGRADED
-    };
-    if a.json {
-        super::print_json("status", &out)?;
-    } else {
-        print(&out);
+        routers_asked: Vec::new(),
+        workers_asked: Vec::new(),
+        parts_held: Vec::new(),
+        controllers: Vec::new(),
+        lagging: Vec::new(),
     }
-    Ok(code)
 }
 
 fn print(s: &StatusJson) {
