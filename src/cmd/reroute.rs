@@ -158,34 +158,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     let secs = t.elapsed().as_secs_f64();
     let out = match res {
         Ok(o) => o,
-        Err(e) => {
-            tracing::warn!("{e}");
-            if a.json {
-                super::print_json(
-                    "reroute",
-                    &RerouteJson {
-                        rerouted: false,
-                        out: a.out.clone(),
-                        drain: None,
-                        stats: None,
-                        error: Some(e.to_string()),
-                        channel_list_seconds: list_secs,
-                        reroute_seconds: secs,
-                    },
-                )?;
-            } else {
-                eprintln!("ibfabric: {e}");
-            }
-            // Only a missing path calls for the recompute exit 5 names;
-            // tables that fail the checks are unsafe; the rest is an error.
-            return Ok(match e {
-                dqr::DqrError::NoPath { .. } => super::exit::NO_REROUTE,
-                dqr::DqrError::Verify(_)
-                | dqr::DqrError::Transition(_)
-                | dqr::DqrError::MoreVls { .. } => super::exit::UNSAFE,
-                dqr::DqrError::OtherFabric { .. } => super::exit::ERROR,
-            });
-        }
+        Err(e) => return report_failure(&a, e, list_secs, secs),
     };
     let dqr::Outcome {
         routing,
@@ -231,41 +204,82 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
             },
         )?;
     } else {
-        println!(
-            "channel list    {list_secs:.3} s ({} dependencies)",
-            list.num_edges()
-        );
-        println!("reroute         {secs:.3} s");
-        println!(
-            "flows           {} broken of {}, {} rerouted ({:.2}%)",
-            s.flows_broken,
-            s.flows,
-            s.flows_rerouted,
-            100.0 * s.flows_broken as f64 / s.flows.max(1) as f64
-        );
-        println!(
-            "changed         {} LFT entries toward {} destinations, {} path SLs",
-            s.entries_changed, s.destinations_affected, s.sls_changed
-        );
-        println!(
-            "VLs             {} before, {} after",
-            s.vls_before, s.vls_after
-        );
-        println!(
-            "channel list    {} dependencies added, {} reorders",
-            s.dependencies_added, s.reorders
-        );
-        match &drain_written {
-            Some(d) => println!(
-                "transition      two steps: apply {} first, then {} (each step checked deadlock free)",
-                d.display(),
-                a.out.display()
-            ),
-            None => println!(
-                "transition      one step: every mix of old and new tables is deadlock free; apply {}",
-                a.out.display()
-            ),
-        }
+        print_text(&a, &s, &list, list_secs, secs, drain_written.as_deref());
     }
     Ok(0)
+}
+
+/// A reroute that failed: said (as JSON with `--json`), and the exit
+/// status: only a missing path calls for the recompute exit 5 names;
+/// tables that fail the checks are unsafe; the rest is an error.
+fn report_failure(a: &RerouteArgs, e: dqr::DqrError, list_secs: f64, secs: f64) -> Result<i32> {
+    tracing::warn!("{e}");
+    if a.json {
+        super::print_json(
+            "reroute",
+            &RerouteJson {
+                rerouted: false,
+                out: a.out.clone(),
+                drain: None,
+                stats: None,
+                error: Some(e.to_string()),
+                channel_list_seconds: list_secs,
+                reroute_seconds: secs,
+            },
+        )?;
+    } else {
+        eprintln!("ibfabric: {e}");
+    }
+    Ok(match e {
+        dqr::DqrError::NoPath { .. } => super::exit::NO_REROUTE,
+        dqr::DqrError::Verify(_) | dqr::DqrError::Transition(_) | dqr::DqrError::MoreVls { .. } => {
+            super::exit::UNSAFE
+        }
+        dqr::DqrError::OtherFabric { .. } => super::exit::ERROR,
+    })
+}
+
+fn print_text(
+    a: &RerouteArgs,
+    s: &dqr::Stats,
+    list: &ChannelList,
+    list_secs: f64,
+    secs: f64,
+    drain_written: Option<&std::path::Path>,
+) {
+    println!(
+        "channel list    {list_secs:.3} s ({} dependencies)",
+        list.num_edges()
+    );
+    println!("reroute         {secs:.3} s");
+    println!(
+        "flows           {} broken of {}, {} rerouted ({:.2}%)",
+        s.flows_broken,
+        s.flows,
+        s.flows_rerouted,
+        100.0 * s.flows_broken as f64 / s.flows.max(1) as f64
+    );
+    println!(
+        "changed         {} LFT entries toward {} destinations, {} path SLs",
+        s.entries_changed, s.destinations_affected, s.sls_changed
+    );
+    println!(
+        "VLs             {} before, {} after",
+        s.vls_before, s.vls_after
+    );
+    println!(
+        "channel list    {} dependencies added, {} reorders",
+        s.dependencies_added, s.reorders
+    );
+    match &drain_written {
+        Some(d) => println!(
+            "transition      two steps: apply {} first, then {} (each step checked deadlock free)",
+            d.display(),
+            a.out.display()
+        ),
+        None => println!(
+            "transition      one step: every mix of old and new tables is deadlock free; apply {}",
+            a.out.display()
+        ),
+    }
 }
