@@ -327,7 +327,7 @@ pub fn update_subnet(
         }
         Change::Links { failed, restored } => (failed, restored),
     };
-    let mut update = v1::TableUpdate {
+    let update = v1::TableUpdate {
         links_failed: failed
             .iter()
             .filter(|f| matches!(f, Fault::Link(_)))
@@ -345,63 +345,90 @@ pub fn update_subnet(
             source,
         }
     })?;
+    let why_not = match list {
+        _ if reconfigured => Some("the routing options changed (config reloaded)"),
+        _ if !restored.is_empty() => Some("links came back up: a recompute puts traffic on them"),
+        _ if !cfg.dqr => Some("dqr is off in the config"),
+        None => Some("the channel list of the tables in force is not built yet"),
+        Some(_) => None,
+    };
+    let (reason, after) = match (why_not, list) {
+        (None, Some(list)) => match try_dqr(cfg, prev, after, list, &update, t0)? {
+            Ok(d) => return Ok(d),
+            Err(back) => back,
+        },
+        (why, _) => (why.unwrap_or_default().to_string(), after),
+    };
+    recompute(cfg, prev, after, failed.is_empty(), reason, update, t0)
+}
+
+/// The tables in force rerouted around the failures by DQR, both stages
+/// through the gate; `Err(why not)` when DQR found no way (the caller
+/// recomputes, and gets the fabric back).
+fn try_dqr(
+    cfg: &AgentConfig,
+    prev: &RoutedSubnet,
+    after: Fabric,
+    mut list: ChannelList,
+    update: &v1::TableUpdate,
+    t0: std::time::Instant,
+) -> Result<Result<Decision, (String, Fabric)>, RouteError> {
     // DQR patches the tables in force: their engine. A recompute routes
     // with the engine the (reloaded) config names or the topology gets.
     let prev_kind = prev.routing.engine();
-    let refused = |kind: fabric::routing::EngineKind| {
-        move |r: fabric::verify::Refused| RouteError::Refused {
-            engine: kind.name().to_string(),
-            refusal: r.refusal,
-        }
+    let opts = dqr::Options {
+        // The gate below verifies the new tables in full.
+        verify_result: false,
+        detours: cfg
+            .dqr_detours
+            .unwrap_or(dqr::Detours::default_for(prev_kind)),
+        ..dqr::Options::default()
     };
-    let reason = match list {
-        _ if reconfigured => "the routing options changed (config reloaded)".to_string(),
-        _ if !restored.is_empty() => {
-            "links came back up: a recompute puts traffic on them".to_string()
+    let t = std::time::Instant::now();
+    match dqr::reroute_from(&prev.fabric, &after, prev.routing.get(), &mut list, &opts) {
+        Ok(out) => {
+            let secs = t.elapsed().as_secs_f64();
+            let stages = out
+                .drain
+                .map(|d| fabric::verify::accept_step(&after, prev_kind, d, Step::Drain))
+                .transpose()
+                .map_err(refused(prev_kind))?
+                .into_iter()
+                .collect::<Vec<_>>();
+            let routing = fabric::verify::accept_step(&after, prev_kind, out.routing, Step::Final)
+                .map_err(refused(prev_kind))?;
+            let before = prev.routing.report();
+            dqr::within_vls(routing.report(), before.max_vl, before.vls_used)?;
+            let s = out.stats;
+            let mut update = update.clone();
+            update.method = "dqr".into();
+            update.flows_broken = s.flows_broken;
+            update.flows_rerouted = s.flows_rerouted;
+            update.entries_changed = s.entries_changed;
+            update.sls_changed = s.sls_changed;
+            update.stages = stages.len() as u32;
+            update.seconds = t0.elapsed().as_secs_f64();
+            let engine = prev_kind.engine();
+            let routed = describe(cfg, after, routing, engine.as_ref(), secs, Some(update));
+            Ok(Ok(Decision::update(routed, stages, Some(list))))
         }
-        _ if !cfg.dqr => "dqr is off in the config".to_string(),
-        None => "the channel list of the tables in force is not built yet".to_string(),
-        Some(mut list) => {
-            let opts = dqr::Options {
-                // The gate below verifies the new tables in full.
-                verify_result: false,
-                detours: cfg
-                    .dqr_detours
-                    .unwrap_or(dqr::Detours::default_for(prev_kind)),
-                ..dqr::Options::default()
-            };
-            let t = std::time::Instant::now();
-            match dqr::reroute_from(&prev.fabric, &after, prev.routing.get(), &mut list, &opts) {
-                Ok(out) => {
-                    let secs = t.elapsed().as_secs_f64();
-                    let stages = out
-                        .drain
-                        .map(|d| fabric::verify::accept_step(&after, prev_kind, d, Step::Drain))
-                        .transpose()
-                        .map_err(refused(prev_kind))?
-                        .into_iter()
-                        .collect::<Vec<_>>();
-                    let routing =
-                        fabric::verify::accept_step(&after, prev_kind, out.routing, Step::Final)
-                            .map_err(refused(prev_kind))?;
-                    let before = prev.routing.report();
-                    dqr::within_vls(routing.report(), before.max_vl, before.vls_used)?;
-                    let s = out.stats;
-                    update.method = "dqr".into();
-                    update.flows_broken = s.flows_broken;
-                    update.flows_rerouted = s.flows_rerouted;
-                    update.entries_changed = s.entries_changed;
-                    update.sls_changed = s.sls_changed;
-                    update.stages = stages.len() as u32;
-                    update.seconds = t0.elapsed().as_secs_f64();
-                    let engine = prev_kind.engine();
-                    let routed = describe(cfg, after, routing, engine.as_ref(), secs, Some(update));
-                    return Ok(Decision::update(routed, stages, Some(list)));
-                }
-                Err(e) => e.to_string(),
-            }
-        }
-    };
+        Err(e) => Ok(Err((e.to_string(), after))),
+    }
+}
+
+/// A recompute for `after`, its update ordered through drain stages and
+/// each stage checked; when only links came back and no order is safe,
+/// the tables in force stay.
+fn recompute(
+    cfg: &AgentConfig,
+    prev: &RoutedSubnet,
+    after: Fabric,
+    none_failed: bool,
+    reason: String,
+    mut update: v1::TableUpdate,
+    t0: std::time::Instant,
+) -> Result<Decision, RouteError> {
+    let prev_kind = prev.routing.engine();
     tracing::warn!(%reason, "recomputing the subnet; the update will be ordered and checked");
     let engine = engine_for(cfg, &after).engine();
     let engine = engine.as_ref();
@@ -409,7 +436,7 @@ pub fn update_subnet(
     let (routing, secs) = compute(cfg, engine, &after)?;
     let plan = match dqr::order_update(&after, prev.routing.get(), routing.get()) {
         Ok(p) => p,
-        Err(e) if failed.is_empty() => {
+        Err(e) if none_failed => {
             // Only links came back: the tables in force still connect
             // every pair without them, and deadlock free (a new link adds
             // no walk). They stay, bound to the fabric as it is now.
@@ -459,6 +486,14 @@ pub fn update_subnet(
     update.seconds = t0.elapsed().as_secs_f64();
     let routed = describe(cfg, after, routing, engine, secs, Some(update));
     Ok(Decision::update(routed, stages, None))
+}
+
+/// A refusal of the gate, named with the engine.
+fn refused(kind: fabric::routing::EngineKind) -> impl Fn(fabric::verify::Refused) -> RouteError {
+    move |r: fabric::verify::Refused| RouteError::Refused {
+        engine: kind.name().to_string(),
+        refusal: r.refusal,
+    }
 }
 
 /// Describes routed tables for the controller and the path queries.
