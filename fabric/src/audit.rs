@@ -173,6 +173,21 @@ pub fn compare(
             }
         }
     }
+    compare_path_sls(&mut c, wf, written, live, &live_lid, sampled_paths, limit);
+    c
+}
+
+/// The path SL of every CA pair, written against live (end ports matched
+/// by GUID).
+fn compare_path_sls(
+    c: &mut Comparison,
+    wf: &Fabric,
+    written: &Routing,
+    live: &Routing,
+    live_lid: &dyn Fn(u64) -> Option<u16>,
+    sampled_paths: bool,
+    limit: usize,
+) {
     let sl = |r: &Routing, s: u16, d: u16| match &r.path_sl {
         Some(p) => p.get(s, d),
         None => 0,
@@ -214,7 +229,6 @@ pub fn compare(
             }
         }
     }
-    c
 }
 
 /// The written path SLs placed at the live fabric's LIDs (end ports
