@@ -6,7 +6,7 @@
 //! more on a busy machine), so an async caller runs it on a blocking
 //! thread.
 
-use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRoutes, SubnetView};
+use fabric::intersubnet::{GlobalView, InterSubnetRoutes};
 use fabric::verify::{ComposeError, CycleStep, DependencySummary, Undeliverable, compose};
 use proto::v1;
 
@@ -67,25 +67,7 @@ pub fn check_fabric(
         })?;
         summaries.push((prefix, s));
         // The view as the state builds it from the same reports.
-        subnets.push(SubnetView {
-            name: format!("{prefix:#018x}"),
-            prefix,
-            end_ports: r
-                .end_ports
-                .iter()
-                .filter_map(|p| {
-                    Some(EndPortView {
-                        guid: p.guid,
-                        lid: proto::convert::lid(p.lid, "end port LID").ok()?,
-                    })
-                })
-                .collect(),
-            router_ports: r
-                .router_ports
-                .iter()
-                .filter_map(|p| proto::convert::router_port_from_wire(p).ok())
-                .collect(),
-        });
+        subnets.push(proto::convert::report_to_view(format!("{prefix:#018x}"), r));
     }
     let view = GlobalView { subnets }.normalized();
     let refs: Vec<(u64, &DependencySummary)> = summaries.iter().map(|(p, s)| (*p, s)).collect();

@@ -20,7 +20,7 @@ mod publish;
 pub use publish::*;
 
 use crate::ControlError;
-use fabric::intersubnet::{EndPortView, GlobalView, InterSubnetRouting, SubnetView};
+use fabric::intersubnet::{GlobalView, InterSubnetRouting};
 use prost::Message;
 use proto::v1;
 use std::collections::{BTreeMap, HashMap};
@@ -510,25 +510,10 @@ impl State {
             .iter()
             .filter_map(|(&prefix, e)| {
                 let r = e.report.as_ref()?;
-                Some(SubnetView {
-                    name: e.agent_id.clone(),
-                    prefix,
-                    end_ports: r
-                        .end_ports
-                        .iter()
-                        .filter_map(|p| {
-                            Some(EndPortView {
-                                guid: p.guid,
-                                lid: proto::convert::lid(p.lid, "end port LID").ok()?,
-                            })
-                        })
-                        .collect(),
-                    router_ports: r
-                        .router_ports
-                        .iter()
-                        .filter_map(|p| proto::convert::router_port_from_wire(p).ok())
-                        .collect(),
-                })
+                // The subnet is the one it is kept under.
+                let mut v = proto::convert::report_to_view(e.agent_id.clone(), r);
+                v.prefix = prefix;
+                Some(v)
             })
             .collect();
         GlobalView { subnets }.normalized()

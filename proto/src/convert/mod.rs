@@ -250,6 +250,33 @@ pub fn mapping_from_wire(m: &v1::MappingUpdate) -> Result<Mapping, Invalid> {
     })
 }
 
+/// What a report says of its subnet, as the inter-subnet algorithms read
+/// it: its end ports and router ports (entries the report cannot carry,
+/// a LID or port out of range, are left out; a report is checked in full
+/// when it is accepted). The one conversion the controller's state and its
+/// whole-fabric check share.
+pub fn report_to_view(name: String, r: &v1::SubnetReport) -> fabric::intersubnet::SubnetView {
+    fabric::intersubnet::SubnetView {
+        name,
+        prefix: r.subnet_prefix,
+        end_ports: r
+            .end_ports
+            .iter()
+            .filter_map(|p| {
+                Some(fabric::intersubnet::EndPortView {
+                    guid: p.guid,
+                    lid: lid(p.lid, "end port LID").ok()?,
+                })
+            })
+            .collect(),
+        router_ports: r
+            .router_ports
+            .iter()
+            .filter_map(|p| router_port_from_wire(p).ok())
+            .collect(),
+    }
+}
+
 /// A report carrying what `sv` holds (end ports and router ports; no
 /// routing, topology or summary): what the controller keeps of a subnet's
 /// view, for tools and tests that start from a view.
