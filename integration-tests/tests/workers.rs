@@ -323,6 +323,18 @@ fn every_worker_held(v: &serde_json::Value, units: u64, k: usize) {
     assert_eq!(holders.len(), k, "every worker held units: {r}");
 }
 
+/// The addresses of the workers a job ran on, sorted.
+fn addresses(job: &serde_json::Value) -> Vec<String> {
+    let mut a: Vec<String> = job["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["address"].as_str().unwrap_or("").to_string())
+        .collect();
+    a.sort();
+    a
+}
+
 fn lost_in(j: &serde_json::Value) -> Vec<String> {
     j["workers"]
         .as_array()
@@ -752,13 +764,7 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         "found in the store: same tables"
     );
     let r = job(&v, "route").expect("routing job");
-    let mut found: Vec<String> = r["workers"]
-        .as_array()
-        .expect("workers")
-        .iter()
-        .map(|w| w["address"].as_str().unwrap_or("").to_string())
-        .collect();
-    found.sort();
+    let found = addresses(r);
     let mut want: Vec<String> = ws.iter().map(|(_, a)| a.clone()).collect();
     want.sort();
     assert_eq!(
@@ -773,15 +779,9 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
     let (there, vjob) = verify(&net, &one, &extra);
     assert_eq!(there, here, "the report verified on the workers");
     let vjob = vjob.expect("verification job");
-    let mut verified_by: Vec<String> = vjob["workers"]
-        .as_array()
-        .expect("workers")
-        .iter()
-        .map(|w| w["address"].as_str().unwrap_or("").to_string())
-        .collect();
-    verified_by.sort();
     assert_eq!(
-        verified_by, want,
+        addresses(&vjob),
+        want,
         "verify --workers-from: every registered worker"
     );
     // status finds them too, each answering as the name it leased.
