@@ -58,23 +58,25 @@ pub struct Confirmed {
 
 /// Runs `ibnetdiscover` and writes what it printed to the config's
 /// `topology` file when it describes another fabric than `known`. Returns
-/// whether it wrote.
+/// the fabric it wrote (parsed once, handed on in memory), or None when
+/// nothing changed.
 pub fn discover_into(
     cfg: &AgentConfig,
     live: &LiveFabric,
     known: Option<&Fabric>,
-) -> Result<bool, FollowError> {
+) -> Result<Option<Fabric>, FollowError> {
     let text = live.diags().discover()?;
     // Parsed before it replaces anything: a discovery the reader refuses
     // (an incomplete one) leaves the topology in force.
-    let found = ibnetdiscover::parse(&text, &cfg.topology)?;
+    let mut found = ibnetdiscover::parse(&text, &cfg.topology)?;
+    found.subnet_prefix = cfg.subnet_prefix;
     // Matched by GUID and port, not by text: the fabric in force keeps
     // failed nodes (unlinked) so that its tables index it.
     if known.is_some_and(|k| fabric::dqr::change_between(k, &found) == fabric::dqr::Change::Same) {
-        return Ok(false);
+        return Ok(None);
     }
     fabric::formats::write_file(&cfg.topology, &text)?;
-    Ok(true)
+    Ok(Some(found))
 }
 
 fn stamp(p: &Path) -> Option<SystemTime> {
@@ -363,12 +365,15 @@ pub async fn follow_fabric(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool
             discover_into(&cfg, &live2, known.as_deref().map(|k| &k.fabric))
         })
         .await;
-        match found {
-            Ok(Ok(false)) => {
+        let found = match found {
+            Ok(Ok(None)) => {
                 tracing::debug!(swept, "fabric unchanged");
                 continue;
             }
-            Ok(Ok(true)) => tracing::info!(swept, "the fabric changed; rerouting"),
+            Ok(Ok(Some(f))) => {
+                tracing::info!(swept, "the fabric changed; rerouting");
+                f
+            }
             Ok(Err(e)) => {
                 tracing::error!("discovery failed, keeping the tables in force: {e}");
                 continue;
@@ -377,8 +382,8 @@ pub async fn follow_fabric(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool
                 tracing::error!("discovery task failed: {e}");
                 continue;
             }
-        }
-        match agent.reroute().await {
+        };
+        match agent.reroute_with(Some(found)).await {
             Ok(true) => apply_and_confirm(&agent, t_change).await,
             Ok(false) => tracing::debug!("the same fabric: tables in force kept"),
             Err(e) => tracing::error!("reroute failed, keeping the tables in force: {e}"),

@@ -246,6 +246,15 @@ impl Agent {
     /// before the next. A failed reroute keeps the tables in force.
     /// Returns whether the tables changed.
     pub async fn reroute(self: &Arc<Self>) -> Result<bool, AgentError> {
+        self.reroute_with(None).await
+    }
+
+    /// [`Agent::reroute`] for the fabric `found` as discovered, in memory;
+    /// None reads the topology file.
+    pub async fn reroute_with(
+        self: &Arc<Self>,
+        found: Option<fabric::Fabric>,
+    ) -> Result<bool, AgentError> {
         let _one = self.reroute_lock.lock().await;
         // The flag first, then the config it goes with.
         let reconfigured = self.reconfigured.swap(false, Ordering::SeqCst);
@@ -254,7 +263,7 @@ impl Agent {
         let list = self.take_list();
         let prev2 = prev.clone();
         let decided = tokio::task::spawn_blocking(move || {
-            subnet::update_subnet(&cfg, prev2.as_deref(), list, reconfigured)
+            subnet::update_subnet(&cfg, found, prev2.as_deref(), list, reconfigured)
         })
         .await;
         if reconfigured && !matches!(decided, Ok(Ok(_))) {

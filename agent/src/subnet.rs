@@ -287,14 +287,19 @@ pub struct Update {
 /// channel list of `prev` is at hand; a recompute whose update is ordered
 /// through drain stages and checked step by step when DQR finds no path or
 /// links came back; a recompute applied in one step (said so) after any
-/// other change. Writes nothing.
+/// other change. `found`: the fabric as discovered, or None to read the
+/// topology file. Writes nothing.
 pub fn update_subnet(
     cfg: &AgentConfig,
+    found: Option<Fabric>,
     prev: Option<&RoutedSubnet>,
     list: Option<ChannelList>,
     reconfigured: bool,
 ) -> Result<Decision, RouteError> {
-    let found = read_topology(cfg)?;
+    let found = match found {
+        Some(f) => f,
+        None => read_topology(cfg)?,
+    };
     let Some(prev) = prev else {
         let engine = engine_for(cfg, &found).engine();
         let engine = engine.as_ref();
