@@ -1320,6 +1320,21 @@ fn engines_json_lists_every_engine_with_its_claim() {
     assert_eq!(claim("minhop"), Some(Some(false)));
     assert_eq!(claim("dor"), Some(Some(false)));
     assert_eq!(claim("ecube"), Some(Some(true)));
+    // How each splits over workers: the engines' own answer.
+    let workers = |n: &str| {
+        list.iter()
+            .find(|e| e["name"] == n)
+            .and_then(|e| e["workers"].as_str())
+            .map(str::to_string)
+    };
+    assert_eq!(workers("minhop").as_deref(), Some("by source switch"));
+    assert_eq!(workers("dfdn").as_deref(), Some("by destination switch"));
+    assert_eq!(workers("nue").as_deref(), Some("in rounds"));
+    assert_eq!(
+        workers("sssp").as_deref(),
+        Some("in rounds with --sssp-streams N")
+    );
+    assert_eq!(workers("lash").as_deref(), Some("here (not cut)"));
 }
 
 /// Logs go to files and journald without terminal colour codes.

@@ -17,11 +17,36 @@ struct EngineJson {
     name: &'static str,
     description: &'static str,
     deadlock_free: bool,
+    /// How `--workers` cut its routing (with its default options).
+    workers: String,
 }
 
 #[derive(Serialize)]
 struct EnginesJson {
     engines: Vec<EngineJson>,
+}
+
+/// How an engine's routing is cut across workers: with its default
+/// options, else with SSSP streams, else not at all (it routes here).
+fn on_workers(e: &dyn routing::RoutingEngine) -> String {
+    let label = |s: &routing::Split| match s {
+        routing::Split::SourceSwitches => Some("by source switch"),
+        routing::Split::DestinationSwitches => Some("by destination switch"),
+        routing::Split::Rounds => Some("in rounds"),
+        routing::Split::Whole(_) => None,
+    };
+    let streams = routing::EngineOptions {
+        sssp_streams: 4,
+        ..Default::default()
+    };
+    match (
+        label(&e.split(&Default::default())),
+        label(&e.split(&streams)),
+    ) {
+        (Some(l), _) => l.to_string(),
+        (None, Some(l)) => format!("{l} with --sssp-streams N"),
+        (None, None) => "here (not cut)".to_string(),
+    }
 }
 
 pub fn run(a: EnginesArgs) -> Result<i32> {
@@ -33,6 +58,7 @@ pub fn run(a: EnginesArgs) -> Result<i32> {
                 name: e.name(),
                 description: e.description(),
                 deadlock_free: e.claims_deadlock_free(),
+                workers: on_workers(e.as_ref()),
             })
             .collect();
         super::print_json("engines", &EnginesJson { engines: list })?;
@@ -40,14 +66,15 @@ pub fn run(a: EnginesArgs) -> Result<i32> {
     }
     for e in engines {
         println!(
-            "{:<10} {}{}",
+            "{:<10} {}{} [on workers: {}]",
             e.name(),
             e.description(),
             if e.claims_deadlock_free() {
                 ""
             } else {
                 " [not deadlock free]"
-            }
+            },
+            on_workers(e.as_ref())
         );
     }
     Ok(0)

@@ -92,10 +92,11 @@ impl Executor {
             tracing::warn!("no worker is registered in the store: computing here");
             return Ok(None);
         }
-        // The workers parse what this fabric writes, so they compute on
-        // the fabric as it is in memory, not on a file that may have
-        // changed since it was read.
-        let topology = fabric::formats::ibnetdiscover::write(f).into_bytes();
+        // The workers rebuild this very fabric from its binary form: they
+        // compute on the fabric as it is in memory (not a file that may
+        // have changed since it was read), numbered as here, with no text
+        // to parse.
+        let topology = fabric::formats::fabric_bin::write(f);
         Ok(Some(Placement {
             farm: Farm {
                 addrs,

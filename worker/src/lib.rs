@@ -346,12 +346,18 @@ impl WorkerRpc for Service {
             .to_vec();
         let (id, d) = (job.clone(), digest.clone());
         let parsed = tokio::task::spawn_blocking(move || -> Result<Job, String> {
-            let text = std::str::from_utf8(&topo).map_err(|e| format!("topology: {e}"))?;
-            let fabric = fabric::formats::ibnetdiscover::parse(
-                text,
-                std::path::Path::new(&format!("job {id}")),
-            )
-            .map_err(|e| e.to_string())?;
+            // Coordinators send the fabric in its binary form; text from
+            // an older one is still read.
+            let fabric = if fabric::formats::fabric_bin::is_binary(&topo) {
+                fabric::formats::fabric_bin::read(&topo).map_err(|e| format!("job {id}: {e}"))?
+            } else {
+                let text = std::str::from_utf8(&topo).map_err(|e| format!("topology: {e}"))?;
+                fabric::formats::ibnetdiscover::parse(
+                    text,
+                    std::path::Path::new(&format!("job {id}")),
+                )
+                .map_err(|e| e.to_string())?
+            };
             let routing = if tables.is_empty() {
                 None
             } else {

@@ -5,6 +5,7 @@
 //! Every reader reports errors as `file:line: cause`.
 
 pub mod egress;
+pub mod fabric_bin;
 pub mod guids;
 pub mod ibnetdiscover;
 pub mod lft;
