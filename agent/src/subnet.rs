@@ -26,7 +26,7 @@ pub enum RouteError {
     #[error(
         "{0}; keeping the tables in force (to apply a recompute in one step, drain the subnet and restart the agent)"
     )]
-    Unsafe(#[from] dqr::PlanError),
+    Unsafe(#[from] dqr::OrderError),
     #[error(transparent)]
     Dqr(#[from] dqr::DqrError),
 }

@@ -93,7 +93,7 @@ impl Info {
 }
 
 pub fn run(a: InfoArgs) -> Result<i32> {
-    let f = super::load(&a.file)?;
+    let f = super::read_topology(&a.file)?;
     let i = Info::of(&f, a.json);
     if a.json {
         super::print_json("info", &i)?;

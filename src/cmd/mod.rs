@@ -30,7 +30,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Reads a topology file, logging what it holds.
-pub fn load(path: &Path) -> Result<Fabric> {
+pub fn read_topology(path: &Path) -> Result<Fabric> {
     let t = Instant::now();
     let f = ibnetdiscover::read(path)?;
     tracing::info!(

@@ -32,7 +32,7 @@ pub struct Options {
     pub parts_per_worker: usize,
     /// Bytes per load chunk.
     pub chunk_bytes: usize,
-    /// Load jobs without their LFTs and path-SL rows and send each part
+    /// JobBytes jobs without their LFTs and path-SL rows and send each part
     /// its columns: the tables cross the network once in all instead of
     /// once per worker.
     pub columns: bool,
@@ -144,8 +144,9 @@ type Client = v1::worker_client::WorkerClient<tonic::transport::Channel>;
 /// Why a worker whose lease ended is given up on.
 pub(crate) const LEASE_ENDED: &str = "its lease in the store ended";
 
-/// What every worker of a job loads.
-pub(crate) struct Load {
+/// What every worker of a job is sent (`Worker.Load`): the fabric and the
+/// tables as bytes, in chunks of `chunk` bytes.
+pub(crate) struct JobBytes {
     job: String,
     topology: Arc<Vec<u8>>,
     tables: Arc<Vec<u8>>,
@@ -238,7 +239,7 @@ pub async fn verify(
             })
         })
     };
-    let load = Load {
+    let load = JobBytes {
         job,
         topology,
         tables,
@@ -271,7 +272,7 @@ pub async fn verify(
 async fn open_worker(
     addr: &str,
     t: &ibtls::Transport,
-    load: &Load,
+    load: &JobBytes,
     gone: &mut (impl Future<Output = ()> + Send + Unpin),
 ) -> Result<(Client, f64), String> {
     // A frozen worker accepts the TCP connection and never finishes the
@@ -285,16 +286,16 @@ async fn open_worker(
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
     let t_load = Instant::now();
     tokio::select! {
-        r = load_job(c.clone(), load) => r.map_err(|e| format!("load: {}", e.message()))?,
+        r = send_job(c.clone(), load) => r.map_err(|e| format!("load: {}", e.message()))?,
         _ = &mut *gone => return Err(format!("load: {LEASE_ENDED}")),
     };
     Ok((c, t_load.elapsed().as_secs_f64()))
 }
 
 /// Sends the job to a worker.
-async fn load_job(
+async fn send_job(
     mut c: Client,
-    load: &Load,
+    load: &JobBytes,
 ) -> Result<tonic::Response<v1::LoadReply>, tonic::Status> {
     let chunks = chunks(&load.job, &load.topology, &load.tables, load.chunk);
     c.load(tokio_stream::iter(chunks)).await

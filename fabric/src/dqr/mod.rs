@@ -30,14 +30,14 @@ pub mod channel_list;
 pub mod detour;
 pub mod diff;
 mod links;
-pub mod plan;
 mod reroute;
 mod search;
+pub mod update_order;
 
 pub use channel_list::{ChannelList, ChannelListError, Vertex};
 pub use detour::Detours;
 pub use diff::{Change, apply_change, change_between};
-pub use plan::{PlanError, Planned, order_update};
+pub use update_order::{OrderError, OrderedUpdate, order_update};
 
 use crate::model::{Fabric, NodeId, Slot};
 use crate::tables::Routing;

@@ -14,7 +14,7 @@
 //! peer router (skipping the router itself), then the `h` global links in
 //! order of `k`.
 
-use super::{Plan, check_lids, check_radix, nonzero};
+use super::{Blueprint, check_lids, check_radix, nonzero};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -36,7 +36,7 @@ pub(super) fn generate(p: u32, hosts: Option<u32>) -> Result<Fabric> {
     check_lids(Some(routers), Some(routers * hosts as u64))?;
     let (a, h, g) = (a as u32, h as u32, g as u32);
 
-    let mut plan = Plan::with_capacity(
+    let mut plan = Blueprint::with_capacity(
         (a * g) as usize,
         (g * a * (a - 1) / 2 + g * (g - 1) / 2) as usize,
     );

@@ -7,7 +7,7 @@
 //! link `m` (0-based) to spine `s` is on port `hosts + 1 + s*links + m`.
 //! Spine port `1 + l*links + m` is link `m` to leaf `l`.
 
-use super::{Plan, check_lids, check_radix, nonzero, underscore_host};
+use super::{Blueprint, check_lids, check_radix, nonzero, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -29,7 +29,7 @@ pub(super) fn generate(leaves: u32, spines: u32, hosts: u32, links: u32) -> Resu
         Some(leaves as u64 * hosts as u64),
     )?;
 
-    let mut plan = Plan::with_capacity(
+    let mut plan = Blueprint::with_capacity(
         (leaves + spines) as usize,
         (leaves * spines * links) as usize,
     );

@@ -9,7 +9,7 @@
 //! Ports: hosts on `1..=hosts`, then per dimension `d` in order the
 //! `S_d - 1` peers along `d` in ascending order of their coordinate.
 
-use super::{Plan, check_lids, check_radix, gen_err, nonzero, product, underscore_host};
+use super::{Blueprint, check_lids, check_radix, gen_err, nonzero, product, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -59,7 +59,7 @@ pub(super) fn generate(dims: &[u32], hosts: u32) -> Result<Fabric> {
     let port =
         |d: usize, own: u32, other: u32| offsets[d] + if other < own { other } else { other - 1 };
 
-    let mut plan = Plan::with_capacity(n as usize, (n as usize * deg as usize) / 2);
+    let mut plan = Blueprint::with_capacity(n as usize, (n as usize * deg as usize) / 2);
     for i in 0..n {
         let c = coords(i);
         let desc = format!(

@@ -14,7 +14,7 @@
 //! `1 + digit_{l-1}(w)`, the up-link to parent `<w', l+1>` on port
 //! `k + 1 + digit_l(w')`.
 
-use super::{Plan, check_lids, check_radix, nonzero, underscore_host};
+use super::{Blueprint, check_lids, check_radix, nonzero, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -34,7 +34,7 @@ pub(super) fn generate(k: u32, n: u32) -> Result<Fabric> {
     let per_level = per_level.unwrap_or(0) as u32;
 
     let mut plan =
-        Plan::with_capacity((per_level * n) as usize, (per_level * k * (n - 1)) as usize);
+        Blueprint::with_capacity((per_level * n) as usize, (per_level * k * (n - 1)) as usize);
     for l in 0..n {
         let hosts = if l == 0 { k } else { 0 };
         let down = if l > 0 { k } else { 0 };

@@ -12,7 +12,7 @@
 //! neighbour and the `+1` neighbour, each only where the switch has it (so
 //! mesh border switches have fewer ports).
 
-use super::{Plan, check_lids, check_radix, gen_err, nonzero, product, underscore_host};
+use super::{Blueprint, check_lids, check_radix, gen_err, nonzero, product, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 
@@ -78,7 +78,7 @@ pub(super) fn generate(dims: &[u32], torus: bool, hosts: u32) -> Result<Fabric> 
         stride = stride.saturating_mul(s);
     }
 
-    let mut plan = Plan::with_capacity(n as usize, n as usize * dims.len());
+    let mut plan = Blueprint::with_capacity(n as usize, n as usize * dims.len());
     for i in 0..n {
         let c = coords(i);
         let desc = format!(

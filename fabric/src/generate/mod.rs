@@ -243,14 +243,14 @@ fn product(dims: &[u32]) -> Option<u64> {
         .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
 }
 
-/// One switch of a [`Plan`].
+/// One switch of a [`Blueprint`].
 struct SwitchSpec {
     desc: String,
     hosts: u32,
     net_ports: u32,
 }
 
-/// One switch-to-switch link of a [`Plan`]: switch indices and 0-based
+/// One switch-to-switch link of a [`Blueprint`]: switch indices and 0-based
 /// network port indices (network port `i` of a switch with `h` hosts is
 /// port `h + 1 + i`).
 #[derive(Clone, Copy, Debug)]
@@ -262,14 +262,14 @@ struct Link {
 }
 
 /// Switch-level description of a generated fabric, turned into a [`Fabric`]
-/// by [`Plan::assemble`], which applies the shared conventions.
+/// by [`Blueprint::assemble`], which applies the shared conventions.
 #[derive(Default)]
-struct Plan {
+struct Blueprint {
     switches: Vec<SwitchSpec>,
     links: Vec<Link>,
 }
 
-impl Plan {
+impl Blueprint {
     fn with_capacity(switches: usize, links: usize) -> Self {
         Self {
             switches: Vec::with_capacity(switches),

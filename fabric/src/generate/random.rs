@@ -15,7 +15,7 @@
 //! Ports: hosts on `1..=hosts`, then the `degree` links in ascending order
 //! of the peer switch.
 
-use super::{Plan, check_lids, check_radix, gen_err, nonzero, underscore_host};
+use super::{Blueprint, check_lids, check_radix, gen_err, nonzero, underscore_host};
 use crate::error::Result;
 use crate::model::Fabric;
 use rand::{Rng, SeedableRng};
@@ -82,7 +82,7 @@ pub(super) fn generate(switches: u32, degree: u32, hosts: u32, seed: u64) -> Res
         l.sort_unstable();
     }
 
-    let mut plan = Plan::with_capacity(n, n * d / 2);
+    let mut plan = Blueprint::with_capacity(n, n * d / 2);
     for i in 0..switches {
         plan.switch(format!("s{i}"), hosts, degree);
     }

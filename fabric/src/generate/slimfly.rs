@@ -21,7 +21,7 @@
 //! `c + e` for `e` in `X'`), then the `q` links to the other subgraph in
 //! ascending order of `m` (for `(0,x,y)`) or `x` (for `(1,m,c)`).
 
-use super::{Plan, check_lids, check_radix, gen_err};
+use super::{Blueprint, check_lids, check_radix, gen_err};
 use crate::error::Result;
 use crate::graph::SwitchGraph;
 use crate::model::Fabric;
@@ -158,7 +158,7 @@ pub(super) fn generate(q: u32, hosts: Option<u32>) -> Result<Fabric> {
         }
     }
 
-    let mut plan = Plan::with_capacity(n as usize, (n * deg / 2) as usize);
+    let mut plan = Blueprint::with_capacity(n as usize, (n * deg / 2) as usize);
     for xx in 0..q {
         for y in 0..q {
             plan.switch(

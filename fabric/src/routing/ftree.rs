@@ -42,8 +42,8 @@
 
 use super::minhop::{least_loaded, lid_targets};
 use super::updn::{
-    DOWN, HOPS, Plan, PlanError, TreeError, fail, legal_ports, orient_from_roots, tree_levels,
-    unreachable_pair,
+    DOWN, HOPS, Orientation, OrientationError, TreeError, fail, legal_ports, orient_from_roots,
+    tree_levels, unreachable_pair,
 };
 use super::{EngineOptions, RoutingEngine};
 use crate::error::{Error, Result};
@@ -81,7 +81,7 @@ enum NotAFatTree {
     #[error(transparent)]
     Levels(#[from] TreeError),
     #[error(transparent)]
-    Plan(#[from] PlanError),
+    Orientation(#[from] OrientationError),
     #[error("leaf switches '{a}' and '{b}' have no common switch above them")]
     NoCommonSwitch { a: String, b: String },
 }
@@ -110,7 +110,7 @@ struct Candidate {
 struct Tree {
     level: Vec<u32>,
     height: u32,
-    plan: Plan,
+    plan: Orientation,
     /// End ports in ftree order, the leaf switch index of each, and how many
     /// end ports the fullest leaf has.
     dests: Vec<Slot>,

@@ -1,6 +1,6 @@
 //! The engines that split into units routed in rounds: Nue's virtual
-//! layers ([`super::nue::Plan`]) and SSSP's streams
-//! ([`super::sssp_streams::Plan`]). Both hold some units, route a round on
+//! layers ([`super::nue::LayerPlan`]) and SSSP's streams
+//! ([`super::sssp_streams::StreamPlan`]). Both hold some units, route a round on
 //! the channel loads all units had at its start, answer the load they
 //! added, and hand back each unit's columns at the end; the workers and
 //! the caller that deals the units ([`super::shard`]) see only this.
@@ -12,9 +12,9 @@ use crate::model::Fabric;
 use crate::tables::Routing;
 
 pub enum Plan {
-    Nue(super::nue::Plan),
+    Nue(super::nue::LayerPlan),
     Sssp {
-        plan: super::sssp_streams::Plan,
+        plan: super::sssp_streams::StreamPlan,
         /// DF-SSSP: the merged LFTs are split over VL layers here.
         layered: bool,
         max_vls: u8,
@@ -44,9 +44,9 @@ impl Plan {
     /// same fabric, VL budget and stream count.
     pub fn new(engine: EngineKind, f: &Fabric, opts: &EngineOptions) -> Result<Self> {
         match engine {
-            EngineKind::Nue => Ok(Plan::Nue(super::nue::Plan::new(f, opts)?)),
+            EngineKind::Nue => Ok(Plan::Nue(super::nue::LayerPlan::new(f, opts)?)),
             EngineKind::Sssp | EngineKind::Dfsssp if opts.sssp_streams > 0 => Ok(Plan::Sssp {
-                plan: super::sssp_streams::Plan::new(f, opts.sssp_streams as usize)?,
+                plan: super::sssp_streams::StreamPlan::new(f, opts.sssp_streams as usize)?,
                 layered: engine == EngineKind::Dfsssp,
                 max_vls: opts.max_vls,
                 max_sls: opts.max_sls,

@@ -18,7 +18,7 @@
 //! rows are independent: a part is a range of switches and returns their
 //! LFT rows ([`minhop_part`]); the merge stacks them ([`merge_rows`]).
 //!
-//! Nue splits by virtual layer ([`super::nue::Plan`]): its layers share
+//! Nue splits by virtual layer ([`super::nue::LayerPlan`]): its layers share
 //! nothing but the channel loads, which they exchange in rounds (each
 //! layer sees the loads of every layer as of the round's start), so a
 //! process holding some layers needs the summed loads once per round and
@@ -301,7 +301,7 @@ mod tests {
     /// the rounds' loads summed between them, and one group replaced
     /// midway by a fresh one that replays the rounds from their loads.
     fn nue_split(f: &Fabric, opts: &EngineOptions, groups: &[Vec<usize>]) -> Routing {
-        let plan = super::super::nue::Plan::new(f, opts).unwrap();
+        let plan = super::super::nue::LayerPlan::new(f, opts).unwrap();
         let mut held: Vec<_> = groups.iter().map(|g| plan.start(g).unwrap()).collect();
         let mut history: Vec<Vec<u64>> = Vec::new();
         let mut global = vec![0u64; plan.channels()];
@@ -362,7 +362,7 @@ mod tests {
             }
             // The loads exchanged matter: layers that never see the
             // others' loads route differently.
-            let plan = super::super::nue::Plan::new(&f, &opts).unwrap();
+            let plan = super::super::nue::LayerPlan::new(&f, &opts).unwrap();
             let mut alone: Vec<_> = (0..k).map(|l| plan.start(&[l]).unwrap()).collect();
             let zero = vec![0u64; plan.channels()];
             for _ in 0..plan.rounds() {
@@ -383,7 +383,7 @@ mod tests {
             max_vls: 2,
             ..EngineOptions::default()
         };
-        let plan = super::super::nue::Plan::new(&f, &opts).unwrap();
+        let plan = super::super::nue::LayerPlan::new(&f, &opts).unwrap();
         let mut all = plan.start(&[0, 1]).unwrap();
         let mut global = vec![0u64; plan.channels()];
         for _ in 0..plan.rounds() {

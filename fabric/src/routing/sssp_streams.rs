@@ -47,7 +47,7 @@ fn fail(reason: String) -> Error {
 /// What every stream of one run reads: the switch graph, its hop matrix
 /// and each stream's destinations. Built from the fabric and the stream
 /// count alone, so every process that routes streams builds the same.
-pub struct Plan {
+pub struct StreamPlan {
     g: SwitchGraph,
     hops: Vec<u8>,
     targets: Vec<LidTarget>,
@@ -58,7 +58,7 @@ pub struct Plan {
     round: usize,
 }
 
-impl Plan {
+impl StreamPlan {
     /// A plan of `streams` streams (at least 1; one stream is classic SSSP
     /// in GUID order).
     pub fn new(f: &Fabric, streams: usize) -> Result<Self> {
@@ -243,7 +243,7 @@ impl Streams {
 
     /// Routes the next round on `global` (one weight per channel, as of
     /// the round's start) and returns what these streams added, summed.
-    pub fn round(&mut self, f: &Fabric, plan: &Plan, global: &[u64]) -> Result<Vec<u64>> {
+    pub fn round(&mut self, f: &Fabric, plan: &StreamPlan, global: &[u64]) -> Result<Vec<u64>> {
         if global.len() != plan.channels() {
             return Err(fail(format!(
                 "round {}: {} channel weights for {} channels",
@@ -293,7 +293,7 @@ impl Streams {
 /// Every stream in this process: the LFTs the streams give wherever they
 /// run.
 pub fn streamed_lfts(f: &Fabric, streams: usize, opts: &EngineOptions) -> Result<Lfts> {
-    let plan = Plan::new(f, streams)?;
+    let plan = StreamPlan::new(f, streams)?;
     let all: Vec<usize> = (0..plan.streams()).collect();
     let mut held = plan.start(&all)?;
     let mut global = vec![0u64; plan.channels()];
@@ -333,8 +333,8 @@ mod tests {
     #[test]
     fn a_plan_refuses_what_it_cannot_route() {
         let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("df2");
-        assert!(Plan::new(&f, 0).is_err());
-        let plan = Plan::new(&f, 4).expect("plan");
+        assert!(StreamPlan::new(&f, 0).is_err());
+        let plan = StreamPlan::new(&f, 4).expect("plan");
         assert!(plan.start(&[4]).is_err());
         let mut s = plan.start(&[0]).expect("start");
         assert!(s.round(&f, &plan, &[0u64; 3]).is_err());

@@ -87,7 +87,7 @@ pub(crate) fn fail(engine: &str, reason: impl std::fmt::Display) -> Error {
 /// Why no orientation gives legal routes (or the roots asked for are not
 /// usable); the engines wrap it with their name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum PlanError {
+pub(crate) enum OrientationError {
     #[error("root switches apply to updn only")]
     RootsOnlyForUpdn,
     #[error("the root list is empty")]
@@ -179,7 +179,7 @@ pub(crate) const FAR: u8 = 0x7F;
 pub(crate) const HOPS: u8 = 0x7F;
 
 /// An orientation and the route states it gives.
-pub(crate) struct Plan {
+pub(crate) struct Orientation {
     /// Place of each switch index in the total order; a channel a -> b is up
     /// (in the valley sense the states use) when `pos[b] < pos[a]`.
     pub pos: Vec<u32>,
@@ -189,7 +189,7 @@ pub(crate) struct Plan {
     pub roots: Vec<u32>,
 }
 
-impl Plan {
+impl Orientation {
     #[inline]
     pub(crate) fn state(&self, n: usize, b: u32, t: u32) -> u8 {
         self.states[b as usize * n + t as usize]
@@ -203,10 +203,10 @@ pub(crate) fn plan(
     g: &SwitchGraph,
     mode: Mode,
     roots: Option<&[u64]>,
-) -> Result<Plan, PlanError> {
+) -> Result<Orientation, OrientationError> {
     let n = g.len();
     if n == 0 {
-        return Ok(Plan {
+        return Ok(Orientation {
             pos: Vec::new(),
             states: Vec::new(),
             roots: Vec::new(),
@@ -216,12 +216,12 @@ pub(crate) fn plan(
     let leaves = leaf_flags(f, n);
     if let Some(guids) = roots {
         if mode != Mode::UpDown {
-            return Err(PlanError::RootsOnlyForUpdn);
+            return Err(OrientationError::RootsOnlyForUpdn);
         }
         let rs = root_indices(f, guids)?;
         let p = orient_from_roots(f, g, rs)?;
         if let Some((a, t)) = unreachable_pair(&p, &leaves, n) {
-            return Err(PlanError::RootsLeavePairApart {
+            return Err(OrientationError::RootsLeavePairApart {
                 from: f.desc(f.switches()[a as usize]).to_string(),
                 to: f.desc(f.switches()[t as usize]).to_string(),
             });
@@ -279,7 +279,7 @@ pub(crate) fn plan(
     };
     match unreachable_pair(&p, &leaves, n) {
         None => Ok(p),
-        Some((a, t)) => Err(PlanError::CentreLeavesPairApart {
+        Some((a, t)) => Err(OrientationError::CentreLeavesPairApart {
             from: f.desc(f.switches()[a as usize]).to_string(),
             to: f.desc(f.switches()[t as usize]).to_string(),
         }),
@@ -292,7 +292,7 @@ pub(crate) fn orient_from_roots(
     f: &Fabric,
     g: &SwitchGraph,
     roots: Vec<u32>,
-) -> Result<Plan, PlanError> {
+) -> Result<Orientation, OrientationError> {
     let rank = bfs_ranks(g, &roots);
     let pos = order_by(g.len(), |i| {
         (rank[i as usize], f.guid(f.switches()[i as usize]))
@@ -300,9 +300,13 @@ pub(crate) fn orient_from_roots(
     with_states(g, pos, roots)
 }
 
-fn with_states(g: &SwitchGraph, pos: Vec<u32>, roots: Vec<u32>) -> Result<Plan, PlanError> {
+fn with_states(
+    g: &SwitchGraph,
+    pos: Vec<u32>,
+    roots: Vec<u32>,
+) -> Result<Orientation, OrientationError> {
     let by_dest = route_states(g, &pos)?;
-    Ok(Plan {
+    Ok(Orientation {
         states: transpose(&by_dest, g.len()),
         pos,
         roots,
@@ -409,37 +413,38 @@ pub(crate) fn leaf_flags(f: &Fabric, n: usize) -> Vec<bool> {
     leaves
 }
 
-fn check_connected(f: &Fabric, g: &SwitchGraph) -> Result<(), PlanError> {
+fn check_connected(f: &Fabric, g: &SwitchGraph) -> Result<(), OrientationError> {
     let rank = bfs_ranks(g, &[0]);
     match rank.iter().position(|&r| r == u32::MAX) {
         None => Ok(()),
-        Some(i) => Err(PlanError::Disconnected {
+        Some(i) => Err(OrientationError::Disconnected {
             first: f.desc(f.switches()[0]).to_string(),
             other: f.desc(f.switches()[i]).to_string(),
         }),
     }
 }
 
-fn root_indices(f: &Fabric, guids: &[u64]) -> Result<Vec<u32>, PlanError> {
+fn root_indices(f: &Fabric, guids: &[u64]) -> Result<Vec<u32>, OrientationError> {
     if guids.is_empty() {
-        return Err(PlanError::NoRoots);
+        return Err(OrientationError::NoRoots);
     }
     guids
         .iter()
         .map(|&guid| {
             let n = f
                 .find_node_by_guid(guid)
-                .ok_or(PlanError::UnknownRoot { guid })?;
-            f.switch_index(n).ok_or_else(|| PlanError::RootNotASwitch {
-                guid,
-                node: f.desc(n).to_string(),
-            })
+                .ok_or(OrientationError::UnknownRoot { guid })?;
+            f.switch_index(n)
+                .ok_or_else(|| OrientationError::RootNotASwitch {
+                    guid,
+                    node: f.desc(n).to_string(),
+                })
         })
         .collect()
 }
 
 /// The switch of minimum eccentricity, ties to the lowest GUID.
-fn centre(f: &Fabric, g: &SwitchGraph) -> Result<u32, PlanError> {
+fn centre(f: &Fabric, g: &SwitchGraph) -> Result<u32, OrientationError> {
     let n = g.len();
     let ecc: Vec<u8> = (0..n as u32)
         .into_par_iter()
@@ -452,16 +457,16 @@ fn centre(f: &Fabric, g: &SwitchGraph) -> Result<u32, PlanError> {
         )
         .collect();
     if ecc.contains(&UNREACHABLE) {
-        return Err(PlanError::NoCentre);
+        return Err(OrientationError::NoCentre);
     }
     (0..n as u32)
         .min_by_key(|&i| (ecc[i as usize], f.guid(f.switches()[i as usize])))
-        .ok_or(PlanError::NoSwitches)
+        .ok_or(OrientationError::NoSwitches)
 }
 
 /// A pair of switches with end ports (source, destination) that has no
 /// legal route, if any.
-pub(crate) fn unreachable_pair(p: &Plan, leaves: &[bool], n: usize) -> Option<(u32, u32)> {
+pub(crate) fn unreachable_pair(p: &Orientation, leaves: &[bool], n: usize) -> Option<(u32, u32)> {
     let ls: Vec<u32> = (0..n as u32).filter(|&i| leaves[i as usize]).collect();
     ls.par_iter().find_map_any(|&a| {
         ls.iter()
@@ -476,7 +481,7 @@ pub(crate) fn unreachable_pair(p: &Plan, leaves: &[bool], n: usize) -> Option<(u
 /// that neighbour routes down only, and then becomes a down-mode switch
 /// itself. FIFO order finishes every distance-k switch before any switch at
 /// k+1 is expanded, so the mode of each switch is final when it is read.
-fn route_states(g: &SwitchGraph, pos: &[u32]) -> Result<Vec<u8>, PlanError> {
+fn route_states(g: &SwitchGraph, pos: &[u32]) -> Result<Vec<u8>, OrientationError> {
     let n = g.len();
     let mut m = vec![FAR; n * n];
     let too_long = AtomicBool::new(false);
@@ -513,7 +518,7 @@ fn route_states(g: &SwitchGraph, pos: &[u32]) -> Result<Vec<u8>, PlanError> {
             }
         });
     if too_long.load(Ordering::Relaxed) {
-        return Err(PlanError::RouteTooLong);
+        return Err(OrientationError::RouteTooLong);
     }
     Ok(m)
 }
@@ -544,7 +549,7 @@ fn transpose(m: &[u8], n: usize) -> Vec<u8> {
 pub(crate) fn legal_ports(
     f: &Fabric,
     g: &SwitchGraph,
-    p: &Plan,
+    p: &Orientation,
     a: u32,
     t: u32,
     mut keep: impl FnMut(u32, u8),
@@ -570,7 +575,7 @@ pub(crate) fn legal_ports(
 }
 
 /// LFTs from a plan, balanced like MinHop.
-pub(crate) fn fill(f: &Fabric, g: &SwitchGraph, p: &Plan, opts: &EngineOptions) -> Lfts {
+pub(crate) fn fill(f: &Fabric, g: &SwitchGraph, p: &Orientation, opts: &EngineOptions) -> Lfts {
     if g.is_empty() {
         return Lfts::for_fabric(f);
     }

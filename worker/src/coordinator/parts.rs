@@ -5,7 +5,7 @@
 
 use super::queue::{Next, Queue};
 use super::{
-    Client, CoordError, JobRun, LEASE_ENDED, Load, PartRun, WorkerRun, load_job, open_worker,
+    Client, CoordError, JobBytes, JobRun, LEASE_ENDED, PartRun, WorkerRun, open_worker, send_job,
 };
 use fabric::routing::shard::{RoutePart, RowsPart};
 use fabric::verify::Part;
@@ -60,7 +60,7 @@ pub(super) async fn run_parts<T: Covers + Send + 'static>(
     addrs: &[String],
     leases: Option<&store::registry::Leases>,
     transport: &ibtls::Transport,
-    load: Load,
+    load: JobBytes,
     kind: &'static str,
     ranges: &[(usize, usize)],
     ask: Ask<T>,
@@ -147,7 +147,7 @@ pub(super) async fn run_parts<T: Covers + Send + 'static>(
 /// What every worker's task shares.
 struct Work<T> {
     q: Arc<Mutex<Queue<T>>>,
-    load: Arc<Load>,
+    load: Arc<JobBytes>,
     ranges: Arc<Vec<(usize, usize)>>,
     ask: Ask<T>,
     replies: Arc<std::sync::atomic::AtomicU64>,
@@ -188,7 +188,7 @@ async fn run_worker<T: Covers + Send + 'static>(
         }
     };
     run.load_seconds = load_seconds;
-    let send_load = |c: &Client| load_job(c.clone(), &load);
+    let send_load = |c: &Client| send_job(c.clone(), &load);
     loop {
         let next = q.lock().unwrap_or_else(|p| p.into_inner()).next();
         let i = match next {

@@ -10,7 +10,7 @@
 //! the calls.
 
 use super::deal::{Action, At, Deal, Failure, Group};
-use super::{Client, CoordError, Farm, JobRun, Load, PartRun, WorkerRun, job_id, open_worker};
+use super::{Client, CoordError, Farm, JobBytes, JobRun, PartRun, WorkerRun, job_id, open_worker};
 use fabric::Fabric;
 use fabric::routing::nue::{LayerCols, Stats};
 use fabric::routing::rounds::{Held, Plan};
@@ -237,7 +237,7 @@ async fn recover(
     e: StepError,
     remotes: &mut [Remote],
     held: &mut [Option<Box<Held>>],
-    load: &Load,
+    load: &JobBytes,
     plan: &Plan,
 ) -> Result<(), CoordError> {
     let f = match e {
@@ -251,7 +251,7 @@ async fn recover(
         let sent = match r.client.clone() {
             None => Err("not connected".to_string()),
             Some(c) => tokio::select! {
-                l = super::load_job(c, load) => l.map(|_| ()).map_err(|s| s.message().to_string()),
+                l = super::send_job(c, load) => l.map(|_| ()).map_err(|s| s.message().to_string()),
                 _ = r.gone() => Err(super::LEASE_ENDED.to_string()),
             },
         };
@@ -295,7 +295,7 @@ pub async fn route_rounds(
         &[],
         &format!("route {engine} {}", engine_opts.sssp_streams),
     );
-    let load = Load {
+    let load = JobBytes {
         job: job.clone(),
         topology: topology.clone(),
         tables: Arc::new(Vec::new()),
@@ -368,7 +368,7 @@ pub async fn route_rounds(
 /// Connects to every worker of `farm` and loads the job there, all at
 /// once: the workers, and per worker whether the load succeeded or why
 /// not.
-async fn open_all(farm: &Farm, load: &Load) -> (Vec<Remote>, Vec<Result<(), String>>) {
+async fn open_all(farm: &Farm, load: &JobBytes) -> (Vec<Remote>, Vec<Result<(), String>>) {
     let opened = futures::future::join_all(farm.addrs.iter().map(|addr| async move {
         let r = Remote {
             run: WorkerRun {
@@ -411,7 +411,7 @@ struct Rounds<'a, 'c> {
     deal: &'a mut Deal,
     held: &'a mut Vec<Option<Box<Held>>>,
     remotes: &'a mut Vec<Remote>,
-    load: &'a Load,
+    load: &'a JobBytes,
     ctx: &'a Ctx<'c>,
 }
 

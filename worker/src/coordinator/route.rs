@@ -3,7 +3,7 @@
 //! engines routed in rounds go to [`super::rounds`].
 
 use super::parts::{Ask, AskError, Covers, run_parts};
-use super::{Client, CoordError, Farm, JobRun, Load, cut, job_id, parts_for, route_rounds};
+use super::{Client, CoordError, Farm, JobBytes, JobRun, cut, job_id, parts_for, route_rounds};
 use fabric::Fabric;
 use fabric::routing::shard::{RoutePart, merge_dfdn};
 use fabric::routing::{EngineOptions, RoutingEngine, Split};
@@ -161,7 +161,7 @@ where
     tracing::info!(%job, engine = j.engine, parts = ranges.len(), workers = addrs.len(), "routing job cut");
     let ask = route_ask(job.clone(), j.engine, j.decode);
     // Routing jobs carry the topology alone.
-    let load = Load {
+    let load = JobBytes {
         job,
         topology,
         tables: Arc::new(Vec::new()),

@@ -167,7 +167,7 @@ fn route(f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
 /// exercise them).
 fn route_with_stats(f: &Fabric, opts: &EngineOptions, repair: bool) -> Result<(Routing, Stats)> {
     let t_start = std::time::Instant::now();
-    let plan = Plan::with_repair(f, opts, repair)?;
+    let plan = LayerPlan::with_repair(f, opts, repair)?;
     let t_setup = t_start.elapsed().as_secs_f64();
     let all: Vec<usize> = (0..plan.layers()).collect();
     let mut layers = plan.start(&all)?;
@@ -203,7 +203,7 @@ fn route_with_stats(f: &Fabric, opts: &EngineOptions, repair: bool) -> Result<(R
 /// length. Built from the fabric and the VL budget alone, so the process
 /// that routes every layer and the workers that route some of them
 /// ([`super::shard`]) build the same plan.
-pub struct Plan {
+pub struct LayerPlan {
     net: Net,
     /// The VL budget: SLs fold onto this many VLs (layers may be fewer,
     /// one per switch at most).
@@ -215,7 +215,7 @@ pub struct Plan {
     repair: bool,
 }
 
-impl Plan {
+impl LayerPlan {
     pub fn new(f: &Fabric, opts: &EngineOptions) -> Result<Self> {
         Self::with_repair(f, opts, true)
     }
@@ -414,7 +414,7 @@ impl Layers {
 
     /// Routes the next round on `global` (one load per channel, as of the
     /// round's start) and returns the load these layers added, summed.
-    pub fn round(&mut self, plan: &Plan, global: &[u64]) -> Result<Vec<u64>> {
+    pub fn round(&mut self, plan: &LayerPlan, global: &[u64]) -> Result<Vec<u64>> {
         if global.len() != plan.channels() {
             return Err(fail(format!(
                 "round {}: {} channel loads for {} channels",

@@ -26,7 +26,7 @@ use crate::verify::{TransitionReport, check_transition};
 /// A checked order: apply `stages` in turn (each confirmed in every
 /// switch before the next), then the new tables.
 #[derive(Debug, Clone)]
-pub struct Planned {
+pub struct OrderedUpdate {
     pub stages: Vec<Routing>,
     /// One report per step (old to the first stage, ..., last to new).
     pub steps: Vec<TransitionReport>,
@@ -35,7 +35,7 @@ pub struct Planned {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
+pub enum OrderError {
     #[error(
         "no deadlock-free order for the update: step {step} of {steps} allows the cycle {cycle}"
     )]
@@ -48,10 +48,10 @@ pub enum PlanError {
 
 /// Orders the update from `old` to `new`, both tables for `f` (the fabric
 /// while the update is applied).
-pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<Planned, PlanError> {
+pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<OrderedUpdate, OrderError> {
     let one = check_transition(f, old, new);
     if one.deadlock_free() {
-        return Ok(Planned {
+        return Ok(OrderedUpdate {
             stages: Vec::new(),
             steps: vec![one],
             destinations_drained: 0,
@@ -97,7 +97,7 @@ pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<Planned,
     for (i, w) in chain.windows(2).enumerate() {
         let t = check_transition(f, w[0], w[1]);
         if let Some(cycle) = t.describe_cycle(f) {
-            return Err(PlanError::Unsafe {
+            return Err(OrderError::Unsafe {
                 step: i + 1,
                 steps: total,
                 cycle,
@@ -105,7 +105,7 @@ pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<Planned,
         }
         steps.push(t);
     }
-    Ok(Planned {
+    Ok(OrderedUpdate {
         stages,
         steps,
         destinations_drained: drained,
