@@ -91,12 +91,38 @@ pub fn enable(before: &Fabric, after: &Fabric, list: &mut ChannelList, kind: Det
     if kind == Detours::None || !list.fits(after.num_slots()) {
         return out;
     }
-    let is_switch = |f: &Fabric, n: NodeId| f.kind(n) == NodeKind::Switch;
+    let mut centrality = Centrality::default();
+    for (a, u, v) in failed_links(before, after) {
+        let mut cands: Option<Vec<Vec<Slot>>> = None;
+        for vl in 0..list.vls() as u8 {
+            let va = list.vertex(a, vl);
+            let (preds, succs) = (list.preds(va).to_vec(), list.succs(va).to_vec());
+            if preds.is_empty() && succs.is_empty() {
+                continue;
+            }
+            let cands =
+                cands.get_or_insert_with(|| candidates(before, after, u, v, kind, &mut centrality));
+            match cands
+                .iter()
+                .find_map(|path| try_detour(after, list, path, vl, &preds, &succs))
+            {
+                Some(n) => {
+                    out.dependencies += n;
+                    out.detours += 1;
+                }
+                None => out.refused += 1,
+            }
+        }
+    }
+    out
+}
+
+/// The switch-to-switch links up in `before` and down in `after`, as (the
+/// out-slot on `u`, `u`, `v`), where both switches still have a link: a
+/// switch that failed whole has no way around it to detour to.
+fn failed_links(before: &Fabric, after: &Fabric) -> Vec<(Slot, NodeId, NodeId)> {
     let alive = |n: NodeId| after.port_slots(n).any(|s| after.remote(s) != NONE);
-    // Eccentricities on `before`'s switch graph, per switch index, found
-    // as the mesh plug-in's candidates need them.
-    let mut ecc: HashMap<u32, u32> = HashMap::new();
-    let mut centre: Option<(crate::graph::SwitchGraph, Vec<u8>, Vec<u32>)> = None;
+    let mut out = Vec::new();
     for &u in before.switches() {
         for a in before.port_slots(u) {
             let b = before.remote(a);
@@ -104,65 +130,71 @@ pub fn enable(before: &Fabric, after: &Fabric, list: &mut ChannelList, kind: Det
                 continue;
             }
             let v = before.node_of(b);
-            // A switch that failed whole has no way around it to detour to.
-            if !is_switch(before, v) || !alive(u) || !alive(v) {
-                continue;
-            }
-            let mut cands: Option<Vec<Vec<Slot>>> = None;
-            for vl in 0..list.vls() as u8 {
-                let va = list.vertex(a, vl);
-                let (preds, succs) = (list.preds(va).to_vec(), list.succs(va).to_vec());
-                if preds.is_empty() && succs.is_empty() {
-                    continue;
-                }
-                let cands = cands.get_or_insert_with(|| {
-                    let mut c = Vec::new();
-                    if kind == Detours::Mesh {
-                        c = squares(after, u, v);
-                        c.sort_by_cached_key(|p| {
-                            let inner: u32 = p[1..]
-                                .iter()
-                                .filter_map(|&s| before.switch_index(after.node_of(s)))
-                                .map(|si| {
-                                    *ecc.entry(si).or_insert_with(|| {
-                                        let (g, dist, queue) = centre.get_or_insert_with(|| {
-                                            let g = crate::graph::SwitchGraph::new(before);
-                                            let n = g.len();
-                                            (g, vec![0; n], Vec::new())
-                                        });
-                                        g.bfs_into(si, dist, queue);
-                                        dist.iter()
-                                            .filter(|&&d| d != crate::graph::UNREACHABLE)
-                                            .map(|&d| u32::from(d))
-                                            .max()
-                                            .unwrap_or(0)
-                                    })
-                                })
-                                .sum();
-                            (inner, p.len())
-                        });
-                    }
-                    for p in shortest_around(after, u, v) {
-                        if !c.contains(&p) {
-                            c.push(p);
-                        }
-                    }
-                    c
-                });
-                match cands
-                    .iter()
-                    .find_map(|path| try_detour(after, list, path, vl, &preds, &succs))
-                {
-                    Some(n) => {
-                        out.dependencies += n;
-                        out.detours += 1;
-                    }
-                    None => out.refused += 1,
-                }
+            if before.kind(v) == NodeKind::Switch && alive(u) && alive(v) {
+                out.push((a, u, v));
             }
         }
     }
     out
+}
+
+/// Eccentricities on `before`'s switch graph, per switch index, found as
+/// the mesh plug-in's candidates need them.
+#[derive(Default)]
+struct Centrality {
+    ecc: HashMap<u32, u32>,
+    bfs: Option<(crate::graph::SwitchGraph, Vec<u8>, Vec<u32>)>,
+}
+
+impl Centrality {
+    fn ecc(&mut self, before: &Fabric, si: u32) -> u32 {
+        let bfs = &mut self.bfs;
+        *self.ecc.entry(si).or_insert_with(|| {
+            let (g, dist, queue) = bfs.get_or_insert_with(|| {
+                let g = crate::graph::SwitchGraph::new(before);
+                let n = g.len();
+                (g, vec![0; n], Vec::new())
+            });
+            g.bfs_into(si, dist, queue);
+            dist.iter()
+                .filter(|&&d| d != crate::graph::UNREACHABLE)
+                .map(|&d| u32::from(d))
+                .max()
+                .unwrap_or(0)
+        })
+    }
+}
+
+/// The detours around the link `u` -> `v`, in the order they are tried:
+/// for the mesh plug-in the squares, toward the fabric's centre first
+/// (least summed eccentricity of the switches they pass, then the
+/// shortest); then the shortest ways around not listed yet.
+fn candidates(
+    before: &Fabric,
+    after: &Fabric,
+    u: NodeId,
+    v: NodeId,
+    kind: Detours,
+    centrality: &mut Centrality,
+) -> Vec<Vec<Slot>> {
+    let mut c = Vec::new();
+    if kind == Detours::Mesh {
+        c = squares(after, u, v);
+        c.sort_by_cached_key(|p| {
+            let inner: u32 = p[1..]
+                .iter()
+                .filter_map(|&s| before.switch_index(after.node_of(s)))
+                .map(|si| centrality.ecc(before, si))
+                .sum();
+            (inner, p.len())
+        });
+    }
+    for p in shortest_around(after, u, v) {
+        if !c.contains(&p) {
+            c.push(p);
+        }
+    }
+    c
 }
 
 /// Adds the detour `path` (out-slots from `u` to `v`) on VL `vl` with its
