@@ -267,6 +267,27 @@ pub fn fat_tree_subnets(
     })
 }
 
+/// The subnets each router joins: all of them, two neighbours on a
+/// chain, or two neighbours on a ring.
+fn router_joins(join: Join, subnets: u32, routers: u32) -> Vec<Vec<u32>> {
+    (0..routers)
+        .map(|r| match join {
+            Join::All => (0..subnets).collect(),
+            Join::Chain if subnets > 1 => {
+                let p = r % (subnets - 1);
+                vec![p, p + 1]
+            }
+            Join::Ring if subnets > 2 => {
+                let p = r % subnets;
+                let mut v = vec![p, (p + 1) % subnets];
+                v.sort_unstable();
+                v
+            }
+            _ => (0..subnets).collect(),
+        })
+        .collect()
+}
+
 /// Builds [`TreeSubnets`]. Port numbering: leaf hosts on `1..=hosts`, then
 /// one up-link per spine; spine ports `1..=leaves` go down, then the router
 /// links, grouped by router; router ports grouped by subnet, then spine,
@@ -290,23 +311,7 @@ pub fn tree_subnets(t: &TreeSubnets) -> Result<MultiFabric> {
     if subnets > 255 {
         return bad("at most 255 subnets");
     }
-    // Subnets each router joins.
-    let joins: Vec<Vec<u32>> = (0..routers)
-        .map(|r| match join {
-            Join::All => (0..subnets).collect(),
-            Join::Chain if subnets > 1 => {
-                let p = r % (subnets - 1);
-                vec![p, p + 1]
-            }
-            Join::Ring if subnets > 2 => {
-                let p = r % subnets;
-                let mut v = vec![p, (p + 1) % subnets];
-                v.sort_unstable();
-                v
-            }
-            _ => (0..subnets).collect(),
-        })
-        .collect();
+    let joins = router_joins(join, subnets, routers);
     if join != Join::All && routers < subnets.saturating_sub(1) + u32::from(join == Join::Ring) {
         return bad("a chain of k subnets needs at least k-1 routers, a ring k");
     }
