@@ -1653,3 +1653,25 @@ fn help_documents_exit_codes_and_completions_and_man_pages_are_generated() {
     );
     assert!(d.path().join("ibfabric.1").is_file());
 }
+
+/// A report that cannot be written (stdout on a full disk) is an error of
+/// the command, exit 1 with the cause, never a panic (exit 101).
+#[test]
+fn a_json_report_to_a_full_disk_is_an_error_not_a_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("t.net");
+    ok(&["gen", "torus", "--dims", "3x3", "-o", s(&net)]);
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIPPED: no /dev/full on this machine");
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_ibfabric"))
+        .args(["route", "-t", s(&net), "--dry-run", "--json"])
+        .stdout(full)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("writing the --json report"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

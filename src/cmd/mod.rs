@@ -22,7 +22,7 @@ pub mod verify;
 pub mod worker;
 pub mod workers;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use fabric::Fabric;
 use fabric::formats::ibnetdiscover;
 use std::io::IsTerminal;
@@ -102,6 +102,14 @@ pub fn print_json(command: &str, v: &impl serde::Serialize) -> Result<()> {
     };
     m.insert("schema_version".into(), SCHEMA_VERSION.into());
     m.insert("command".into(), command.into());
-    println!("{}", serde_json::to_string_pretty(&j)?);
+    // Written, not printed: a full disk or a closed file behind stdout is
+    // an error of the command (exit 1), not a panic.
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &j)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush())
+        .context("writing the --json report to standard output")?;
     Ok(())
 }
