@@ -1675,3 +1675,17 @@ fn a_json_report_to_a_full_disk_is_an_error_not_a_panic() {
     assert!(err.contains("writing the --json report"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A topology without line breaks (`/dev/zero`) is refused at its first
+/// line, exit 1, instead of being read into memory without end.
+#[test]
+fn a_file_without_line_breaks_is_refused() {
+    if !Path::new("/dev/zero").exists() {
+        eprintln!("SKIPPED: no /dev/zero on this machine");
+        return;
+    }
+    let out = ibf(&["info", "/dev/zero"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("/dev/zero:1: a line longer than"), "{err}");
+}

@@ -20,11 +20,8 @@ pub struct GuidLine {
 /// listed twice, or a file without any GUID.
 pub fn parse(input: impl BufRead, file: &Path) -> Result<Vec<GuidLine>, Error> {
     let mut out: Vec<GuidLine> = Vec::new();
-    let mut last_line = 0;
-    for (i, line) in input.lines().enumerate() {
-        let ln = i + 1;
-        let line = line.map_err(|e| super::not_text(file, ln, e))?;
-        last_line = ln;
+    let mut lines = super::Lines::new(input, file);
+    while let Some((ln, line)) = lines.next_line()? {
         let text = line.split('#').next().unwrap_or("").trim();
         if text.is_empty() {
             continue;
@@ -60,7 +57,9 @@ pub fn parse(input: impl BufRead, file: &Path) -> Result<Vec<GuidLine>, Error> {
         out.push(GuidLine { line: ln, guid });
     }
     if out.is_empty() {
-        return Err(ParseError::new(file, last_line.max(1), "the file lists no GUID").into());
+        return Err(
+            ParseError::new(file, lines.lines_read().max(1), "the file lists no GUID").into(),
+        );
     }
     Ok(out)
 }

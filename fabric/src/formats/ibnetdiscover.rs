@@ -510,7 +510,7 @@ impl<'f> Parser<'f> {
 
 /// Reads and parses a topology file.
 pub fn read(path: &Path) -> Result<Fabric, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_file(path)?;
     parse(&text, path)
 }
 

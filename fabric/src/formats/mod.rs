@@ -19,6 +19,7 @@ pub mod tableset;
 
 use crate::error::{Error, ParseError};
 use crate::model::{Fabric, NodeId, NodeKind};
+use std::io::{BufRead as _, Read as _};
 use std::path::Path;
 
 /// The files a routing may consist of, under OpenSM's names.
@@ -155,8 +156,40 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
         .map_err(Error::from)
 }
 
+/// The longest line a text format may have. Real lines are a few hundred
+/// bytes; a file without line breaks (`/dev/zero`, a binary file given by
+/// mistake) is refused once a line passes this, instead of being read
+/// into memory without end.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// A whole text file, every line at most [`MAX_LINE`] bytes.
 pub(crate) fn read_file(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+    let mut r = open_file(path)?;
+    let mut text = String::new();
+    let mut line = 0usize;
+    loop {
+        let before = text.len();
+        let n = (&mut r)
+            .take(MAX_LINE as u64 + 1)
+            .read_line(&mut text)
+            .map_err(|e| not_text(path, line + 1, e))?;
+        if n == 0 {
+            return Ok(text);
+        }
+        line += 1;
+        if n > MAX_LINE && !text[before..].ends_with('\n') {
+            return Err(too_long(path, line));
+        }
+    }
+}
+
+fn too_long(path: &Path, line: usize) -> Error {
+    ParseError::new(
+        path,
+        line,
+        format!("a line longer than {MAX_LINE} bytes: not a text file of this format"),
+    )
+    .into()
 }
 
 /// Buffered reader for files too large to hold as text (LFT and path-SL
@@ -185,18 +218,26 @@ impl<R: std::io::BufRead> Lines<R> {
         }
     }
 
+    /// Lines read so far, blank and comment lines included.
+    pub(crate) fn lines_read(&self) -> usize {
+        self.line
+    }
+
     /// The next meaningful line, trimmed, with its 1-based number.
     pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &str)>, Error> {
         loop {
             self.buf.clear();
-            let read = self
-                .input
+            let read = (&mut self.input)
+                .take(MAX_LINE as u64 + 1)
                 .read_line(&mut self.buf)
                 .map_err(|e| not_text(&self.file, self.line + 1, e))?;
             if read == 0 {
                 return Ok(None);
             }
             self.line += 1;
+            if read > MAX_LINE && !self.buf.ends_with('\n') {
+                return Err(too_long(&self.file, self.line));
+            }
             let t = self.buf.trim();
             if !t.is_empty() && !t.starts_with('#') {
                 // Re-borrow after the checks so the returned slice lives in `buf`.
@@ -252,6 +293,42 @@ pub(crate) fn is_end_node(f: &Fabric, n: NodeId) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every reader refuses a file without line breaks at its first line,
+    /// after reading at most a line's worth: a long line in a file, and
+    /// `/dev/zero`, which never ends.
+    #[test]
+    fn a_file_without_line_breaks_is_refused_not_read_without_end() {
+        let f =
+            crate::generate::generate(&crate::generate::Topology::Dragonfly { p: 2, hosts: None })
+                .expect("df2");
+        let d = tempfile::tempdir().expect("tmp");
+        let long = d.path().join("long");
+        std::fs::write(&long, vec![b'x'; MAX_LINE + 10]).expect("write");
+        let mut inputs = vec![long];
+        if Path::new("/dev/zero").exists() {
+            inputs.push("/dev/zero".into());
+        }
+        for p in &inputs {
+            let errors = [
+                ibnetdiscover::read(p).map(|_| ()),
+                lft::read(&f, p).map(|_| ()),
+                sl2vl::read(&f, p).map(|_| ()),
+                pathsl::read_optional(&f, p).map(|_| ()),
+                guids::read(p).map(|_| ()),
+                mapping::read(p, f.subnet_prefix, &[]).map(|_| ()),
+                manifest::read(p).map(|_| ()),
+            ];
+            for (i, e) in errors.into_iter().enumerate() {
+                let e = e.expect_err("refused").to_string();
+                assert!(
+                    e.contains(":1:") && (e.contains("longer than") || e.contains("not UTF-8")),
+                    "reader {i} on {}: {e}",
+                    p.display()
+                );
+            }
+        }
+    }
 
     #[test]
     fn bytes_that_are_not_utf8_are_refused_at_their_line() {
