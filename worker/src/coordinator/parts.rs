@@ -3,7 +3,7 @@
 //! from the [`super::queue::Queue`] until none is left or the worker is
 //! lost; what no worker took runs here.
 
-use super::queue::{Next, Queue};
+use super::queue::{AfterFailure, Next, Queue, after_failure};
 use super::{
     Client, CoordError, JobBytes, JobRun, LEASE_ENDED, PartRun, WorkerRun, open_worker, send_job,
 };
@@ -203,16 +203,23 @@ async fn run_worker<T: Covers + Send + 'static>(
         let (a, b) = ranges[i];
         tracing::debug!(worker = %addr, start = a, end = b, "part handed out");
         let attempt = async {
-            let reply = ask(c.clone(), i, (a, b)).await;
-            if matches!(&reply, Err(AskError::Status(s)) if s.code() == tonic::Code::FailedPrecondition)
-            {
-                // Restarted or dropped the job: load it again, once.
-                return match send_load(&c).await {
-                    Ok(_) => ask(c.clone(), i, (a, b)).await,
-                    Err(e) => Err(AskError::Status(e)),
+            let mut reloads = 0;
+            loop {
+                let reply = ask(c.clone(), i, (a, b)).await;
+                let code = match &reply {
+                    Err(AskError::Status(s)) => Some(s.code()),
+                    _ => None,
                 };
+                match after_failure(code, reloads) {
+                    AfterFailure::Reload => {
+                        reloads += 1;
+                        if let Err(e) = send_load(&c).await {
+                            break Err(AskError::Status(e));
+                        }
+                    }
+                    AfterFailure::Done => break reply,
+                }
             }
-            reply
         };
         let reply = tokio::select! {
             r = attempt => r,

@@ -1,7 +1,8 @@
 //! The open parts of a job cut in ranges, shared by the tasks that feed
 //! one worker each: a pure queue, no I/O. A part is handed out once at a
 //! time; a part whose worker was lost goes back for the others; what no
-//! worker took is left for the caller to compute here.
+//! worker took is left for the caller to compute here; a worker that no
+//! longer holds the job is sent it again once ([`after_failure`]).
 
 use super::PartRun;
 use std::collections::VecDeque;
@@ -16,6 +17,26 @@ pub enum Next {
     Wait,
     /// Every part is done: the task ends.
     Finished,
+}
+
+/// What a worker's task does with the answer to a part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The worker no longer holds the job (it restarted, or dropped it for
+    /// newer ones): send it the job again, then ask again.
+    Reload,
+    /// Take the answer as it is: the part, or the worker lost with it.
+    Done,
+}
+
+/// The decision after asking for a part whose answer carried `code` (None:
+/// a part, or a reply that is not a status), the job sent again `reloads`
+/// times already for it: once, on `FAILED_PRECONDITION`.
+pub fn after_failure(code: Option<tonic::Code>, reloads: u32) -> AfterFailure {
+    match code {
+        Some(tonic::Code::FailedPrecondition) if reloads == 0 => AfterFailure::Reload,
+        _ => AfterFailure::Done,
+    }
 }
 
 #[derive(Debug)]
@@ -125,6 +146,18 @@ mod tests {
                 .map(|r| r.by.as_str())
                 .collect::<Vec<_>>(),
             ["b", "a"]
+        );
+    }
+
+    #[test]
+    fn a_dropped_job_is_sent_again_once() {
+        let dropped = Some(tonic::Code::FailedPrecondition);
+        assert_eq!(after_failure(dropped, 0), AfterFailure::Reload);
+        assert_eq!(after_failure(dropped, 1), AfterFailure::Done, "then lost");
+        assert_eq!(after_failure(None, 0), AfterFailure::Done);
+        assert_eq!(
+            after_failure(Some(tonic::Code::Unavailable), 0),
+            AfterFailure::Done
         );
     }
 
