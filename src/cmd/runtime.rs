@@ -208,16 +208,19 @@ pub fn check_identity(t: &ibtls::Transport, want: &ibtls::Identity) -> Result<()
     Ok(())
 }
 
-/// The workers registered in the store `path`'s `[store]` names, with their
-/// leases watched.
+/// The `[store]` table of the TOML file `path` (a controller's or a
+/// worker's config will do).
+pub fn store_config(path: &std::path::Path) -> Result<store::StoreConfig> {
+    use settings::ConfigFile;
+    store::registry::StoreFile::load(path)?
+        .store
+        .with_context(|| format!("{}: no [store] table", path.display()))
+}
+
 /// The parts the workers registered in the store of `path`'s `[store]`
 /// hold now.
 pub async fn held_parts(path: &std::path::Path) -> Result<Vec<store::registry::HeldPart>> {
-    use settings::ConfigFile;
-    let f = store::registry::StoreFile::load(path)?;
-    let Some(sc) = f.store else {
-        anyhow::bail!("{}: no [store] table", path.display());
-    };
+    let sc = store_config(path)?;
     let store = store::open(&sc)
         .await
         .with_context(|| format!("opening the store {} names", path.display()))?;
@@ -231,12 +234,10 @@ pub async fn held_parts(path: &std::path::Path) -> Result<Vec<store::registry::H
         })
 }
 
+/// The workers registered in the store `path`'s `[store]` names, with their
+/// leases watched.
 pub async fn registered_workers(path: &std::path::Path) -> Result<store::registry::Leases> {
-    use settings::ConfigFile;
-    let f = store::registry::StoreFile::load(path)?;
-    let Some(sc) = f.store else {
-        anyhow::bail!("{}: no [store] table", path.display());
-    };
+    let sc = store_config(path)?;
     let l = store::registry::find(&sc).await.with_context(|| {
         format!(
             "finding the workers registered in the store {} names",

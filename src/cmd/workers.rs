@@ -48,7 +48,7 @@ impl WorkerArgs {
     /// whole tables).
     pub fn executor(&self, columns: bool) -> Result<Executor> {
         let workers = match &self.workers_from {
-            Some(p) => Workers::Registered(store_of(p)?),
+            Some(p) => Workers::Registered(super::runtime::store_config(p)?),
             None if self.workers.is_empty() => return Ok(Executor::here()),
             None => Workers::Named(self.workers.clone()),
         };
@@ -59,14 +59,6 @@ impl WorkerArgs {
         };
         Ok(Executor::new(workers, self.tls.transport()?, opts))
     }
-}
-
-/// The `[store]` table of the TOML file `path`.
-fn store_of(path: &std::path::Path) -> Result<store::StoreConfig> {
-    use settings::ConfigFile;
-    let f = store::registry::StoreFile::load(path)?;
-    f.store
-        .with_context(|| format!("{}: no [store] table", path.display()))
 }
 
 /// The workers for jobs on `f`, or None to compute here; a store that

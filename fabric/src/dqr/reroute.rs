@@ -74,21 +74,23 @@ pub(super) fn reroute_once(
         },
     );
     let mut out = search.into_outcome(copied, added0, reorders0)?;
-    if opts.check_transition {
+    let drain = if opts.check_transition {
         let changes = Changes {
             scan: &scan,
             links: &links,
             changed: &out.changed,
             repaired: &out.repaired,
         };
-        out.drain = check_update(f, old, &out.routing, list, &changes, &mut out.stats)?;
-    }
+        check_update(f, old, &out.routing, list, &changes, &mut out.stats)?
+    } else {
+        None
+    };
     if out.stats.sls_changed > 0 {
         list.mark_cached_sl_walks();
     }
     Ok(Outcome {
         routing: out.routing,
-        drain: out.drain,
+        drain,
         stats: out.stats,
     })
 }
@@ -272,7 +274,6 @@ struct Pair {
 /// The search's result, before the update check.
 struct Rerouted {
     routing: Routing,
-    drain: Option<Routing>,
     stats: Stats,
     changed: Vec<(Slot, Vec<u32>)>,
     /// (switch index, LID) of the repaired entries toward switches.
@@ -531,7 +532,6 @@ impl<'a> Search<'a> {
         }
         Ok(Rerouted {
             routing: new,
-            drain: None,
             stats,
             changed: self.changed,
             repaired,

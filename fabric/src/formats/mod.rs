@@ -167,29 +167,35 @@ pub(crate) fn read_file(path: &Path) -> Result<String, Error> {
     let mut r = open_file(path)?;
     let mut text = String::new();
     let mut line = 0usize;
-    loop {
-        let before = text.len();
-        let n = (&mut r)
-            .take(MAX_LINE as u64 + 1)
-            .read_line(&mut text)
-            .map_err(|e| not_text(path, line + 1, e))?;
-        if n == 0 {
-            return Ok(text);
-        }
+    while read_line(&mut r, &mut text, path, line + 1)? > 0 {
         line += 1;
-        if n > MAX_LINE && !text[before..].ends_with('\n') {
-            return Err(too_long(path, line));
-        }
     }
+    Ok(text)
 }
 
-fn too_long(path: &Path, line: usize) -> Error {
-    ParseError::new(
-        path,
-        line,
-        format!("a line longer than {MAX_LINE} bytes: not a text file of this format"),
-    )
-    .into()
+/// Appends line `line` of `input` to `buf`: the bytes read (0 at the
+/// end), or the line's error when it is longer than [`MAX_LINE`] or not
+/// UTF-8. Reads at most a line's worth, whatever the input.
+fn read_line(
+    input: &mut impl std::io::BufRead,
+    buf: &mut String,
+    file: &Path,
+    line: usize,
+) -> Result<usize, Error> {
+    let before = buf.len();
+    let n = input
+        .take(MAX_LINE as u64 + 1)
+        .read_line(buf)
+        .map_err(|e| not_text(file, line, e))?;
+    if n > MAX_LINE && !buf[before..].ends_with('\n') {
+        return Err(ParseError::new(
+            file,
+            line,
+            format!("a line longer than {MAX_LINE} bytes: not a text file of this format"),
+        )
+        .into());
+    }
+    Ok(n)
 }
 
 /// Buffered reader for files too large to hold as text (LFT and path-SL
@@ -227,17 +233,10 @@ impl<R: std::io::BufRead> Lines<R> {
     pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &str)>, Error> {
         loop {
             self.buf.clear();
-            let read = (&mut self.input)
-                .take(MAX_LINE as u64 + 1)
-                .read_line(&mut self.buf)
-                .map_err(|e| not_text(&self.file, self.line + 1, e))?;
-            if read == 0 {
+            if read_line(&mut self.input, &mut self.buf, &self.file, self.line + 1)? == 0 {
                 return Ok(None);
             }
             self.line += 1;
-            if read > MAX_LINE && !self.buf.ends_with('\n') {
-                return Err(too_long(&self.file, self.line));
-            }
             let t = self.buf.trim();
             if !t.is_empty() && !t.starts_with('#') {
                 // Re-borrow after the checks so the returned slice lives in `buf`.
