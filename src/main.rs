@@ -77,6 +77,9 @@ enum Cmd {
     /// Ask the controllers (and routers) what they hold: leader, term,
     /// subnets, versions published and held, and what lags.
     Status(cmd::status::StatusArgs),
+    /// Remove a subnet from the controllers' view (an operator's act): its
+    /// report, its claims and its mapping.
+    Forget(cmd::forget::ForgetArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::docs::CompletionsArgs),
     /// Write man pages (ibfabric.1 and one per command) into a directory.
@@ -147,6 +150,7 @@ fn main() {
         Cmd::Certs(a) => cmd::certs::run(a),
         Cmd::Engines(a) => cmd::engines::run(a),
         Cmd::Status(a) => cmd::status::run(a),
+        Cmd::Forget(a) => cmd::forget::run(a),
         Cmd::Completions(a) => cmd::docs::completions(a, <Cli as clap::CommandFactory>::command()),
         Cmd::Man(a) => cmd::docs::man(a, <Cli as clap::CommandFactory>::command()),
     };

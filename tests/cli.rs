@@ -1689,3 +1689,52 @@ fn a_file_without_line_breaks_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("/dev/zero:1: a line longer than"), "{err}");
 }
+
+/// `route --out` on an empty or comments-only topology (what
+/// `ibnetdiscover > file` leaves while it runs) is refused, exit 1, and
+/// the table set in place stays byte for byte.
+#[test]
+fn routing_an_empty_discovery_is_refused_and_the_set_in_place_stays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = dir.path().join("t.net");
+    let out = dir.path().join("out");
+    let o = ibf(&["gen", "kary", "--k", "2", "--n", "2", "-o", s(&net)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let route = |net: &Path| {
+        ibf(&[
+            "route",
+            "--topology",
+            net.to_str().expect("utf-8"),
+            "--engine",
+            "updn",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ])
+    };
+    let o = route(&net);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let snapshot = || -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&out)
+            .expect("set")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.is_file())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).expect("reads")))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = snapshot();
+    for text in ["", "# ibnetdiscover still running\n\n"] {
+        let empty = dir.path().join("empty.net");
+        std::fs::write(&empty, text).expect("write");
+        let o = route(&empty);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("empty.net: the discovery holds 0 switches"),
+            "{err}"
+        );
+        assert!(err.contains("nothing routed or written"), "{err}");
+        assert!(snapshot() == before, "the set in place changed");
+    }
+}

@@ -33,6 +33,9 @@
 //! stage_wait_ms = 5000                  # optional: without [fabric] confirmation, how long a
 //!                                       # drain stage waits for OpenSM's ibfabric plugin to
 //!                                       # report it applied (no report in time: go on)
+//! discovery_hold_ms = 20000             # optional: a discovery with more than half of the
+//!                                       # switches or end ports gone is acted on only when it
+//!                                       # persists this long (an empty one never is)
 //! workers = ["https://w1:7400"]         # optional: compute dfdn's base routes on these
 //!                                       # workers (`ibfabric worker`); same tables as alone
 //! # [workers_store]                     # or: the workers registered in this etcd (a
@@ -117,6 +120,10 @@ pub struct AgentConfig {
     pub dqr_detours: Option<fabric::dqr::Detours>,
     #[serde(default = "default_stage_wait_ms")]
     pub stage_wait_ms: u64,
+    /// How long a sharply shrunken discovery must persist before it is
+    /// routed (`fabric::discovery`); until then the tables in force stay.
+    #[serde(default = "default_discovery_hold_ms")]
+    pub discovery_hold_ms: u64,
     /// `[fabric]`: discover the topology from the fabric and confirm the
     /// tables from the switches.
     #[serde(default)]
@@ -183,6 +190,9 @@ fn default_confirm_timeout_ms() -> u64 {
 }
 fn default_stage_wait_ms() -> u64 {
     5_000
+}
+fn default_discovery_hold_ms() -> u64 {
+    20_000
 }
 fn yes() -> bool {
     true
@@ -279,6 +289,7 @@ impl AgentConfig {
             dqr: new.dqr,
             dqr_detours: new.dqr_detours,
             stage_wait_ms: new.stage_wait_ms,
+            discovery_hold_ms: new.discovery_hold_ms,
             ..self.clone()
         }
     }

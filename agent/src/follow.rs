@@ -44,6 +44,8 @@ pub enum FollowError {
     LiveUnsafe(String),
     #[error("task failed: {0}")]
     Task(String),
+    #[error("{0}")]
+    Discovery(fabric::discovery::DiscoveryRefused),
 }
 
 /// What the confirmation found.
@@ -70,6 +72,13 @@ pub fn discover_into(
     // (an incomplete one) leaves the topology in force.
     let mut found = ibnetdiscover::parse(&text, &cfg.topology)?;
     found.subnet_prefix = cfg.subnet_prefix;
+    // An empty discovery never replaces the topology file: an agent that
+    // restarts routes the fabric it last saw.
+    if let Err(e @ fabric::discovery::DiscoveryRefused::Empty { .. }) =
+        fabric::discovery::check(None, &found)
+    {
+        return Err(FollowError::Discovery(e));
+    }
     // Matched by GUID and port, not by text: the fabric in force keeps
     // failed nodes (unlinked) so that its tables index it.
     if known.is_some_and(|k| fabric::dqr::change_between(k, &found) == fabric::dqr::Change::Same) {

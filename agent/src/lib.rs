@@ -74,6 +74,9 @@ pub struct Agent {
     list: std::sync::Mutex<Option<(Weak<RoutedSubnet>, ChannelList)>>,
     /// Fires with the mapping version after every accepted push.
     mapping_changed: watch::Sender<u64>,
+    /// A sharply shrunken discovery held back: its signature and when it
+    /// was first seen; routed once it persists `discovery_hold_ms`.
+    shrink_seen: std::sync::Mutex<Option<((usize, usize), std::time::Instant)>>,
 }
 
 /// The channel list held, when it is the one of `routed`'s tables.
@@ -157,6 +160,7 @@ impl Agent {
             rerouted: Notify::new(),
             list: std::sync::Mutex::new(None),
             mapping_changed: watch::channel(0).0,
+            shrink_seen: std::sync::Mutex::new(None),
         })
     }
 
@@ -249,6 +253,45 @@ impl Agent {
         self.reroute_with(None).await
     }
 
+    /// The shrunken discovery seen for at least `discovery_hold_ms`, which
+    /// may now be routed.
+    fn shrink_confirmed(&self) -> Option<(usize, usize)> {
+        let hold = std::time::Duration::from_millis(self.cfg.discovery_hold_ms);
+        self.shrink_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .filter(|(_, since)| since.elapsed() >= hold)
+            .map(|(sig, _)| sig)
+    }
+
+    /// Whether a held shrink is due for another look (the file watch asks
+    /// even when the file did not change again).
+    pub fn shrink_due(&self) -> bool {
+        self.shrink_confirmed().is_some()
+    }
+
+    /// Remembers when a shrunken discovery was first seen; any other
+    /// outcome forgets it (the discovery came back, or was routed).
+    fn note_shrink(&self, r: &Result<subnet::Decision, subnet::RouteError>) {
+        use fabric::discovery::DiscoveryRefused;
+        let mut seen = self.shrink_seen.lock().unwrap_or_else(|p| p.into_inner());
+        match r {
+            Err(subnet::RouteError::Discovery {
+                refused: refused @ DiscoveryRefused::Shrunk { .. },
+                ..
+            }) => {
+                let sig = refused.signature();
+                if seen.is_none_or(|(s, _)| s != sig) {
+                    *seen = Some((sig, std::time::Instant::now()));
+                }
+            }
+            // An empty discovery says nothing about the fabric: a shrink
+            // seen before it keeps its clock.
+            Err(subnet::RouteError::Discovery { .. }) => {}
+            _ => *seen = None,
+        }
+    }
+
     /// [`Agent::reroute`] for the fabric `found` as discovered, in memory;
     /// None reads the topology file.
     pub async fn reroute_with(
@@ -262,10 +305,14 @@ impl Agent {
         let prev = self.subnet.load_full();
         let list = self.take_list();
         let prev2 = prev.clone();
+        let confirmed = self.shrink_confirmed();
         let decided = tokio::task::spawn_blocking(move || {
-            subnet::update_subnet(&cfg, found, prev2.as_deref(), list, reconfigured)
+            subnet::update_subnet(&cfg, found, prev2.as_deref(), list, reconfigured, confirmed)
         })
         .await;
+        if let Ok(r) = &decided {
+            self.note_shrink(r);
+        }
         if reconfigured && !matches!(decided, Ok(Ok(_))) {
             // Not applied: the next reroute tries again.
             self.reconfigured.store(true, Ordering::SeqCst);

@@ -86,9 +86,14 @@ async fn watch_topology(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) 
             _ = shutdown.changed() => return,
         }
         let now = stamp(&path);
-        if now.is_some() && now != last {
+        let changed = now.is_some() && now != last;
+        if changed || agent.shrink_due() {
             last = now;
-            tracing::info!(topology = %path.display(), "topology changed; rerouting");
+            if changed {
+                tracing::info!(topology = %path.display(), "topology changed; rerouting");
+            } else {
+                tracing::warn!(topology = %path.display(), "the shrunken topology persisted; rerouting it");
+            }
             if let Err(e) = agent.reroute().await {
                 tracing::error!("reroute failed, keeping the tables in force: {e}");
             }
@@ -184,6 +189,9 @@ async fn one_session(
     // At most one report in flight, run aside so a silent leader is
     // noticed by the stream even while a report waits for its answer.
     let mut in_flight: Option<tokio::task::JoinHandle<Result<v1::ReportAck, SessionError>>> = None;
+    // Why the controller leaves the subnet out, as last said (logged when
+    // it changes, not on every heartbeat).
+    let mut left_out = String::new();
     let mut due = false;
     let mut heard = tokio::time::Instant::now();
     let ended = loop {
@@ -243,6 +251,14 @@ async fn one_session(
             r = async { match in_flight.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
                 in_flight = None;
                 match r {
+                    Ok(Ok(ack)) if ack.left_out != left_out => {
+                        if ack.left_out.is_empty() {
+                            tracing::info!("the subnet takes part in the routes again");
+                        } else {
+                            tracing::warn!("the controller leaves the subnet out of the routes: {}", ack.left_out);
+                        }
+                        left_out = ack.left_out;
+                    }
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => break Err(e),
                     Err(e) => tracing::warn!("report task: {e}"),

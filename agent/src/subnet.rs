@@ -29,6 +29,13 @@ pub enum RouteError {
     Unsafe(#[from] dqr::OrderError),
     #[error(transparent)]
     Dqr(#[from] dqr::DqrError),
+    /// The discovery is not routed now (`fabric::discovery`): the tables
+    /// in force stay.
+    #[error("{file}: {refused}; keeping the tables in force{}", if matches!(.refused, fabric::discovery::DiscoveryRefused::Shrunk { .. }) { " until the change persists" } else { "" })]
+    Discovery {
+        file: std::path::PathBuf,
+        refused: fabric::discovery::DiscoveryRefused,
+    },
 }
 
 /// A routed, verified subnet and what the controller needs to know of it.
@@ -121,6 +128,10 @@ fn route_read(
     fabric: Fabric,
     engine: &dyn RoutingEngine,
 ) -> Result<RoutedSubnet, RouteError> {
+    fabric::discovery::check(None, &fabric).map_err(|refused| RouteError::Discovery {
+        file: cfg.topology.clone(),
+        refused,
+    })?;
     let (routing, route_seconds) = compute(cfg, engine, &fabric)?;
     write_tables(cfg, &fabric, &routing, engine.name())?;
     Ok(describe(cfg, fabric, routing, engine, route_seconds, None))
@@ -288,18 +299,34 @@ pub struct Update {
 /// through drain stages and checked step by step when DQR finds no path or
 /// links came back; a recompute applied in one step (said so) after any
 /// other change. `found`: the fabric as discovered, or None to read the
-/// topology file. Writes nothing.
+/// topology file. An empty discovery is refused, and a sharply shrunken
+/// one unless it is the one `confirmed_shrink` names (its
+/// [`fabric::discovery::DiscoveryRefused::signature`], seen long enough).
+/// Writes nothing.
 pub fn update_subnet(
     cfg: &AgentConfig,
     found: Option<Fabric>,
     prev: Option<&RoutedSubnet>,
     list: Option<ChannelList>,
     reconfigured: bool,
+    confirmed_shrink: Option<(usize, usize)>,
 ) -> Result<Decision, RouteError> {
     let found = match found {
         Some(f) => f,
         None => read_topology(cfg)?,
     };
+    match fabric::discovery::check(prev.map(|p| &p.fabric), &found) {
+        Err(refused)
+            if Some(refused.signature()) != confirmed_shrink
+                || matches!(refused, fabric::discovery::DiscoveryRefused::Empty { .. }) =>
+        {
+            return Err(RouteError::Discovery {
+                file: cfg.topology.clone(),
+                refused,
+            });
+        }
+        _ => {}
+    }
     let Some(prev) = prev else {
         let engine = engine_for(cfg, &found).engine();
         let engine = engine.as_ref();

@@ -330,10 +330,39 @@ impl Controller {
             }
         }
         let p = self.published();
+        let left_out = self.lock().left_out(prefix).unwrap_or_default().to_string();
+        if changed && !left_out.is_empty() {
+            tracing::warn!(subnet = %format!("{prefix:#018x}"), "subnet left out of the routes: {left_out}");
+        }
         Ok(v1::ReportAck {
             generation: r.generation,
             mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version),
+            left_out,
         })
+    }
+
+    /// Removes a subnet an operator names: its stored report, its
+    /// mapping, its claims; then recomputes. False when the leader held
+    /// nothing for it.
+    pub async fn forget(&self, prefix: u64) -> Result<bool, ControlError> {
+        self.check_leader()?;
+        {
+            let _w = self.writer.lock().await;
+            if self.lock().get(prefix).is_none() {
+                return Ok(false);
+            }
+            self.persist
+                .remove(vec![state::subnet_key(prefix), state::mapping_key(prefix)])
+                .await?;
+            self.lock().forget(prefix);
+            self.published
+                .send_modify(|p| *p = Arc::new(p.without_mapping(prefix)));
+        }
+        tracing::warn!(subnet = %format!("{prefix:#018x}"), "subnet forgotten by an operator");
+        if let Err(e) = self.recompute().await {
+            tracing::error!("routes not published (retrying): {e}");
+        }
+        Ok(true)
     }
 
     /// The global view from the accepted reports.
@@ -474,10 +503,21 @@ impl Controller {
         Ok(())
     }
 
-    /// The clients this leader serves: subnets it knows and routers it
-    /// publishes for.
-    fn known_clients(&self) -> usize {
-        self.lock().len() + self.published().egress.len()
+    /// The clients this leader serves, by the key a complaint names them
+    /// with: the subnets that take part in the routes and the routers it
+    /// publishes for (a registration alone proves nothing).
+    fn known_clients(&self) -> std::collections::HashSet<String> {
+        let agents: Vec<u64> = self.lock().prefixes().collect();
+        let routers: Vec<u64> = self.published().egress.keys().copied().collect();
+        agents
+            .into_iter()
+            .map(|prefix| ibtls::Identity::Agent { prefix }.to_uri())
+            .chain(
+                routers
+                    .into_iter()
+                    .map(|guid| ibtls::Identity::Router { guid }.to_uri()),
+            )
+            .collect()
     }
 
     /// Reads the complaints about this leader; when most of its clients
@@ -512,7 +552,16 @@ impl Controller {
                     .then_some(client)
             })
             .collect();
-        let known = self.known_clients().max(1);
+        // Only clients this leader serves count: a certificate of the CA
+        // for a subnet or router the fabric does not have complains about
+        // nothing. Without TLS a client is its address and cannot be
+        // checked: a plaintext control plane trusts its network.
+        let clients = self.known_clients();
+        let lost: Vec<String> = lost
+            .into_iter()
+            .filter(|c| clients.contains(c) || !c.starts_with("ibfabric://"))
+            .collect();
+        let known = clients.len().max(1);
         if !lost.is_empty() && lost.len() * 2 >= known {
             tracing::warn!(
                 clients = ?lost,

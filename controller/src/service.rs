@@ -564,6 +564,17 @@ impl v1::controller_server::Controller for Service {
         Ok(Response::new(v1::UnreachableReply {}))
     }
 
+    async fn forget(
+        &self,
+        req: Request<v1::ForgetRequest>,
+    ) -> Result<Response<v1::ForgetReply>, Status> {
+        let peer = self.transport.peer(&req)?;
+        // An operator's act: only the controllers' identity may do it.
+        peer.authorize_as(&ibtls::Identity::Controller)?;
+        let forgotten = self.ctl.forget(req.get_ref().subnet_prefix).await?;
+        Ok(Response::new(v1::ForgetReply { forgotten }))
+    }
+
     async fn held(&self, req: Request<v1::HeldRequest>) -> Result<Response<v1::HeldReply>, Status> {
         let peer = self.transport.peer(&req)?;
         let r = req.into_inner();

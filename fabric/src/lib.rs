@@ -7,6 +7,7 @@
 //! [`formats`] module reads and writes the files OpenSM and ibsim use.
 
 pub mod audit;
+pub mod discovery;
 pub mod dqr;
 pub mod error;
 pub mod formats;

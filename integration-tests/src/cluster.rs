@@ -98,6 +98,11 @@ impl Proc {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
+    /// The whole log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub fn log_tail(&self) -> String {
         let t = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = t.lines().collect();

@@ -210,6 +210,12 @@ pub fn lagging(s: &crate::v1::ControllerState) -> Vec<Lag> {
                 why: "not live: no report within its lease".into(),
             });
         }
+        if !x.left_out.is_empty() {
+            out.push(Lag {
+                what: format!("{what} ({:#018x})", x.subnet_prefix),
+                why: format!("left out of the routes: {}", x.left_out),
+            });
+        }
         if x.mapping_version != 0 && x.held_mapping_version != x.mapping_version {
             out.push(Lag {
                 what,

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod docs;
 pub mod engines;
 pub mod exit;
+pub mod forget;
 pub mod generate;
 pub mod info;
 pub mod report;
@@ -40,6 +41,16 @@ pub fn read_topology(path: &Path) -> Result<Fabric> {
         secs = t.elapsed().as_secs_f64(),
         "topology loaded"
     );
+    Ok(f)
+}
+
+/// [`read_topology`] for a command that routes the fabric: an empty or
+/// comments-only file (a discovery being written) is refused before any
+/// table set is touched.
+pub fn read_fabric_to_route(path: &Path) -> Result<Fabric> {
+    let f = read_topology(path)?;
+    fabric::discovery::check(None, &f)
+        .map_err(|e| anyhow::anyhow!("{}: {e}; nothing routed or written", path.display()))?;
     Ok(f)
 }
 

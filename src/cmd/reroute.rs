@@ -112,7 +112,7 @@ pub(crate) fn parse_fault(f: &Fabric, s: &str) -> Result<Fault> {
 }
 
 pub fn run(a: RerouteArgs) -> Result<i32> {
-    let f0 = super::read_topology(&a.topology)?;
+    let f0 = super::read_fabric_to_route(&a.topology)?;
     let set = tableset::check_dir(&a.dir)?;
     let old = tableset::read_checked(&f0, &a.dir, &set)?;
     let engine = match a.engine {

@@ -121,7 +121,7 @@ struct RouteJson {
 }
 
 pub fn run(a: RouteArgs) -> Result<i32> {
-    let f = super::read_topology(&a.topology)?;
+    let f = super::read_fabric_to_route(&a.topology)?;
     let (kind, reason) = match a.engine {
         Some(k) => (k, None),
         None => {

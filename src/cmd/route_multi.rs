@@ -122,6 +122,16 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     }
     let man = fabric::formats::manifest::read(&a.manifest)?;
     let m = &man.fabric;
+    for (s, file) in m.subnets.iter().zip(&man.files) {
+        fabric::discovery::check(None, &s.fabric).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: subnet '{}' ({}): {e}; nothing routed or written",
+                a.manifest.display(),
+                s.name,
+                file.display()
+            )
+        })?;
+    }
     let engines: Vec<EngineKind> = man.engines.iter().map(|e| e.unwrap_or(a.engine)).collect();
 
     let t = Instant::now();

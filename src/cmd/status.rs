@@ -63,6 +63,9 @@ struct SubnetJson {
     deadlock_free: Option<bool>,
     mapping_version: u64,
     held_mapping_version: u64,
+    /// Why the controller leaves the subnet out of the routes; null when
+    /// it takes part.
+    left_out: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -348,6 +351,7 @@ fn of_leader(leader: Option<&proto::v1::ControllerState>) -> StatusJson {
                 deadlock_free: s.routing.as_ref().map(|r| r.deadlock_free && r.verified),
                 mapping_version: s.mapping_version,
                 held_mapping_version: s.held_mapping_version,
+                left_out: (!s.left_out.is_empty()).then(|| s.left_out.clone()),
             })
             .collect(),
         routers: l
@@ -405,6 +409,9 @@ fn print(s: &StatusJson) {
             proto::version::show(x.mapping_version),
             proto::version::show(x.held_mapping_version)
         );
+        if let Some(why) = &x.left_out {
+            println!("  LEFT OUT      {why}");
+        }
     }
     for r in &s.routers {
         println!(

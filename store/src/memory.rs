@@ -49,31 +49,47 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self, st: &mut State, kind: EventKind, key: &str, value: Vec<u8>) -> Revision {
-        st.revision += 1;
-        let rev = st.revision;
-        self.write_at(st, rev, kind, key, value);
-        rev
-    }
-
-    /// One write at a revision already taken (several writes of one
-    /// transaction share it).
-    fn write_at(&self, st: &mut State, rev: Revision, kind: EventKind, key: &str, value: Vec<u8>) {
-        match kind {
-            EventKind::Put => {
-                st.keys.insert(key.to_string(), (value.clone(), rev));
-            }
-            EventKind::Delete => {
-                st.keys.remove(key);
-            }
+    /// Applies `changes` at one new revision, writes the state file, and
+    /// only then tells the watchers. A write the state file refused (a
+    /// full disk) is undone in memory too: a controller whose election key
+    /// could not be written must not find it there afterwards and wait
+    /// for itself to leave.
+    fn apply(
+        &self,
+        st: &mut State,
+        changes: Vec<(EventKind, String, Vec<u8>)>,
+    ) -> Result<Revision, StoreError> {
+        let before = st.revision;
+        let rev = before + 1;
+        let mut undo = Vec::with_capacity(changes.len());
+        for (kind, key, value) in &changes {
+            let old = match kind {
+                EventKind::Put => st.keys.insert(key.clone(), (value.clone(), rev)),
+                EventKind::Delete => st.keys.remove(key),
+            };
+            undo.push((key.clone(), old));
         }
-        // No receivers is fine: nobody watches.
-        let _ = self.events.send(Arc::new(Event {
-            kind,
-            key: key.to_string(),
-            value,
-            revision: rev,
-        }));
+        st.revision = rev;
+        if let Err(e) = self.persist(st) {
+            for (key, old) in undo.into_iter().rev() {
+                match old {
+                    Some(v) => st.keys.insert(key, v),
+                    None => st.keys.remove(&key),
+                };
+            }
+            st.revision = before;
+            return Err(e);
+        }
+        for (kind, key, value) in changes {
+            // No receivers is fine: nobody watches.
+            let _ = self.events.send(Arc::new(Event {
+                kind,
+                key,
+                value,
+                revision: rev,
+            }));
+        }
+        Ok(rev)
     }
 
     /// Rewrites the state file (when there is one) with every key but the
@@ -100,7 +116,16 @@ impl Inner {
     fn delete_at(&self, key: &str, rev: Revision) -> bool {
         let mut st = self.lock();
         if st.keys.get(key).is_some_and(|(_, r)| *r == rev) {
-            self.write(&mut st, EventKind::Delete, key, Vec::new());
+            // A leader key is not in the state file: its end needs no
+            // write there, and a full disk must not keep a term alive.
+            st.revision += 1;
+            st.keys.remove(key);
+            let _ = self.events.send(Arc::new(Event {
+                kind: EventKind::Delete,
+                key: key.to_string(),
+                value: Vec::new(),
+                revision: st.revision,
+            }));
             true
         } else {
             false
@@ -162,11 +187,8 @@ impl Store for MemoryStore {
 
     async fn put(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
         let mut st = self.inner.lock();
-        let rev = self
-            .inner
-            .write(&mut st, EventKind::Put, &self.full(key), value);
-        self.inner.persist(&st)?;
-        Ok(rev)
+        self.inner
+            .apply(&mut st, vec![(EventKind::Put, self.full(key), value)])
     }
 
     async fn put_if(
@@ -181,9 +203,10 @@ impl Store for MemoryStore {
         if current != expected {
             return Ok(None);
         }
-        let rev = self.inner.write(&mut st, EventKind::Put, &full, value);
-        self.inner.persist(&st)?;
-        Ok(Some(rev))
+        Ok(Some(
+            self.inner
+                .apply(&mut st, vec![(EventKind::Put, full, value)])?,
+        ))
     }
 
     async fn commit_fenced(
@@ -199,11 +222,9 @@ impl Store for MemoryStore {
         if st.keys.get(&leader_key).map(|(_, r)| *r) != Some(term) {
             return Ok(None);
         }
-        // One revision for the whole step, as etcd gives a transaction.
-        st.revision += 1;
-        let rev = st.revision;
+        let mut changes = Vec::with_capacity(ops.len());
         for op in ops {
-            let (kind, key, value) = match op {
+            changes.push(match op {
                 Op::Put { key, value } => (EventKind::Put, self.full(&key), value),
                 Op::Delete { key } => {
                     let full = self.full(&key);
@@ -212,11 +233,10 @@ impl Store for MemoryStore {
                     }
                     (EventKind::Delete, full, Vec::new())
                 }
-            };
-            self.inner.write_at(&mut st, rev, kind, &key, value);
+            });
         }
-        self.inner.persist(&st)?;
-        Ok(Some(rev))
+        // One revision for the whole step, as etcd gives a transaction.
+        Ok(Some(self.inner.apply(&mut st, changes)?))
     }
 
     async fn delete(&self, key: &str) -> Result<Option<Revision>, StoreError> {
@@ -225,11 +245,10 @@ impl Store for MemoryStore {
         if !st.keys.contains_key(&full) {
             return Ok(None);
         }
-        let rev = self
-            .inner
-            .write(&mut st, EventKind::Delete, &full, Vec::new());
-        self.inner.persist(&st)?;
-        Ok(Some(rev))
+        Ok(Some(self.inner.apply(
+            &mut st,
+            vec![(EventKind::Delete, full, Vec::new())],
+        )?))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {

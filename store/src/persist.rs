@@ -173,6 +173,28 @@ impl StorePersist {
         self.commit(stale).await
     }
 
+    /// Removes `keys` and the parts of those stored in parts, fenced like
+    /// every write.
+    pub async fn remove(&self, keys: Vec<String>) -> Result<(), StoreError> {
+        let r = async {
+            let mut ops = Vec::new();
+            for key in &keys {
+                for (k, _) in self.store.list_keys(&parts_dir(key)).await? {
+                    ops.push(Op::Delete { key: k });
+                }
+                ops.push(Op::Delete { key: key.clone() });
+            }
+            self.commit(ops).await?;
+            let mut c = self.chunked.lock().unwrap_or_else(|p| p.into_inner());
+            for key in &keys {
+                c.remove(key);
+            }
+            Ok(())
+        }
+        .await;
+        self.record("remove", r)
+    }
+
     /// Applies `ops` in transactions within the store's limits, each
     /// fenced by the term when there is one.
     async fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {

@@ -823,6 +823,55 @@ async fn a_memory_store_with_a_state_file_keeps_keys_and_revision_across_restart
     assert!(e.to_string().contains(":2:"), "{e}");
 }
 
+/// A write the state file refuses (a full disk; here its directory
+/// replaced by a file, which fails for root too) changes nothing in
+/// memory: no watcher hears of it, and a controller whose election key
+/// could not be written campaigns again and wins once the disk takes
+/// writes, instead of waiting for its own key to go.
+#[tokio::test]
+async fn a_write_the_state_file_refuses_is_undone_and_the_campaign_wins_later() {
+    let d = tempfile::tempdir().expect("tmp");
+    let dir = d.path().join("state");
+    std::fs::create_dir(&dir).expect("dir");
+    let file = dir.join("store");
+    let s = MemoryStore::open("/t/", Some(&file)).expect("opens");
+    let before = s.put("a", b"1".to_vec()).await.expect("put");
+    let mut w = s.watch("").await.expect("watch");
+    std::fs::remove_dir_all(&dir).expect("rm");
+    std::fs::write(&dir, "not a directory").expect("file");
+    assert!(s.put("b", b"2".to_vec()).await.is_err());
+    assert!(s.delete("a").await.is_err());
+    let e = within("a failed campaign", Duration::from_secs(5), async {
+        s.campaign("ctl", "c1", Duration::from_secs(5)).await
+    })
+    .await;
+    assert!(e.is_err(), "the election key was not written");
+    assert_eq!(s.get("b").await.expect("get"), None);
+    assert_eq!(
+        s.get("a").await.expect("get").map(|(v, _)| v),
+        Some(b"1".to_vec())
+    );
+    assert_eq!(s.revision().await.expect("revision"), before);
+    assert_eq!(s.leader("ctl").await.expect("leader"), None);
+    // The disk takes writes again.
+    std::fs::remove_file(&dir).expect("rm");
+    std::fs::create_dir(&dir).expect("dir");
+    let g = within("the campaign", Duration::from_secs(5), async {
+        s.campaign("ctl", "c1", Duration::from_secs(5)).await
+    })
+    .await
+    .expect("leads");
+    assert_eq!(
+        s.leader("ctl").await.expect("leader").as_deref(),
+        Some("c1")
+    );
+    // The watcher heard the election key, never the refused writes.
+    let ev = next_event(&mut w).await;
+    assert_eq!(ev.kind, EventKind::Put);
+    assert!(ev.key.contains("ctl"), "{}", ev.key);
+    drop(g);
+}
+
 /// etcd serving clients over TLS with client certificates required: the
 /// store connects with the controller's certificate, and a client without
 /// one, or with one from another CA, gets nothing.

@@ -10,10 +10,12 @@
 //! or egress table keeps its version while its content is unchanged; a
 //! report that only repeats what is known (a heartbeat) writes nothing and
 //! publishes nothing; a report is accepted only from the identity that
-//! holds its subnet's session, only when its tables were verified deadlock
-//! free, and only when its GUIDs and router ports agree with every other
-//! subnet's.
+//! holds its subnet's session and only when its tables were verified
+//! deadlock free; an accepted subnet takes part in the routes only when it
+//! vouches for its tables and agrees with the other subnets ([`claims`]),
+//! and otherwise is left out, named, without stopping the others.
 
+mod claims;
 pub mod compose;
 mod publish;
 
@@ -103,6 +105,12 @@ pub struct SubnetEntry {
     /// starts again.
     pub generation: u64,
     pub report: Option<v1::SubnetReport>,
+    /// When the report was accepted, in acceptance order across leaders:
+    /// of two conflicting claims the earlier holds ([`claims`]).
+    pub order: u64,
+    /// Why the report cannot vouch for routes through the subnet
+    /// ([`claims::vouch`]); None when it can.
+    pub unvouched: Option<String>,
 }
 
 /// A report the state accepted, to apply once its write (if any) landed.
@@ -114,6 +122,8 @@ pub struct Accepted {
     /// None for a heartbeat.
     pub write: Option<Write>,
     report: Option<v1::SubnetReport>,
+    order: u64,
+    unvouched: Option<String>,
 }
 
 impl Accepted {
@@ -122,70 +132,16 @@ impl Accepted {
     }
 }
 
-/// Who owns what across subnets, so a report claiming another subnet's
-/// GUID or router port is refused without scanning every report.
-#[derive(Debug, Clone, Default)]
-struct Owners {
-    /// End port and router port GUIDs -> subnet prefix.
-    guid: HashMap<u64, u64>,
-    /// (router GUID, port) -> subnet prefix.
-    router_port: HashMap<(u64, u32), u64>,
-    /// Router GUID -> (port count, subnets that report it).
-    router: HashMap<u64, (u32, usize)>,
-}
-
-impl Owners {
-    fn add(&mut self, prefix: u64, r: &v1::SubnetReport) {
-        for p in &r.end_ports {
-            self.guid.insert(p.guid, prefix);
-        }
-        let mut routers = Vec::new();
-        for p in &r.router_ports {
-            self.guid.insert(p.port_guid, prefix);
-            self.router_port.insert((p.router_guid, p.port), prefix);
-            if !routers.contains(&p.router_guid) {
-                routers.push(p.router_guid);
-                let e = self
-                    .router
-                    .entry(p.router_guid)
-                    .or_insert((p.router_num_ports, 0));
-                e.1 += 1;
-            }
-        }
-    }
-
-    fn remove(&mut self, prefix: u64, r: &v1::SubnetReport) {
-        for p in &r.end_ports {
-            if self.guid.get(&p.guid) == Some(&prefix) {
-                self.guid.remove(&p.guid);
-            }
-        }
-        let mut routers = Vec::new();
-        for p in &r.router_ports {
-            if self.guid.get(&p.port_guid) == Some(&prefix) {
-                self.guid.remove(&p.port_guid);
-            }
-            if self.router_port.get(&(p.router_guid, p.port)) == Some(&prefix) {
-                self.router_port.remove(&(p.router_guid, p.port));
-            }
-            if !routers.contains(&p.router_guid) {
-                routers.push(p.router_guid);
-                if let Some(e) = self.router.get_mut(&p.router_guid) {
-                    e.1 = e.1.saturating_sub(1);
-                    if e.1 == 0 {
-                        self.router.remove(&p.router_guid);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The accepted subnets, by prefix.
 #[derive(Debug, Clone, Default)]
 pub struct State {
     subnets: BTreeMap<u64, SubnetEntry>,
-    owners: Owners,
+    /// The subnets left out of the routes and why ([`claims`]), kept in
+    /// step with every change of a report.
+    left_out: BTreeMap<u64, String>,
+    /// The order the next accepted change gets (see
+    /// [`SubnetEntry::order`]).
+    next_order: u64,
 }
 
 fn hex(v: u64) -> String {
@@ -218,7 +174,7 @@ impl State {
                 // restoring.
                 continue;
             };
-            st.owners.add(prefix, &report);
+            st.next_order = st.next_order.max(s.accepted_order + 1);
             st.subnets.insert(
                 prefix,
                 SubnetEntry {
@@ -228,10 +184,13 @@ impl State {
                     query_addr: s.query_addr,
                     last_seen: now,
                     generation: 0,
+                    unvouched: claims::vouch(&report),
                     report: Some(report),
+                    order: s.accepted_order,
                 },
             );
         }
+        st.refresh();
         Ok(st)
     }
 
@@ -243,8 +202,31 @@ impl State {
         self.subnets.is_empty()
     }
 
+    /// The prefixes of the subnets that take part in the routes.
+    pub fn prefixes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.taking_part().map(|(p, _, _)| p)
+    }
+
     pub fn get(&self, prefix: u64) -> Option<&SubnetEntry> {
         self.subnets.get(&prefix)
+    }
+
+    /// Why the subnet is left out of the routes; None when it takes part
+    /// (or has not reported).
+    pub fn left_out(&self, prefix: u64) -> Option<&str> {
+        self.left_out.get(&prefix).map(String::as_str)
+    }
+
+    fn refresh(&mut self) {
+        self.left_out = claims::left_out(self.subnets.iter().map(|(&p, e)| (p, e)));
+    }
+
+    /// Drops a subnet: its registration, its report and its claims. True
+    /// when there was one.
+    pub fn forget(&mut self, prefix: u64) -> bool {
+        let had = self.subnets.remove(&prefix).is_some();
+        self.refresh();
+        had
     }
 
     /// Gives the prefix a new session for `holder`, unless another
@@ -287,15 +269,10 @@ impl State {
                 limits.max_subnets
             )));
         }
-        let report = held
-            .filter(|e| e.holder == holder)
-            .and_then(|e| e.report.clone());
-        if let Some(old) = held
-            .filter(|e| e.holder != holder)
-            .and_then(|e| e.report.clone())
-        {
-            self.owners.remove(r.subnet_prefix, &old);
-        }
+        let kept = held.filter(|e| e.holder == holder);
+        let report = kept.and_then(|e| e.report.clone());
+        let (order, unvouched) = kept.map_or((0, None), |e| (e.order, e.unvouched.clone()));
+        let dropped = held.is_some_and(|e| e.holder != holder && e.report.is_some());
         self.subnets.insert(
             r.subnet_prefix,
             SubnetEntry {
@@ -306,8 +283,13 @@ impl State {
                 last_seen: now,
                 generation: 0,
                 report,
+                order,
+                unvouched,
             },
         );
+        if dropped {
+            self.refresh();
+        }
         Ok(())
     }
 
@@ -352,9 +334,12 @@ impl State {
                 generation: r.generation,
                 write: None,
                 report: None,
+                order: e.order,
+                unvouched: None,
             });
         }
         self.validate(r, limits)?;
+        let order = self.next_order;
         let stored = v1::StoredSubnet {
             agent_id: e.agent_id.clone(),
             session: e.session.clone(),
@@ -362,6 +347,7 @@ impl State {
             report: Some(r.clone()),
             subnet_prefix: prefix,
             holder: e.holder.clone(),
+            accepted_order: order,
         };
         Ok(Accepted {
             prefix,
@@ -371,6 +357,8 @@ impl State {
                 value: stored.encode_to_vec(),
             }),
             report: Some(r.clone()),
+            order,
+            unvouched: claims::vouch(r),
         })
     }
 
@@ -431,17 +419,9 @@ impl State {
             if lids.insert(lid, ()).is_some() {
                 return bad(format!("LID {lid} is given to two ports"));
             }
-            match self.owners.guid.get(&guid) {
-                Some(&owner) if owner != prefix => {
-                    return bad(format!(
-                        "GUID {} already belongs to subnet {}",
-                        hex(guid),
-                        hex(owner)
-                    ));
-                }
-                _ => {}
-            }
         }
+        let mut routers: HashMap<u64, u32> = HashMap::new();
+        let mut router_ports: HashMap<(u64, u32), ()> = HashMap::new();
         for p in &r.router_ports {
             let n = p.router_num_ports;
             if n == 0 || n > 254 || p.port == 0 || p.port > n {
@@ -451,29 +431,18 @@ impl State {
                     p.port
                 ));
             }
-            if let Some(&(known, _)) = self.owners.router.get(&p.router_guid) {
-                let others = self
-                    .owners
-                    .router_port
-                    .iter()
-                    .any(|(&(g, _), &o)| g == p.router_guid && o != prefix);
-                if known != n && others {
-                    return bad(format!(
-                        "router {} has {known} ports in the other subnets' reports, not {n}",
-                        hex(p.router_guid)
-                    ));
-                }
+            if *routers.entry(p.router_guid).or_insert(n) != n {
+                return bad(format!(
+                    "router {} is given two port counts",
+                    hex(p.router_guid)
+                ));
             }
-            match self.owners.router_port.get(&(p.router_guid, p.port)) {
-                Some(&owner) if owner != prefix => {
-                    return bad(format!(
-                        "router {} port {} is already in subnet {}",
-                        hex(p.router_guid),
-                        p.port,
-                        hex(owner)
-                    ));
-                }
-                _ => {}
+            if router_ports.insert((p.router_guid, p.port), ()).is_some() {
+                return bad(format!(
+                    "router {} port {} appears twice",
+                    hex(p.router_guid),
+                    p.port
+                ));
             }
         }
         Ok(())
@@ -487,33 +456,37 @@ impl State {
         e.last_seen = now;
         e.generation = e.generation.max(a.generation);
         if let Some(r) = a.report {
-            if let Some(old) = e.report.take() {
-                self.owners.remove(a.prefix, &old);
-            }
-            self.owners.add(a.prefix, &r);
             e.report = Some(r);
+            e.order = a.order;
+            e.unvouched = a.unvouched;
+            self.next_order = self.next_order.max(a.order + 1);
+            self.refresh();
         }
     }
 
-    /// The global view from the accepted reports.
-    /// Every accepted report (those [`State::view`] is built from).
-    pub fn reports(&self) -> Vec<v1::SubnetReport> {
-        self.subnets
-            .values()
-            .filter_map(|e| e.report.clone())
-            .collect()
+    /// The accepted subnets that take part in the routes, with their
+    /// reports.
+    fn taking_part(&self) -> impl Iterator<Item = (u64, &SubnetEntry, &v1::SubnetReport)> {
+        self.subnets.iter().filter_map(|(&p, e)| {
+            (!self.left_out.contains_key(&p)).then_some((p, e, e.report.as_ref()?))
+        })
     }
 
+    /// The reports of the subnets that take part (those [`State::view`]
+    /// is built from).
+    pub fn reports(&self) -> Vec<v1::SubnetReport> {
+        self.taking_part().map(|(_, _, r)| r.clone()).collect()
+    }
+
+    /// The global view from the reports of the subnets that take part.
     pub fn view(&self) -> GlobalView {
         let subnets = self
-            .subnets
-            .iter()
-            .filter_map(|(&prefix, e)| {
-                let r = e.report.as_ref()?;
+            .taking_part()
+            .map(|(prefix, e, r)| {
                 // The subnet is the one it is kept under.
                 let mut v = proto::convert::report_to_view(e.agent_id.clone(), r);
                 v.prefix = prefix;
-                Some(v)
+                v
             })
             .collect();
         GlobalView { subnets }.normalized()
@@ -537,6 +510,7 @@ impl State {
                     mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version),
                     held_mapping_version: 0,
                     session: e.session.clone(),
+                    left_out: self.left_out.get(&prefix).cloned().unwrap_or_default(),
                 })
                 .collect(),
             routers: p

@@ -136,6 +136,15 @@ pub(super) fn place<T: Versioned>(
 }
 
 impl Published {
+    /// This snapshot without the subnet's mapping (an operator forgot the
+    /// subnet): its agent gets no mapping from now on.
+    pub fn without_mapping(&self, prefix: u64) -> Self {
+        let mut p = self.clone();
+        p.mappings.remove(&prefix);
+        p.heads.remove(&mapping_key(prefix));
+        p
+    }
+
     /// What an earlier leader published (the heads under `routes/`), or
     /// nothing published yet under `algorithm`. The content comes back
     /// with the first recomputation ([`Published::next`]).

@@ -54,6 +54,9 @@ fn reports() -> Vec<v1::SubnetReport> {
                 deadlock_free: true,
                 ..Default::default()
             }),
+            // Empty, but well formed: these tests leave the whole-fabric
+            // check out, and a subnet with no summary takes no part.
+            dependencies: Some(v1::DependencySummary::default()),
             ..v1::SubnetReport::default()
         })
         .collect()
@@ -386,7 +389,7 @@ fn an_identical_report_writes_and_publishes_nothing() {
 }
 
 #[test]
-fn reports_that_are_unverified_or_contradict_other_subnets_are_refused() {
+fn reports_that_are_unverified_or_malformed_are_refused() {
     let t0 = Instant::now();
     let mut st = State::default();
     let sent = reported(&mut st, t0);
@@ -406,27 +409,23 @@ fn reports_that_are_unverified_or_contradict_other_subnets_are_refused() {
     let mut r = base.clone();
     r.routing = None;
     refused(&st, &r, "no routing result");
-    // A host of subnet 1 claimed by subnet 0.
-    let mut r = base.clone();
-    r.end_ports.push(sent[1].end_ports[0].clone());
-    r.end_ports.last_mut().expect("pushed").lid = 999;
-    refused(&st, &r, "already belongs to subnet");
     // Port 7 on a router of 6 ports.
     let mut r = base.clone();
     r.router_ports[0].port = 7;
     r.router_ports[0].router_num_ports = 6;
     refused(&st, &r, "does not exist");
-    // The router port subnet 1 has, claimed by subnet 0 too.
+    // One router port twice, one router with two port counts.
     let mut r = base.clone();
-    let mut theirs = sent[1].router_ports[0].clone();
-    theirs.port_guid = 0x5eed;
-    theirs.lid = 998;
-    r.router_ports.push(theirs);
-    refused(&st, &r, "is already in subnet");
-    // The router's port count disagrees with subnet 1's report.
+    let mut twin = r.router_ports[0].clone();
+    twin.port_guid = 0x5eed;
+    twin.lid = 998;
+    r.router_ports.push(twin.clone());
+    refused(&st, &r, "appears twice");
     let mut r = base.clone();
-    r.router_ports[0].router_num_ports = 9;
-    refused(&st, &r, "ports in the other subnets' reports");
+    twin.port = r.router_ports[0].port + 1;
+    twin.router_num_ports = 9;
+    r.router_ports.push(twin);
+    refused(&st, &r, "two port counts");
     // Duplicate GUIDs and LIDs inside one report, LIDs out of range.
     let mut r = base.clone();
     r.end_ports.push(r.end_ports[0].clone());
@@ -448,6 +447,130 @@ fn reports_that_are_unverified_or_contradict_other_subnets_are_refused() {
         st.get(base.subnet_prefix).and_then(|e| e.report.as_ref()),
         Some(&sent[0])
     );
+}
+
+/// The prefixes the view is built from.
+fn in_view(st: &State) -> Vec<u64> {
+    st.view().subnets.iter().map(|s| s.prefix).collect()
+}
+
+#[test]
+fn a_report_that_cannot_vouch_or_claims_what_an_earlier_one_holds_is_left_out_alone() {
+    let t0 = Instant::now();
+    let mut st = State::default();
+    let sent = reported(&mut st, t0);
+    let (a, b) = (sent[0].subnet_prefix, sent[1].subnet_prefix);
+    assert_eq!(in_view(&st), vec![a, b]);
+    // Subnet 0 sends a report without a dependency summary (an agent of
+    // an older release): kept, left out, named; subnet 1 stays.
+    let mut r = sent[0].clone();
+    r.generation = 2;
+    r.dependencies = None;
+    report(&mut st, &r, t0).expect("kept").expect("written");
+    assert_eq!(in_view(&st), vec![b]);
+    assert_eq!(st.reports().len(), 1);
+    let why = st.left_out(a).expect("left out");
+    assert!(why.contains("no dependency summary"), "{why}");
+    let d = st.describe(&Published::default(), t0, LEASE);
+    assert!(
+        d.subnets
+            .iter()
+            .any(|s| s.subnet_prefix == a && s.left_out == why)
+    );
+    // It takes part again with a summary that decodes, and is left out
+    // with one that does not.
+    r.generation = 3;
+    r.dependencies = Some(v1::DependencySummary {
+        host_lids: vec![0xbffe],
+        ..Default::default()
+    });
+    report(&mut st, &r, t0).expect("kept");
+    let why = st.left_out(a).expect("left out");
+    assert!(why.contains("dependency summary is refused"), "{why}");
+    r.generation = 4;
+    r.dependencies = sent[0].dependencies.clone();
+    report(&mut st, &r, t0).expect("kept");
+    assert_eq!(in_view(&st), vec![a, b]);
+    // Subnet 0 claims a host of subnet 1, whose report came first: subnet
+    // 0 is left out, not subnet 1.
+    r.generation = 5;
+    r.end_ports.push(sent[1].end_ports[0].clone());
+    r.end_ports.last_mut().expect("pushed").lid = 999;
+    report(&mut st, &r, t0).expect("kept");
+    assert_eq!(in_view(&st), vec![b]);
+    let why = st.left_out(a).expect("left out");
+    assert!(
+        why.contains(&format!("claimed by subnet {b:#018x}")),
+        "{why}"
+    );
+    // A subnet no router joins to the others is left out; the two joined
+    // ones take part.
+    r.end_ports.pop();
+    r.generation = 6;
+    report(&mut st, &r, t0).expect("kept");
+    register(&mut st, "lone", 0xfec9, "s9", t0);
+    let mut lone = sent[0].clone();
+    lone.subnet_prefix = 0xfec9;
+    lone.session = "s9".into();
+    lone.router_ports.clear();
+    for (i, p) in lone.end_ports.iter_mut().enumerate() {
+        p.guid = 0x9000 + i as u64;
+    }
+    report(&mut st, &lone, t0).expect("kept");
+    assert_eq!(in_view(&st), vec![a, b]);
+    let why = st.left_out(0xfec9).expect("left out");
+    assert!(why.contains("no router joins it"), "{why}");
+    // What the store holds gives the same answer after a restart, and an
+    // operator can forget a subnet.
+    assert!(st.forget(0xfec9));
+    assert!(!st.forget(0xfec9));
+    assert!(st.get(0xfec9).is_none() && st.left_out(0xfec9).is_none());
+}
+
+/// Re-cabling as the agents report it: every router now has 48 ports,
+/// and each subnet's new report arrives while the other still holds the
+/// old count. The reports converge in either order.
+#[test]
+fn re_cabling_converges_in_any_arrival_order() {
+    for first in [0, 1] {
+        let t0 = Instant::now();
+        let mut st = State::default();
+        let sent = reported(&mut st, t0);
+        let mut stored = Vec::new();
+        let mut moved: Vec<v1::SubnetReport> = sent.clone();
+        for r in &mut moved {
+            r.generation = 2;
+            for p in &mut r.router_ports {
+                p.router_num_ports = 48;
+                p.port += 20;
+            }
+        }
+        let w = report(&mut st, &moved[first], t0).expect("kept, not refused");
+        stored.extend(w);
+        let waiting = st.left_out(moved[first].subnet_prefix).expect("waits");
+        assert!(
+            waiting.contains("has 8 ports in the report of subnet"),
+            "{waiting}"
+        );
+        assert!(waiting.contains("and 48 in this one"), "{waiting}");
+        assert_eq!(in_view(&st), vec![moved[1 - first].subnet_prefix]);
+        let w = report(&mut st, &moved[1 - first], t0).expect("kept");
+        stored.extend(w);
+        assert_eq!(st.left_out(moved[0].subnet_prefix), None);
+        assert_eq!(st.left_out(moved[1].subnet_prefix), None);
+        assert_eq!(st.view().subnets.len(), 2);
+        assert!(
+            st.view()
+                .subnets
+                .iter()
+                .flat_map(|s| &s.router_ports)
+                .all(|p| p.port > 20)
+        );
+        // A leader restored from the writes sees the same.
+        let back = State::restore(stored.into_iter().map(|w| (w.key, w.value)).collect(), t0)
+            .expect("decodes");
+        assert_eq!(in_view(&back), in_view(&st));
+    }
 }
 
 #[test]
