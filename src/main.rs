@@ -133,6 +133,15 @@ fn main() {
             .init(),
         LogFormat::Json => fmt.json().with_ansi(false).init(),
     }
+    if matches!(
+        cli.cmd,
+        Cmd::Agent(_) | Cmd::Controller(_) | Cmd::Router(_) | Cmd::Worker(_)
+    ) {
+        // Services hold a descriptor per client connection: the default
+        // soft limit (1,024) is what a few hundred clients use up.
+        let n = proto::listen::raise_fd_limit();
+        tracing::debug!(open_files = n, "open-file limit");
+    }
     let res = match cli.cmd {
         Cmd::Gen(a) => cmd::generate::run(a),
         Cmd::Info(a) => cmd::info::run(a),

@@ -522,17 +522,17 @@ impl Controller {
 
     /// Reads the complaints about this leader; when most of its clients
     /// complained within the last few seconds (each found no leader it
-    /// could reach, and this one silent), it steps down.
-    pub async fn check_complaints(&self) {
+    /// could reach, and this one silent), it steps down (true).
+    pub async fn check_complaints(&self) -> bool {
         if !self.is_leader() {
-            return;
+            return false;
         }
         let prefix = format!("{COMPLAINTS_KEY}{}/", self.id);
         let notes = match self.persist.notes(&prefix).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::debug!("complaints: {e}");
-                return;
+                return false;
             }
         };
         let now = unix_ms();
@@ -569,7 +569,9 @@ impl Controller {
                 "most clients cannot reach this leader; stepping down"
             );
             self.step_down.notify_one();
+            return true;
         }
+        false
     }
 
     /// The query address an agent registered for a subnet.

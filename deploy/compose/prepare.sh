@@ -94,6 +94,7 @@ name = "$w"
 listen = "0.0.0.0:7400"
 metrics_listen = "0.0.0.0:9467"
 advertise = "https://$w:7400"
+coordinators = ["ibfabric://agent/0xfec0000000000001"]
 $(store_table store "worker-$w")
 $(tls "worker-$w")
 TOML

@@ -151,3 +151,153 @@ async fn an_empty_or_shrunken_discovery_keeps_the_tables_until_it_persists() {
     .await
     .expect("routed");
 }
+
+/// Opens `n` connections to `port` from source address `from`, each
+/// sending `first` and then nothing; returns those the server left open.
+async fn hold_open(from: &str, port: u16, n: usize, first: &[u8]) -> Vec<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        sock.bind(format!("{from}:0").parse().expect("addr"))
+            .expect("bind");
+        let Ok(mut s) = sock
+            .connect(format!("127.0.0.1:{port}").parse().expect("addr"))
+            .await
+        else {
+            continue;
+        };
+        if !first.is_empty() {
+            let _ = s.write_all(first).await;
+        }
+        held.push(s);
+    }
+    held
+}
+
+/// Open files of a process, from /proc.
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Half-sent HTTP requests on the metrics port and TCP connections that
+/// never start their TLS handshake on the gRPC port, over a thousand of
+/// each from one address, take neither the controller's descriptors nor
+/// its service: calls, scrapes and `status` from other clients go on,
+/// and the refusals are logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_connections_cannot_starve_a_service() {
+    let limit = proto::listen::raise_fd_limit() as usize;
+    let each = limit.saturating_sub(300).min(2_200) / 2;
+    assert!(each >= 400, "open-file limit {limit} too low for this test");
+    let c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let grpc: u16 = c.controllers[0]
+        .0
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let metrics = c
+        .metrics
+        .iter()
+        .find(|(n, _)| n == "ctl")
+        .map(|(_, p)| *p)
+        .expect("metrics port");
+    let pid = c.controllers[0].1.pid();
+    let before = open_files(pid);
+    let a = hold_open("127.0.0.2", grpc, each, b"").await;
+    let b = hold_open("127.0.0.2", metrics, each, b"GET /metr").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = open_files(pid);
+    assert!(
+        during < before + 2 * proto::listen::PER_ADDRESS,
+        "{before} open files before, {during} during"
+    );
+    // Other clients are served: a call, a scrape, `status`.
+    let st = c.state(0).await.expect("the controller answers");
+    assert!(st.leader);
+    let page = c.scrape("ctl").await.expect("a scrape");
+    assert!(
+        page.contains("ibfabric_connections_refused_total"),
+        "{page}"
+    );
+    let addr = c.controllers[0].0.clone();
+    let t = c
+        .tls_for(&ibtls::Identity::Worker {
+            name: "tester".into(),
+        })
+        .expect("cert");
+    let out = integration_tests::ibfabric(&[
+        "status",
+        "--controller",
+        &addr,
+        "--ca",
+        t.ca.to_str().expect("utf-8"),
+        "--cert",
+        t.cert.to_str().expect("utf-8"),
+        "--key",
+        t.key.to_str().expect("utf-8"),
+    ])
+    .expect("status exits 0");
+    assert!(out.contains("lagging         nothing"), "{out}");
+    assert!(
+        c.controllers[0]
+            .1
+            .log()
+            .contains("too many open connections"),
+        "the refusals are logged"
+    );
+    drop((a, b));
+}
+
+/// Health `Watch` streams stay open after their first answer: one
+/// connection holds at most [`proto::client::MAX_STREAMS_PER_CONNECTION`]
+/// of them (the rest wait for a slot), and connections per client are
+/// bounded (`half_open_connections_cannot_starve_a_service`), so no client
+/// holds unbounded streams; the service answers other calls meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_streams_per_connection_are_bounded() {
+    let c = Cluster::start(1, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let ch = c
+        .connect(&c.controllers[0].0, ibtls::Role::Controller)
+        .await
+        .expect("connect");
+    let n = proto::client::MAX_STREAMS_PER_CONNECTION as usize + 20;
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let mut h = tonic_health::pb::health_client::HealthClient::new(ch.clone());
+        tasks.push(tokio::spawn(async move {
+            let first = tokio::time::timeout(Duration::from_secs(3), async {
+                let mut s = h
+                    .watch(tonic_health::pb::HealthCheckRequest {
+                        service: String::new(),
+                    })
+                    .await?
+                    .into_inner();
+                let m = s.message().await?;
+                Ok::<_, tonic::Status>((m, s))
+            })
+            .await;
+            // Held open until the test ends.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            matches!(first, Ok(Ok((Some(_), _))))
+        }));
+        // Staggered so that the first ones hold their slots.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let st = c.state(0).await.expect("other clients are served");
+    assert!(st.leader);
+    let mut open = 0;
+    for t in tasks {
+        if t.await.expect("task") {
+            open += 1;
+        }
+    }
+    assert!(
+        open <= proto::client::MAX_STREAMS_PER_CONNECTION as usize,
+        "{open} streams open on one connection"
+    );
+    assert!(open >= 20, "{open}: watches are served");
+}

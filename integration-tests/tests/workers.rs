@@ -624,7 +624,13 @@ fn loads_in(log: &std::path::Path) -> usize {
 #[test]
 fn an_agent_routes_its_subnet_on_workers() {
     let s = Setup::new();
-    let (mut w, addr) = s.worker("aw1");
+    // A worker serves the agents its config names.
+    let (mut w, addr) = s.worker_cfg(
+        "aw1",
+        false,
+        "coordinators = [\"ibfabric://agent/0xfec0000000000007\"]\n",
+        "",
+    );
     wait_listening(&addr);
     let net = s.path("agent.net");
     ibfabric(&["gen", "dragonfly", "--p", "3", "-o", &net]).expect("gen");
@@ -727,7 +733,7 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
     let s = Setup::new();
     let ws: Vec<(Proc, String)> = ["l1", "l2", "l3"]
         .iter()
-        .map(|n| s.worker_with(n, true, &store))
+        .map(|n| s.worker_cfg(n, true, "coordinators = [\"ibfabric://agent/*\"]\n", &store))
         .collect();
     let registered = |name: &str| {
         std::fs::read_to_string(s.dir.path().join(format!("{name}.log")))
@@ -972,4 +978,91 @@ fn workers_found_and_given_up_through_their_leases_in_etcd() {
         .status();
     drop(ws);
     drop(etcd);
+}
+
+/// Loads `job` (named `name`, of `kind`) on the worker at `addr` as `id`.
+async fn load_as(
+    s: &Setup,
+    addr: &str,
+    id: &Identity,
+    name: &str,
+    kind: &str,
+    topology: &[u8],
+) -> Result<proto::v1::LoadReply, tonic::Status> {
+    let tls = issue_into(s.dir.path(), &s.ca, id).expect("cert");
+    let t = ibtls::Transport::Tls(tls);
+    let ch = proto::client::connect(addr, &t, ibtls::Role::Worker)
+        .await
+        .expect("connect");
+    let mut c = proto::v1::worker_client::WorkerClient::new(ch);
+    let first = proto::v1::JobChunk {
+        job: name.into(),
+        kind: kind.into(),
+        topology_bytes: topology.len() as u64,
+        topology: topology.to_vec(),
+        ..Default::default()
+    };
+    c.load(tokio_stream::iter(vec![first]))
+        .await
+        .map(|r| r.into_inner())
+}
+
+/// A worker shared by several callers: routers and agents it does not
+/// name are refused; a job's name must be the digest of its content, so
+/// no caller can put other tables under a name another computed; jobs
+/// are held per caller, so a caller that loads many evicts only its own;
+/// a victim's verification on the worker gives the same verdict before
+/// and after the attempts.
+#[test]
+fn a_shared_worker_serves_each_caller_its_own_jobs() {
+    let s = Setup::new();
+    let (mut w, addr) = s.worker("shared");
+    wait_listening(&addr);
+    let client = s.client_args();
+    let (net, out) = routed(&s, &["torus", "--dims", "4x4"], "lash");
+    let on_worker = |s: &Setup| {
+        let mut extra = vec![
+            "--workers".to_string(),
+            addr.clone(),
+            "--whole-tables".into(),
+        ];
+        extra.extend(client.iter().cloned());
+        let _ = s;
+        verify(&net, &out, &extra).0
+    };
+    let before = on_worker(&s);
+    assert_eq!(before["deadlock_free"], true);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let topo = std::fs::read(&net).expect("topology");
+    let name = worker::coordinator::job_id(&topo, &[], "route dfdn");
+    rt.block_on(async {
+        for id in [
+            Identity::Router { guid: 0x77 },
+            Identity::Agent { prefix: 0xfec0 },
+        ] {
+            let e = load_as(&s, &addr, &id, &name, "route dfdn", &topo)
+                .await
+                .expect_err("refused");
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+        }
+        let mallory = Identity::Worker {
+            name: "mallory".into(),
+        };
+        // Other bytes under a name that is not theirs.
+        let e = load_as(&s, &addr, &mallory, &name, "route dfdn", b"# not it\n")
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e.message());
+        assert!(e.message().contains("not the digest"), "{}", e.message());
+        // Many jobs of its own: they evict its own jobs only.
+        for k in 0..6 {
+            let kind = format!("route dfdn {k}");
+            let name = worker::coordinator::job_id(&topo, &[], &kind);
+            load_as(&s, &addr, &mallory, &name, &kind, &topo)
+                .await
+                .expect("its own job");
+        }
+    });
+    assert_eq!(on_worker(&s), before, "the same verdict after the attempts");
+    w.kill();
 }

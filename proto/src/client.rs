@@ -348,6 +348,11 @@ pub fn unary<T>(msg: T) -> tonic::Request<T> {
     r
 }
 
+/// HTTP/2 streams one connection may hold open: far above what a client
+/// of the control plane or a coordinator opens (a few pushes, a part per
+/// worker slot).
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 32;
+
 /// A server with the settings every role's listener uses: unary
 /// deadlines, a bound on requests in flight per connection, and HTTP/2
 /// keepalive so dead clients free their streams.
@@ -366,6 +371,10 @@ pub fn server(
     };
     Ok(b.timeout(timeout)
         .concurrency_limit_per_connection(concurrency_per_connection)
+        // Streams stay open after their call returned its headers (health
+        // watches, pushes): bounded per connection, and connections per
+        // client by `crate::listen`.
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .initial_stream_window_size(STREAM_WINDOW)

@@ -4,6 +4,8 @@
 pub mod chunk;
 pub mod client;
 pub mod convert;
+pub mod listen;
+pub mod metrics_http;
 pub mod ops;
 pub mod version;
 

@@ -80,10 +80,19 @@ pub async fn serve(
     // The server's own `tcp_nodelay` applies only to listeners it binds;
     // without it a reply's last segment can wait for the peer's delayed
     // ACK (40 ms on Linux): a worker's rounds took 50 ms instead of 8.
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
-        let s = s?;
-        s.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(s)
+    // Admitted under per-client and total bounds before the TLS handshake
+    // (`crate::listen`): half-open connections cannot take every
+    // descriptor. A refused connection is dropped (closed) here.
+    let admission = crate::listen::Admission::standard("grpc");
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |s| {
+        let s = match s {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Err(e) = s.set_nodelay(true) {
+            return Some(Err(e));
+        }
+        admission.admit(s).map(Ok::<_, std::io::Error>)
     });
     routes
         .serve_with_incoming_shutdown(incoming, async move {

@@ -110,10 +110,21 @@ pub fn serve_metrics(
     let Some(addr) = addr else {
         return Ok(());
     };
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
+    // The exporter's own listener has no bound on connections or time to
+    // send a request: ours ([`proto::metrics_http`]) has both.
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .context("installing the metrics recorder")?;
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| {
+            l.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(l)
+        })
         .with_context(|| format!("serving metrics on {addr}"))?;
+    tokio::spawn(proto::metrics_http::serve(
+        listener,
+        std::sync::Arc::new(move || handle.render()),
+    ));
     metrics::gauge!("ibfabric_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));

@@ -5,6 +5,10 @@
 //! listen = "0.0.0.0:7400"              # Worker service
 //! max_jobs = 2                         # optional: jobs held at once (oldest dropped)
 //! metrics_listen = "127.0.0.1:9467"    # optional: Prometheus /metrics (plain HTTP)
+//! coordinators = ["ibfabric://agent/0xfec0000000000001"]   # optional: agents that may
+//!                                      # route or verify on this worker ("ibfabric://agent/*":
+//!                                      # every agent); controllers and worker identities (what
+//!                                      # operators' commands present) always may, routers never
 //!
 //! advertise = "https://w1:7400"        # with [store]: the URL coordinators reach it at
 //!
@@ -43,6 +47,10 @@ pub struct WorkerConfig {
     pub max_jobs: usize,
     #[serde(default)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Agents (identity URIs, or `ibfabric://agent/*`) that may load jobs
+    /// and ask for parts, besides controllers and worker identities.
+    #[serde(default)]
+    pub coordinators: Vec<String>,
     /// The URL coordinators reach this worker at, as registered in the store.
     #[serde(default)]
     pub advertise: Option<String>,
@@ -62,6 +70,18 @@ impl ConfigFile for WorkerConfig {
             .map_err(|e| Invalid(e.to_string()))?;
         if self.name.trim().is_empty() {
             return Err(Invalid("name is empty".into()));
+        }
+        for c in &self.coordinators {
+            let agent = c == "ibfabric://agent/*"
+                || matches!(
+                    c.parse::<ibtls::Identity>(),
+                    Ok(ibtls::Identity::Agent { .. })
+                );
+            if !agent {
+                return Err(Invalid(format!(
+                    "coordinators: '{c}' is not an agent identity (ibfabric://agent/0x<16 hex digits>, or ibfabric://agent/* for every agent)"
+                )));
+            }
         }
         if self.max_jobs == 0 {
             return Err(Invalid(

@@ -148,12 +148,16 @@ pub(crate) const LEASE_ENDED: &str = "its lease in the store ended";
 /// tables as bytes, in chunks of `chunk` bytes.
 pub(crate) struct JobBytes {
     job: String,
+    /// What the job is for, hashed into its name.
+    kind: String,
     topology: Arc<Vec<u8>>,
     tables: Arc<Vec<u8>>,
     chunk: usize,
 }
 
-fn job_id(topology: &[u8], tables: &[u8], kind: &str) -> String {
+/// A job's name from what it is for and its content; the worker computes
+/// it again from what it received ([`crate::Service`]).
+pub fn job_id(topology: &[u8], tables: &[u8], kind: &str) -> String {
     Sha256::new()
         .chain_update(kind)
         .chain_update(topology)
@@ -241,6 +245,7 @@ pub async fn verify(
     };
     let load = JobBytes {
         job,
+        kind: "verify".into(),
         topology,
         tables,
         chunk: opts.chunk_bytes,
@@ -297,14 +302,31 @@ async fn send_job(
     mut c: Client,
     load: &JobBytes,
 ) -> Result<tonic::Response<v1::LoadReply>, tonic::Status> {
-    let chunks = chunks(&load.job, &load.topology, &load.tables, load.chunk);
-    c.load(tokio_stream::iter(chunks)).await
+    let chunks = chunks(load, load.chunk);
+    let r = c.load(tokio_stream::iter(chunks)).await?;
+    // The worker says what it holds: the same bytes, or the job is not
+    // used there.
+    let want = Sha256::new()
+        .chain_update(load.topology.as_slice())
+        .chain_update(load.tables.as_slice())
+        .finalize()
+        .to_vec();
+    if r.get_ref().job != load.job || r.get_ref().digest != want {
+        return Err(tonic::Status::data_loss(format!(
+            "the worker holds job '{}' with another digest than job {} sent",
+            r.get_ref().job,
+            load.job
+        )));
+    }
+    Ok(r)
 }
 
-fn chunks(job: &str, topology: &[u8], tables: &[u8], size: usize) -> Vec<v1::JobChunk> {
+fn chunks(load: &JobBytes, size: usize) -> Vec<v1::JobChunk> {
+    let (topology, tables) = (load.topology.as_slice(), load.tables.as_slice());
     let size = size.max(1);
     let mut out = vec![v1::JobChunk {
-        job: job.to_string(),
+        job: load.job.clone(),
+        kind: load.kind.clone(),
         topology_bytes: topology.len() as u64,
         tables_bytes: tables.len() as u64,
         ..Default::default()

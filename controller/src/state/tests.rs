@@ -664,3 +664,44 @@ fn terms_grow_from_the_store_and_never_fall_below_the_clock() {
     assert_eq!(next_term(u64::MAX, 0), u64::from(u32::MAX));
     assert!(first_version(next_term(5, 3)) > first_version(5) + 1_000_000);
 }
+
+/// A squatter (an agent certificate of another prefix) reports a subnet's
+/// host GUIDs before that subnet's agent first reports: the real subnet's
+/// report is kept, left out and named with the squatter; once an operator
+/// forgets the squatter, the real subnet takes part, and the squatter
+/// reporting again is the later claim and is left out in its turn.
+#[test]
+fn a_squatted_subnet_is_named_and_an_operator_frees_it() {
+    let t0 = Instant::now();
+    let mut st = State::default();
+    let real = reports();
+    let (victim, other) = (real[0].clone(), real[1].clone());
+    register(&mut st, "other", other.subnet_prefix, "so", t0);
+    let mut r = other.clone();
+    r.session = "so".into();
+    report(&mut st, &r, t0).expect("kept");
+    let squat_prefix = 0xfec0_0000_0000_0bad;
+    register(&mut st, "squatter", squat_prefix, "sq", t0);
+    let mut squat = victim.clone();
+    squat.subnet_prefix = squat_prefix;
+    squat.session = "sq".into();
+    report(&mut st, &squat, t0).expect("kept");
+    register(&mut st, "victim", victim.subnet_prefix, "sv", t0);
+    let mut v = victim.clone();
+    v.session = "sv".into();
+    report(&mut st, &v, t0).expect("kept, not refused");
+    let why = st.left_out(victim.subnet_prefix).expect("left out");
+    assert!(why.contains(&format!("{squat_prefix:#018x}")), "{why}");
+    assert!(st.forget(squat_prefix));
+    assert_eq!(st.left_out(victim.subnet_prefix), None);
+    assert_eq!(
+        in_view(&st),
+        vec![victim.subnet_prefix, other.subnet_prefix]
+    );
+    register(&mut st, "squatter", squat_prefix, "sq2", t0);
+    squat.session = "sq2".into();
+    squat.generation = 2;
+    report(&mut st, &squat, t0).expect("kept");
+    assert!(st.left_out(squat_prefix).is_some());
+    assert_eq!(st.left_out(victim.subnet_prefix), None);
+}

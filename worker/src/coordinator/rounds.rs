@@ -290,13 +290,11 @@ pub async fn route_rounds(
     let t0 = Instant::now();
     let plan = Plan::new(engine, f, engine_opts)?;
     let topology = Arc::new(topology.to_vec());
-    let job = job_id(
-        &topology,
-        &[],
-        &format!("route {engine} {}", engine_opts.sssp_streams),
-    );
+    let kind = format!("route {engine} {}", engine_opts.sssp_streams);
+    let job = job_id(&topology, &[], &kind);
     let load = JobBytes {
         job: job.clone(),
+        kind,
         topology: topology.clone(),
         tables: Arc::new(Vec::new()),
         chunk: farm.opts.chunk_bytes,

@@ -163,6 +163,7 @@ where
     // Routing jobs carry the topology alone.
     let load = JobBytes {
         job,
+        kind: format!("route {}", j.engine),
         topology,
         tables: Arc::new(Vec::new()),
         chunk: opts.chunk_bytes,

@@ -1,0 +1,170 @@
+//! The plain-HTTP `/metrics` endpoint Prometheus scrapes. It needs no
+//! certificate, so it must not be a way to starve the service: every
+//! connection is admitted under [`crate::listen::Admission`]'s bounds, has
+//! [`HEAD_DEADLINE`] to send a request head of at most [`MAX_HEAD`] bytes,
+//! and gets one answer, then the connection is closed.
+
+use crate::listen::Admission;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Time a client has to send its request head.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// Time an answer may take to be written.
+const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+/// Largest request head read.
+pub const MAX_HEAD: usize = 8 << 10;
+/// Open scrape connections: a few scrapers, a few people with curl.
+const PER_ADDRESS: usize = 16;
+const TOTAL: usize = 64;
+
+/// What renders the page: Prometheus text.
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Serves `GET /metrics` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, render: Render) {
+    let admission = Admission::new("metrics", PER_ADDRESS, TOTAL);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors, most likely: wait, do not spin.
+                tracing::warn!("metrics listener: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(conn) = admission.admit(stream) else {
+            continue;
+        };
+        let render = render.clone();
+        tokio::spawn(async move {
+            if let Err(e) = answer(conn, &render).await {
+                tracing::debug!("metrics request: {e}");
+            }
+        });
+    }
+}
+
+async fn answer(mut conn: crate::listen::Admitted, render: &Render) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let read = tokio::time::timeout(HEAD_DEADLINE, async {
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = conn.read(&mut buf).await?;
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed before the end of the request head",
+                ));
+            }
+            head.extend_from_slice(&buf[..n]);
+            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
+                return Ok(());
+            }
+            if head.len() > MAX_HEAD {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "request head over 8 KiB",
+                ));
+            }
+        }
+    })
+    .await;
+    let (status, body) = match read {
+        Err(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no request head within the deadline",
+            ));
+        }
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            ("431 Request Header Fields Too Large", String::new())
+        }
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(())) => {
+            let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+            let line = String::from_utf8_lossy(line);
+            let mut parts = line.split_whitespace();
+            match (parts.next(), parts.next()) {
+                (Some("GET"), Some("/metrics")) | (Some("GET"), Some("/")) => ("200 OK", render()),
+                (Some("GET"), _) => ("404 Not Found", "try /metrics\n".to_string()),
+                _ => ("405 Method Not Allowed", String::new()),
+            }
+        }
+    };
+    let reply = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::time::timeout(WRITE_DEADLINE, async {
+        conn.write_all(reply.as_bytes()).await?;
+        conn.shutdown().await
+    })
+    .await
+    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "answer not taken in time"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpStream;
+
+    async fn get(addr: std::net::SocketAddr, req: &[u8]) -> String {
+        get_from(None, addr, req).await
+    }
+
+    /// A request from the source address `from` (another client).
+    async fn get_from(
+        from: Option<std::net::SocketAddr>,
+        addr: std::net::SocketAddr,
+        req: &[u8],
+    ) -> String {
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        if let Some(f) = from {
+            sock.bind(f).expect("bind the source");
+        }
+        let mut s = sock.connect(addr).await.expect("connect");
+        s.write_all(req).await.expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("read");
+        out
+    }
+
+    #[tokio::test]
+    async fn scrapes_are_answered_while_half_sent_requests_cannot_starve_it() {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let task = tokio::spawn(serve(l, Arc::new(|| "up 1\n".to_string())));
+        let ok = get(addr, b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+        assert!(ok.ends_with("up 1\n"), "{ok}");
+        let nf = get(addr, b"GET /other HTTP/1.1\r\n\r\n").await;
+        assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
+        // Many half-sent requests from one address: those over the bound
+        // are closed at once; a scrape from another address still works.
+        let mut idle = Vec::new();
+        for _ in 0..(PER_ADDRESS + 8) {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            s.write_all(b"GET /metr").await.expect("write");
+            idle.push(s);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut closed = 0;
+        for s in &mut idle {
+            let mut b = [0u8; 1];
+            // Closed with the request unread: a reset or an end of file.
+            match tokio::time::timeout(Duration::from_millis(50), s.read(&mut b)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => closed += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(closed, 8, "the connections over the bound are closed");
+        let other: std::net::SocketAddr = "127.0.0.2:0".parse().expect("addr");
+        let ok = get_from(Some(other), addr, b"GET /metrics HTTP/1.0\n\n").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+        task.abort();
+    }
+}
