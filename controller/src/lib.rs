@@ -18,8 +18,11 @@
 //! [`service`] the gRPC side.
 
 pub mod config;
+mod leader;
 pub mod service;
 pub mod state;
+
+pub use leader::{ELECTION, start};
 
 use fabric::intersubnet::{GlobalView, InterSubnetRouting};
 use proto::v1;
@@ -60,7 +63,16 @@ pub enum ControlError {
     /// The whole-fabric check refused the computed routes.
     #[error("routes refused by the whole-fabric check: {0}")]
     Refused(#[from] state::compose::ComposeRefusal),
+    /// The store holds another release's layout: retrying cannot help.
+    #[error("{0}")]
+    StoreLayout(String),
 }
+
+/// Store key of the layout version of everything the controllers keep.
+pub const LAYOUT_KEY: &str = "layout";
+/// The layout this release reads and writes. A store without the key
+/// whose values decode is this layout (written before the key existed).
+pub const LAYOUT: u64 = 1;
 
 /// The I/O side of the controller: it holds the [`State`] and the
 /// published snapshot, writes what the transitions ask for, then answers
@@ -214,8 +226,24 @@ impl Controller {
     /// content is unchanged); called when this controller becomes leader,
     /// before it serves.
     pub async fn take_over(&self) -> Result<(), ControlError> {
-        let state = State::restore(self.persist.load(SUBNET_KEY).await?, Instant::now())?;
-        let restored = Published::restore(self.algo.name(), self.persist.load(ROUTES_KEY).await?)?;
+        let layout = self.check_layout().await?;
+        let (subnets, routes) = match (
+            self.persist.load(SUBNET_KEY).await,
+            self.persist.load(ROUTES_KEY).await,
+        ) {
+            (Ok(s), Ok(r)) => (s, r),
+            (Err(e @ StoreError::Corrupt { .. }), _) | (_, Err(e @ StoreError::Corrupt { .. }))
+                if layout.is_none() =>
+            {
+                return Err(older_layout(&e.to_string()));
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+        };
+        let state = State::restore(subnets, Instant::now()).map_err(|e| match (&e, layout) {
+            (ControlError::Undecodable { .. }, None) => older_layout(&e.to_string()),
+            _ => e,
+        })?;
+        let restored = Published::restore(self.algo.name(), routes)?;
         let stored_term = self
             .persist
             .load(TERM_KEY)
@@ -230,10 +258,16 @@ impl Controller {
         // A term never below what was published, even if the term key was
         // lost while the routes survived.
         let term = state::next_term(stored_term.max(state::term_of(restored.version)), now);
-        self.save_all(vec![Write {
-            key: TERM_KEY.into(),
-            value: term.to_be_bytes().to_vec(),
-        }])
+        self.save_all(vec![
+            Write {
+                key: TERM_KEY.into(),
+                value: term.to_be_bytes().to_vec(),
+            },
+            Write {
+                key: LAYOUT_KEY.into(),
+                value: LAYOUT.to_be_bytes().to_vec(),
+            },
+        ])
         .await?;
         // Complaints about an earlier term of this controller are stale.
         let _ = self
@@ -267,6 +301,37 @@ impl Controller {
                 tracing::error!("routes not recomputed at take-over (retrying): {e}");
                 Ok(())
             }
+        }
+    }
+
+    /// The layout the store says it holds (None: no key, as before the
+    /// key existed); a layout this release does not read is refused with
+    /// what to do.
+    async fn check_layout(&self) -> Result<Option<u64>, ControlError> {
+        let stored = self
+            .persist
+            .load(LAYOUT_KEY)
+            .await?
+            .into_iter()
+            .find(|(k, _)| k == LAYOUT_KEY)
+            .map(|(_, v)| {
+                <[u8; 8]>::try_from(v.as_slice())
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| {
+                        ControlError::StoreLayout(format!(
+                            "the store's '{LAYOUT_KEY}' key holds {} bytes, not a layout version",
+                            v.len()
+                        ))
+                    })
+            })
+            .transpose()?;
+        match stored {
+            Some(v) if v > LAYOUT => Err(ControlError::StoreLayout(format!(
+                "the store holds layout {v}, written by a newer release; this controller \
+                 reads layout {LAYOUT}: run the release that wrote it (or newer)"
+            ))),
+            Some(v) if v < LAYOUT => Err(older_layout(&format!("layout {v}"))),
+            v => Ok(v),
         }
     }
 
@@ -580,148 +645,13 @@ impl Controller {
     }
 }
 
-/// How often a leader retries routes it could not publish.
-const RETRY_EVERY: Duration = Duration::from_secs(1);
-
-/// The election all controllers of one store namespace run.
-pub const ELECTION: &str = "controller";
-
-/// Builds a controller from its config (store, algorithm) and starts its
-/// leadership loop: campaign; on winning, load what the previous leader
-/// persisted ([`Controller::take_over`]) and only then serve; on losing the
-/// lease, stop serving and campaign again. Followers name the leader they
-/// observe in their refusals. On shutdown a leader resigns, so a follower
-/// takes over at once instead of after the lease.
-pub async fn start(
-    cfg: &config::ControllerConfig,
-    shutdown: watch::Receiver<bool>,
-) -> Result<Arc<Controller>, ControlError> {
-    let algo = cfg.algorithm.algorithm();
-    let st = store::open(&cfg.store).await?;
-    let (tx, rx) = watch::channel(None);
-    let persist = Arc::new(store::StorePersist::new(st.clone()));
-    let ctl = Controller::new(
-        cfg.id.clone(),
-        Duration::from_secs(cfg.lease_seconds),
-        algo,
-        persist.clone(),
-        rx,
-        cfg.limits.state(),
-    );
-    let observed = store::observe_leader(st.clone(), ELECTION, Duration::from_millis(500)).await?;
-    let ttl = Duration::from_secs(cfg.store.election_ttl_seconds.max(1));
-    let leading = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // Followers' view of the leader, for their error messages; never
-    // overrides this controller's own leadership, which only the campaign
-    // below grants (after take_over).
-    {
-        let (tx, leading, id, mut observed, mut sd) = (
-            tx.clone(),
-            leading.clone(),
-            cfg.id.clone(),
-            observed,
-            shutdown.clone(),
-        );
-        tokio::spawn(async move {
-            loop {
-                let v = observed.borrow_and_update().clone();
-                if !leading.load(std::sync::atomic::Ordering::SeqCst)
-                    && v.as_deref() != Some(id.as_str())
-                {
-                    tx.send_replace(v);
-                }
-                tokio::select! {
-                    r = observed.changed() => if r.is_err() { return },
-                    _ = sd.wait_for(|s| *s) => return,
-                }
-            }
-        });
-    }
-    {
-        let (c, mut sd) = (ctl.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY_EVERY) => {}
-                    _ = sd.wait_for(|s| *s) => return,
-                }
-                c.retry_pending().await;
-            }
-        });
-    }
-    {
-        let (c, mut sd) = (ctl.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(COMPLAINT_CHECK) => {}
-                    _ = sd.wait_for(|s| *s) => return,
-                }
-                c.check_complaints().await;
-            }
-        });
-    }
-    let c = ctl.clone();
-    let mut sd = shutdown;
-    tokio::spawn(async move {
-        loop {
-            let guard = tokio::select! {
-                g = st.campaign(ELECTION, &c.id, ttl) => g,
-                _ = sd.wait_for(|s| *s) => return,
-            };
-            let guard = match guard {
-                Ok(g) => g,
-                Err(e) => {
-                    tracing::warn!(id = %c.id, "campaign failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                }
-            };
-            // Before anything is written in this term: a save that lands
-            // after the term ends must not land at all.
-            persist.fence(ELECTION, guard.revision());
-            if let Err(e) = c.take_over().await {
-                tracing::error!(id = %c.id, "cannot load the previous leader's state, stepping down: {e}");
-                let _ = guard.resign().await;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-            leading.store(true, std::sync::atomic::Ordering::SeqCst);
-            tx.send_replace(Some(c.id.clone()));
-            tracing::info!(id = %c.id, store = %st.describe(), "leading");
-            enum End {
-                Lost,
-                Shutdown,
-                Unreachable,
-            }
-            let end = tokio::select! {
-                _ = guard.lost() => End::Lost,
-                _ = sd.wait_for(|s| *s) => End::Shutdown,
-                _ = c.step_down.notified() => End::Unreachable,
-            };
-            leading.store(false, std::sync::atomic::Ordering::SeqCst);
-            tx.send_replace(None);
-            match end {
-                End::Shutdown => {
-                    let _ = guard.resign().await;
-                    return;
-                }
-                End::Lost => tracing::warn!(id = %c.id, "leadership lost; campaigning again"),
-                End::Unreachable => {
-                    let _ = guard.resign().await;
-                    let _ = c
-                        .persist
-                        .forget(&format!("{COMPLAINTS_KEY}{}/", c.id))
-                        .await;
-                    // Out of the way while a controller the clients reach
-                    // takes over.
-                    tokio::select! {
-                        _ = tokio::time::sleep(2 * ttl) => {}
-                        _ = sd.wait_for(|s| *s) => return,
-                    }
-                }
-            }
-        }
-    });
-    Ok(ctl)
+/// Refusal of a store written by an older release, with what to do.
+fn older_layout(detail: &str) -> ControlError {
+    ControlError::StoreLayout(format!(
+        "the store holds values this release cannot read ({detail}): it was written by an \
+         older release, whose layout is not migrated. Stop every controller of the older \
+         release, then start this one on an empty namespace (`prefix` in [store]) or after \
+         removing the old one (`etcdctl del --prefix <prefix>`): the agents report their \
+         subnets again within a lease and the routes are computed afresh"
+    ))
 }

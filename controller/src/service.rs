@@ -135,7 +135,9 @@ impl From<ControlError> for Status {
             | ControlError::Undecodable { .. }
             | ControlError::Routing(_)
             | ControlError::Task(_) => Status::internal(e.to_string()),
-            ControlError::Refused(_) => Status::failed_precondition(e.to_string()),
+            ControlError::Refused(_) | ControlError::StoreLayout(_) => {
+                Status::failed_precondition(e.to_string())
+            }
         }
     }
 }

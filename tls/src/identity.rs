@@ -198,6 +198,19 @@ impl Identity {
         if cert.is_ca() {
             return Err(IdentityError::CaCertificate);
         }
+        // RFC 5280 4.2.1.3: a key whose usage is restricted and leaves out
+        // digitalSignature may not sign a TLS handshake.
+        match cert.key_usage() {
+            Ok(Some(ku)) if !ku.value.digital_signature() => {
+                return Err(IdentityError::Certificate(
+                    "its key usage leaves out digitalSignature: the key may not sign a TLS \
+                     handshake (RFC 5280 4.2.1.3)"
+                        .into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(IdentityError::Certificate(format!("key usage: {e}"))),
+        }
         let san = cert
             .subject_alternative_name()
             .map_err(|e| IdentityError::Certificate(format!("subject alternative names: {e}")))?;
@@ -302,6 +315,31 @@ fn check_worker_name(name: &str) -> Result<(), IdentityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A self-signed leaf for `uri` with these key usages.
+    fn leaf(uri: &str, usages: Vec<rcgen::KeyUsagePurpose>) -> Vec<u8> {
+        let mut p = rcgen::CertificateParams::default();
+        p.subject_alt_names
+            .push(rcgen::SanType::URI(uri.try_into().expect("ia5")));
+        p.is_ca = rcgen::IsCa::ExplicitNoCa;
+        p.key_usages = usages;
+        let key = rcgen::KeyPair::generate().expect("key");
+        p.self_signed(&key).expect("cert").der().to_vec()
+    }
+
+    #[test]
+    fn a_key_that_may_not_sign_names_no_identity() {
+        use rcgen::KeyUsagePurpose as K;
+        let uri = "ibfabric://worker/ops";
+        let ok = leaf(uri, vec![K::DigitalSignature]);
+        assert!(Identity::from_cert_der(&ok).is_ok());
+        assert!(
+            Identity::from_cert_der(&leaf(uri, Vec::new())).is_ok(),
+            "unrestricted"
+        );
+        let e = Identity::from_cert_der(&leaf(uri, vec![K::KeyEncipherment])).expect_err("refused");
+        assert!(e.to_string().contains("digitalSignature"), "{e}");
+    }
 
     #[test]
     fn canonical_forms() {

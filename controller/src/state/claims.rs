@@ -10,9 +10,11 @@
 //!   one that does not decode) is left out: routes through it are
 //!   withheld, the others published;
 //! - of two reports claiming one GUID or one router port, or giving one
-//!   router two port counts, the earlier accepted one holds the claim and
-//!   the later one is left out until the two agree (the other agent
-//!   reports its change, or an operator forgets a subnet);
+//!   router two port counts, the senior subnet's holds the claim (the
+//!   subnet whose first report was accepted first; a change does not
+//!   make a subnet junior, so a squatter cannot wait for its victim's
+//!   next report) and the junior is left out until the two agree (the
+//!   other agent reports its change, or an operator forgets a subnet);
 //! - of groups of subnets that no router joins, the largest takes part
 //!   (ties: the group holding the earliest report); the others are left
 //!   out, since no pair between groups could be delivered.
@@ -63,7 +65,7 @@ impl Claims {
         for g in guids {
             if let Some(&o) = self.guid.get(&g).filter(|&&o| o != prefix) {
                 return Some(format!(
-                    "GUID {} is claimed by subnet {}, whose report came first",
+                    "GUID {} is claimed by subnet {}, whose first report came first",
                     hex(g),
                     hex(o)
                 ));
@@ -73,8 +75,8 @@ impl Claims {
             if let Some(&(n, o)) = self.router.get(&p.router_guid) {
                 if n != p.router_num_ports && o != prefix {
                     return Some(format!(
-                        "router {} has {n} ports in the report of subnet {}, which came \
-                         first, and {} in this one (waiting for the two to agree)",
+                        "router {} has {n} ports in the report of subnet {}, whose first \
+                         report came first, and {} in this one (waiting for the two to agree)",
                         hex(p.router_guid),
                         hex(o),
                         p.router_num_ports
@@ -87,7 +89,7 @@ impl Claims {
                 .filter(|&&o| o != prefix)
             {
                 return Some(format!(
-                    "router {} port {} is claimed by subnet {}, whose report came first",
+                    "router {} port {} is claimed by subnet {}, whose first report came first",
                     hex(p.router_guid),
                     p.port,
                     hex(o)

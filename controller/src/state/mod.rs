@@ -105,8 +105,9 @@ pub struct SubnetEntry {
     /// starts again.
     pub generation: u64,
     pub report: Option<v1::SubnetReport>,
-    /// When the report was accepted, in acceptance order across leaders:
-    /// of two conflicting claims the earlier holds ([`claims`]).
+    /// When the subnet's first report (under its current holder) was
+    /// accepted, in acceptance order across leaders: of two conflicting
+    /// claims the senior subnet's holds ([`claims`]).
     pub order: u64,
     /// Why the report cannot vouch for routes through the subnet
     /// ([`claims::vouch`]); None when it can.
@@ -339,7 +340,15 @@ impl State {
             });
         }
         self.validate(r, limits)?;
-        let order = self.next_order;
+        // Seniority: a subnet keeps the place of its first accepted report
+        // across changes, so a claim it held first is never lost to a
+        // later claimant by reporting a change (a squatter cannot wait for
+        // its victim's next report).
+        let order = if e.report.is_some() {
+            e.order
+        } else {
+            self.next_order
+        };
         let stored = v1::StoredSubnet {
             agent_id: e.agent_id.clone(),
             session: e.session.clone(),
