@@ -1738,3 +1738,59 @@ fn routing_an_empty_discovery_is_refused_and_the_set_in_place_stays() {
         assert!(snapshot() == before, "the set in place changed");
     }
 }
+
+/// `verify --dir` checks a set as a whole: without its manifest (a route
+/// killed mid-commit) it is refused unless --no-manifest says to take the
+/// files as they are; with a file of another routing mixed in, the
+/// manifest's digest refuses it. Temporary files a killed writer left,
+/// also of files the next routing does not write, are removed by it.
+#[test]
+fn verify_dir_takes_a_set_only_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("t.net");
+    let out = d.path().join("out");
+    let other = d.path().join("other");
+    let o = ibf(&["gen", "kary", "--k", "2", "--n", "2", "-o", s(&net)]);
+    assert!(o.status.success());
+    for (engine, dir) in [("updn", &out), ("minhop", &other)] {
+        let o = ibf(&["route", "-t", s(&net), "-e", engine, "-o", s(dir)]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let ok = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
+    assert_eq!(ok.status.code(), Some(0));
+    // A file of another routing mixed in.
+    std::fs::copy(other.join("opensm-lfts.dump"), out.join("opensm-lfts.dump")).unwrap();
+    let mixed = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
+    assert_eq!(mixed.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&mixed.stderr).contains("opensm-lfts.dump"),
+        "{}",
+        String::from_utf8_lossy(&mixed.stderr)
+    );
+    // No manifest.
+    std::fs::remove_file(out.join("ibfabric-tables.txt")).unwrap();
+    let bare = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
+    let err = String::from_utf8_lossy(&bare.stderr);
+    assert_eq!(bare.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no manifest") && err.contains("--no-manifest"),
+        "{err}"
+    );
+    let taken = ibf(&["verify", "-t", s(&net), "-d", s(&out), "--no-manifest"]);
+    assert_eq!(taken.status.code(), Some(0));
+    // Leftovers of a killed writer (pid_max is at most 2^22 on Linux: this
+    // pid is nobody's), of a file the next routing writes and of one it
+    // does not.
+    let dead = [
+        ".opensm-lfts.dump.tmp-4294967295-0",
+        ".opensm-sl2vl.dump.tmp-4294967295-3",
+    ];
+    for n in dead {
+        std::fs::write(out.join(n), b"partial").unwrap();
+    }
+    let o = ibf(&["route", "-t", s(&net), "-e", "updn", "-o", s(&out)]);
+    assert!(o.status.success());
+    for n in dead {
+        assert!(!out.join(n).exists(), "{n} left behind");
+    }
+}

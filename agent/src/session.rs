@@ -260,7 +260,15 @@ async fn one_session(
                         left_out = ack.left_out;
                     }
                     Ok(Ok(_)) => {}
-                    Ok(Err(e)) => break Err(e),
+                    Ok(Err(e)) => {
+                        // A controller that is not the leader sends the
+                        // agent on; any other refusal is the operator's to
+                        // see.
+                        if !matches!(&e, SessionError::Call { status, .. } if status.code() == tonic::Code::Unavailable) {
+                            tracing::warn!("report refused: {e}");
+                        }
+                        break Err(e);
+                    }
                     Err(e) => tracing::warn!("report task: {e}"),
                 }
             }

@@ -354,7 +354,7 @@ fn link_new(tmp: &Path, target: &Path) -> io::Result<()> {
 /// crashes would fill the disk. Only files whose writer process is gone
 /// are touched, so a concurrent writer keeps its own. Best effort, and
 /// only where `/proc` tells which processes live.
-fn remove_dead_temps(dir: &Path, name: &str) {
+pub(crate) fn remove_dead_temps(dir: &Path, name: &str) {
     if !cfg!(target_os = "linux") || !Path::new("/proc/self").exists() {
         return;
     }

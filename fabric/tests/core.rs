@@ -367,6 +367,19 @@ fn lft_reader_errors_are_located() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("l.dump:2:") && e.contains("exceeds"), "{e}");
+    // The same switch twice (two dumps concatenated): refused at the
+    // second block, not silently taken from it.
+    let text = format!(
+        "Unicast lids [0-8] of switch Lid 2 guid 0x{sw:016x} ('s0'):\n0x0001 001 # x\n\
+         Unicast lids [0-8] of switch Lid 2 guid 0x{sw:016x} ('s0'):\n0x0001 002 # x\n"
+    );
+    let e = lft::parse(&f, text.as_bytes(), Path::new("l.dump"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("l.dump:3:") && e.contains("second block") && e.contains("line 1"),
+        "{e}"
+    );
 }
 
 #[test]

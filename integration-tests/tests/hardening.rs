@@ -301,3 +301,42 @@ async fn watch_streams_per_connection_are_bounded() {
     );
     assert!(open >= 20, "{open}: watches are served");
 }
+
+/// A call the caller's role may never make is refused on its headers,
+/// before its body is read: a router's certificate sending a 32 MiB
+/// report gets `permission_denied` naming the method, from the layer that
+/// runs before decoding (the service's own check would name the subnet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_role_may_never_make_is_refused_before_its_body_is_read() {
+    let c = Cluster::start(1, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let t = ibtls::Transport::Tls(
+        c.tls_for(&ibtls::Identity::Router { guid: 0x99 })
+            .expect("cert"),
+    );
+    let ch = c
+        .connect_as(&c.controllers[0].0, ibtls::Role::Controller, &t)
+        .await
+        .expect("connect");
+    let mut ctl = proto::client::controller_client(ch);
+    let big = proto::v1::SubnetReport {
+        subnet_prefix: c.agents[0].prefix,
+        end_ports: (0..1_000_000u64)
+            .map(|g| proto::v1::EndPort {
+                guid: g + 1,
+                lid: 1,
+                desc: "padding-padding-padding".into(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let e = ctl.report(big).await.expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+    assert!(
+        e.message().contains(
+            "ibfabric://router/0x0000000000000099 may not call /ibfabric.v1.Controller/Report"
+        ),
+        "{}",
+        e.message()
+    );
+}

@@ -57,9 +57,7 @@ pub async fn routes(
 ) -> Result<
     (
         tonic_health::server::HealthReporter,
-        tonic::transport::server::Router<
-            tower::layer::util::Stack<CountRefusals, tower::layer::util::Identity>,
-        >,
+        tonic::transport::server::Router<crate::client::Layers>,
     ),
     crate::client::ServeError,
 > {
@@ -70,9 +68,7 @@ pub async fn routes(
 
 /// Serves `routes` on `listener` until `shutdown` turns true.
 pub async fn serve(
-    routes: tonic::transport::server::Router<
-        tower::layer::util::Stack<CountRefusals, tower::layer::util::Identity>,
-    >,
+    routes: tonic::transport::server::Router<crate::client::Layers>,
     listener: tokio::net::TcpListener,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
@@ -142,6 +138,81 @@ where
             }
             Ok(resp)
         })
+    }
+}
+
+/// A layer that refuses, before the request body is read or decoded, a
+/// call the caller's role may never make: the method is in the headers and
+/// the caller's certificate came with the handshake, so a router's
+/// certificate sending a 64 MiB `Report` costs nothing past the headers.
+/// The services still check the finer rules (which subnet, which GUID) on
+/// the decoded request. On a plaintext transport there is no role to
+/// check and nothing is refused here.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RolesFirst;
+
+impl<S> tower::Layer<S> for RolesFirst {
+    type Service = RolesChecked<S>;
+    fn layer(&self, inner: S) -> RolesChecked<S> {
+        RolesChecked(inner)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RolesChecked<S>(S);
+
+/// The roles that may call `path`, for the methods not every role may.
+pub fn roles_for(path: &str) -> Option<&'static [ibtls::Role]> {
+    use ibtls::Role::{Agent, Controller, Worker};
+    Some(match path {
+        "/ibfabric.v1.Controller/Register" | "/ibfabric.v1.Controller/Report" => &[Agent],
+        "/ibfabric.v1.Controller/Forget" => &[Controller],
+        "/ibfabric.v1.RouterFw/Install" => &[Controller],
+        "/ibfabric.v1.Worker/Load"
+        | "/ibfabric.v1.Worker/VerifyPart"
+        | "/ibfabric.v1.Worker/RoutePart"
+        | "/ibfabric.v1.Worker/Round" => &[Controller, Worker, Agent],
+        _ => return None,
+    })
+}
+
+impl<S, B0, B> tower::Service<http::Request<B0>> for RolesChecked<S>
+where
+    S: tower::Service<http::Request<B0>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    B: Default + Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B0>) -> Self::Future {
+        use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+        let path = req.uri().path();
+        let refused = roles_for(path).and_then(|roles| {
+            let info = req.extensions().get::<TlsConnectInfo<TcpConnectInfo>>()?;
+            let certs = info.peer_certs();
+            match ibtls::identity_from_peer_certs(certs.as_deref().map(Vec::as_slice)) {
+                Ok(id) if roles.contains(&id.role()) => None,
+                Ok(id) => Some(tonic::Status::permission_denied(format!(
+                    "{} may not call {path}",
+                    id.to_uri()
+                ))),
+                Err(s) => Some(s),
+            }
+        });
+        match refused {
+            Some(s) => Box::pin(async move { Ok(s.into_http()) }),
+            None => {
+                let fut = self.0.call(req);
+                Box::pin(fut)
+            }
+        }
     }
 }
 

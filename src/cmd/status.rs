@@ -126,7 +126,19 @@ struct StatusJson {
     /// With `--workers-from`: the parts recorded in the store, each under
     /// its holder's lease.
     parts_held: Vec<store::registry::HeldPart>,
+    /// The leader's store as its last operations found it.
+    store: Option<StoreJson>,
     lagging: Vec<LagJson>,
+}
+
+#[derive(Serialize)]
+struct StoreJson {
+    ok: bool,
+    failures: u64,
+    last_error: String,
+    last_error_unix_ms: u64,
+    /// Computed routes not yet written (retried).
+    pending: bool,
 }
 
 pub fn run(a: StatusArgs) -> Result<i32> {
@@ -367,6 +379,13 @@ fn of_leader(leader: Option<&proto::v1::ControllerState>) -> StatusJson {
         routers_asked: Vec::new(),
         workers_asked: Vec::new(),
         parts_held: Vec::new(),
+        store: l.store.as_ref().map(|h| StoreJson {
+            ok: h.ok,
+            failures: h.failures,
+            last_error: h.last_error.clone(),
+            last_error_unix_ms: h.last_error_unix_ms,
+            pending: h.pending,
+        }),
         controllers: Vec::new(),
         lagging: Vec::new(),
     }

@@ -44,6 +44,12 @@ pub struct VerifyArgs {
     /// per worker).
     #[arg(long)]
     whole_tables: bool,
+    /// With --dir: check the files found although the directory has no
+    /// manifest (ibfabric-tables.txt): a set written by an older release
+    /// or by hand. Without it such a directory is refused, since a set
+    /// caught mid-write or mixed with another routing's files has none.
+    #[arg(long, requires = "dir")]
+    no_manifest: bool,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -144,6 +150,29 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         let f = fabric::dqr::apply_faults(&f, &faults);
         return run_transition(&f, dirs, a.json);
     }
+    // A set with its manifest is read as a whole (every file's size and
+    // digest checked); without one it may be caught mid-write or mixed
+    // with another routing's files.
+    if let Some(d) = a
+        .dir
+        .as_ref()
+        .filter(|_| a.sl2vl.is_none() && a.path_sl.is_none())
+    {
+        let manifest = d.join(fabric::formats::tableset::MANIFEST_FILE);
+        if manifest.exists() {
+            let routing = fabric::formats::tableset::read_set(&f, d)?;
+            return verify_routing(&a, &f, routing);
+        }
+        if !a.no_manifest {
+            bail!(
+                "{}: no manifest ({}): the set may have been caught mid-write or mixed with \
+                 another routing's files; give --no-manifest to check the files as they are \
+                 (a set written by an older release, or by hand)",
+                d.display(),
+                fabric::formats::tableset::MANIFEST_FILE
+            );
+        }
+    }
     let (lfts_p, sl2vl_p, path_p) = match (&a.dir, &a.lfts) {
         (Some(d), _) => {
             let s = d.join("opensm-sl2vl.dump");
@@ -165,24 +194,29 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         },
         vls_needed: None,
     };
+    verify_routing(&a, &f, routing)
+}
+
+/// Verifies `routing` on `f` (here or on the workers) and reports.
+fn verify_routing(a: &VerifyArgs, f: &fabric::Fabric, routing: Routing) -> Result<i32> {
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
     let exec = a.workers.executor(!a.whole_tables)?;
     let rt = super::runtime::runtime()?;
-    let placed = super::workers::place(&rt, &exec, &a.workers, &f)?;
-    let (r, job) = rt.block_on(worker::exec::verify(placed.as_ref(), &f, &routing))?;
+    let placed = super::workers::place(&rt, &exec, &a.workers, f)?;
+    let (r, job) = rt.block_on(worker::exec::verify(placed.as_ref(), f, &routing))?;
     drop(sp);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
         super::print_json(
             "verify",
             &VerifyJson {
-                tables: TablesJson::new(&r, &f),
+                tables: TablesJson::new(&r, f),
                 job: job.clone(),
                 verify_seconds: secs,
                 switches: f.switches().len(),
                 hcas: f.num_cas(),
-                link_load: fabric::load::link_load(&f, &routing.lfts),
+                link_load: fabric::load::link_load(f, &routing.lfts),
             },
         )?;
     } else {
@@ -190,8 +224,8 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         if let Some(j) = &job {
             super::report::print_job(j);
         }
-        print_report(&r, &f);
-        super::report::print_link_load(&fabric::load::link_load(&f, &routing.lfts));
+        print_report(&r, f);
+        super::report::print_link_load(&fabric::load::link_load(f, &routing.lfts));
     }
     Ok(if r.ok() {
         super::exit::OK

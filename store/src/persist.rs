@@ -56,11 +56,16 @@ impl StorePersist {
             .clone()
     }
 
-    /// Records an operation's outcome for [`Self::health`].
+    /// Records an operation's outcome for [`Self::health`]. Only a write
+    /// that lands clears a failure: the reads the leader makes every few
+    /// hundred milliseconds (complaints) succeed while writes fail on a
+    /// full disk, and must not show the store as healthy.
     fn record<T>(&self, op: &str, r: Result<T, StoreError>) -> Result<T, StoreError> {
         let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let write = matches!(op, "write" | "remove" | "note");
         match &r {
-            Ok(_) => h.ok = true,
+            Ok(_) if write => h.ok = true,
+            Ok(_) => {}
             Err(e) => {
                 tracing::error!(store = %self.store.describe(), "{op} failed: {e}");
                 h.ok = false;

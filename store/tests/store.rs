@@ -872,6 +872,33 @@ async fn a_write_the_state_file_refuses_is_undone_and_the_campaign_wins_later() 
     drop(g);
 }
 
+/// The health the controller's status shows: a failed write stays a
+/// failure while reads succeed (the leader reads every few hundred
+/// milliseconds), until a write lands again.
+#[tokio::test]
+async fn a_failed_write_stays_in_the_health_until_a_write_lands() {
+    let d = tempfile::tempdir().expect("tmp");
+    let dir = d.path().join("state");
+    std::fs::create_dir(&dir).expect("dir");
+    let s = Arc::new(MemoryStore::open("/t/", Some(&dir.join("store"))).expect("opens"));
+    let p = StorePersist::new(s);
+    p.save("a", b"1".to_vec()).await.expect("save");
+    assert!(p.health().ok);
+    std::fs::remove_dir_all(&dir).expect("rm");
+    std::fs::write(&dir, "not a directory").expect("file");
+    assert!(p.save("b", b"2".to_vec()).await.is_err());
+    p.notes("complaints/").await.expect("a read succeeds");
+    p.load("a").await.expect("a read succeeds");
+    let h = p.health();
+    assert!(!h.ok, "a read cleared the write's failure");
+    assert_eq!(h.failures, 1);
+    assert!(h.last_error.starts_with("write:"), "{}", h.last_error);
+    std::fs::remove_file(&dir).expect("rm");
+    std::fs::create_dir(&dir).expect("dir");
+    p.save("b", b"2".to_vec()).await.expect("save");
+    assert!(p.health().ok);
+}
+
 /// etcd serving clients over TLS with client certificates required: the
 /// store connects with the controller's certificate, and a client without
 /// one, or with one from another CA, gets nothing.

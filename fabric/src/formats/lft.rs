@@ -126,6 +126,9 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
     let guid_index = f.port_guid_index();
     let mut lfts = Lfts::for_fabric(f);
     let mut current: Option<(u32, u8)> = None;
+    // Where each switch's block began: a second block for one switch
+    // (two dumps concatenated, an edit gone wrong) would silently win.
+    let mut seen: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     let mut lines = Lines::new(input, file);
     while let Some((ln, line)) = lines.next_line()? {
         if line.starts_with("Unicast lids") {
@@ -149,6 +152,14 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
                     format!("GUID 0x{g:016x} is not a switch in the topology"),
                 )
             })?;
+            if let Some(first) = seen.insert(si, ln) {
+                return Err(err(
+                    ln,
+                    format!(
+                        "a second block for switch 0x{g:016x} (the first began at line {first})"
+                    ),
+                ));
+            }
             current = Some((si, f.num_ports(node)));
             continue;
         }

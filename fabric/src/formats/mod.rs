@@ -80,6 +80,11 @@ pub fn stage_routing(
     let r = v.get();
     let drain = v.step() == crate::verify::Step::Drain;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    // Leftovers of a writer killed mid-set, also of files this routing
+    // does not write (another engine's SL-to-VL dump).
+    for name in ROUTING_FILES.iter().chain([&tableset::MANIFEST_FILE]) {
+        crate::fsio::remove_dead_temps(dir, name);
+    }
     let opts = crate::fsio::Options::default();
     let mut entries = Vec::new();
     // Each file is digested as it is written, for the manifest the plugin
