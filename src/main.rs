@@ -86,7 +86,28 @@ enum Cmd {
     Man(cmd::docs::ManArgs),
 }
 
+/// `println!` panics when stdout cannot be written (`> /dev/full`, a
+/// closed pipe of a service command): that is an error of the output, said
+/// in one line with exit 1, not a crash report.
+fn exit_on_output_errors() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if let Some(why) = msg.strip_prefix("failed printing to stdout: ") {
+            eprintln!("ibfabric: cannot write the output: {why}");
+            std::process::exit(cmd::exit::ERROR);
+        }
+        default(info);
+    }));
+}
+
 fn main() {
+    exit_on_output_errors();
     let cli = Cli::parse();
     // Commands that print for pipes end quietly when the reader goes
     // (`ibfabric gen ... -o - | head`), as Unix filters do. Services,

@@ -1794,3 +1794,31 @@ fn verify_dir_takes_a_set_only_whole() {
         assert!(!out.join(n).exists(), "{n} left behind");
     }
 }
+
+/// A text report to a full disk is an error of the output (exit 1, one
+/// line), not a panic.
+#[test]
+fn a_text_report_to_a_full_disk_is_an_error_not_a_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("t.net");
+    ok(&["gen", "torus", "--dims", "3x3", "-o", s(&net)]);
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIPPED: no /dev/full on this machine");
+        return;
+    };
+    for args in [
+        vec!["route", "-t", s(&net), "--dry-run"],
+        vec!["info", s(&net)],
+        vec!["engines"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ibfabric"))
+            .args(&args)
+            .stdout(full.try_clone().expect("clone"))
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("cannot write the output"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -403,7 +403,14 @@ fn file_name(path: &str) -> Result<String> {
 
 /// Runs `ibfabric certs ... --json`; returns the certificate and key file
 /// names it wrote into `out`.
-fn issue(out: &Path, pki: &Path, role: &[&str], names: &[&str]) -> Result<(String, String)> {
+/// Issues a certificate of the cluster's CA (`ibfabric certs issue`) into
+/// `out`: the cert and key file names.
+pub(crate) fn issue(
+    out: &Path,
+    pki: &Path,
+    role: &[&str],
+    names: &[&str],
+) -> Result<(String, String)> {
     let out_s = out.to_str().context("temporary path is not UTF-8")?;
     let ca = pki.join("ca.pem");
     let ca_key = pki.join("ca-key.pem");
@@ -882,6 +889,72 @@ impl ChaosCluster {
         Ok(())
     }
 
+    /// The topology agent `i` was last given (the variant in force).
+    pub fn topology_now(&self, i: usize) -> String {
+        let cur = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())[i];
+        self.variants[i][cur].clone()
+    }
+
+    /// Puts `text` in agent `i`'s topology file (what an `ibnetdiscover >
+    /// file` caught mid-run leaves, for instance), not changing which
+    /// variant counts as in force.
+    pub async fn put_topology(&self, i: usize, text: &str) -> Result<()> {
+        let file = self.dir.path().join(format!("put-{i}.net"));
+        std::fs::write(&file, text)?;
+        docker_async(vec![
+            "cp".into(),
+            file.display().to_string(),
+            format!("{}:/etc/ibfabric/topology.net", self.agents[i].container),
+        ])
+        .await?;
+        Ok(())
+    }
+
+    /// The CA port GUIDs of agent `i`'s topology in force.
+    pub fn host_guids(&self, i: usize) -> Result<Vec<u64>> {
+        let f = fabric::formats::ibnetdiscover::parse(
+            &self.topology_now(i),
+            Path::new("topology.net"),
+        )?;
+        Ok(f.endports().iter().map(|&p| f.port_guid(p)).collect())
+    }
+
+    /// Forgets subnet `prefix` with an operator's (the controllers')
+    /// certificate, asking each controller until the leader does it.
+    pub async fn forget_subnet(&self, prefix: u64) -> Result<bool> {
+        let ops = self.dir.path().join(format!("ops-{prefix:x}"));
+        std::fs::create_dir_all(&ops)?;
+        let (cert, key) = issue(&ops, &self.dir.path().join("pki"), &["controller"], &[])?;
+        let t = Transport::Tls(ibtls::TlsSettings {
+            ca: ops.join("ca.pem"),
+            cert: ops.join(cert),
+            key: ops.join(key),
+        });
+        let mut last = String::from("no controller");
+        for n in &self.controllers {
+            let ch = match proto::client::connect(&n.addr(), &t, Role::Controller).await {
+                Ok(ch) => ch,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
+            match proto::client::controller_client(ch)
+                .forget(proto::client::unary(v1::ForgetRequest {
+                    subnet_prefix: prefix,
+                }))
+                .await
+            {
+                Ok(r) => return Ok(r.into_inner().forgotten),
+                Err(e) => last = e.message().to_string(),
+            }
+        }
+        anyhow::bail!("no controller forgot {prefix:#x}: {last}")
+    }
+
     fn channel(&self, addr: &str, role: Role) -> Result<Channel> {
         let mut map = self
             .channels
@@ -1274,6 +1347,8 @@ struct Track {
     terms: BTreeSet<u64>,
     /// Rounds in which two controllers said they lead.
     two_leaders: u64,
+    /// Probe rounds checked.
+    rounds: u64,
     /// Per recent round: when it ended and which controllers said they
     /// lead, to tell election time from the clients' time to follow.
     leader_rounds: std::collections::VecDeque<(Instant, Instant, Vec<usize>)>,
@@ -1302,6 +1377,7 @@ impl Track {
     }
 
     fn check(&mut self, c: &ChaosCluster, o: &Observation) {
+        self.rounds += 1;
         let leaders = o
             .controllers
             .iter()
@@ -1527,6 +1603,11 @@ impl Monitor {
         let mut t = self.track();
         t.check_published(c);
         t.violations.clone()
+    }
+
+    /// Probe rounds checked so far.
+    pub fn rounds(&self) -> u64 {
+        self.track().rounds
     }
 
     /// Rounds in which two controllers claimed to lead.

@@ -4,6 +4,7 @@
 
 pub mod chaos;
 pub mod cluster;
+pub mod nemesis;
 pub mod sim;
 
 use anyhow::{Context, Result, bail};

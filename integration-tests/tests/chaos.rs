@@ -30,6 +30,66 @@ const BOUND: Duration = Duration::from_secs(2 * ELECTION_TTL.as_secs());
 /// How long a scenario is watched before it counts as not recovered, so a
 /// slow recovery is measured rather than cut off at the bound.
 const OBSERVE: Duration = Duration::from_secs(30);
+/// The nemesis's bound from the end of its last fault to the whole cluster
+/// recovered: its last fault may be any of them, and faults before it may
+/// have left work queued (a push to a router that was paused).
+const NEMESIS_BOUND: Duration = Duration::from_secs(4 * ELECTION_TTL.as_secs());
+/// The nemesis's seed and length, from the environment (CI runs the
+/// defaults; `IBFABRIC_NEMESIS_SEED=n IBFABRIC_NEMESIS_SECONDS=600` by hand).
+fn nemesis_params() -> (u64, u64) {
+    let get = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    (
+        get("IBFABRIC_NEMESIS_SEED", 1),
+        get("IBFABRIC_NEMESIS_SECONDS", 60),
+    )
+}
+
+/// A seeded schedule of every kind of fault at once
+/// (`integration_tests::nemesis`); the monitor checks the history all
+/// along, and the cluster must be whole within [`NEMESIS_BOUND`] after the
+/// last fault.
+async fn nemesis(c: &ChaosCluster, m: &mut Monitor, o: &mut Outcome) -> Result<(), String> {
+    let (seed, secs) = nemesis_params();
+    o.bound = NEMESIS_BOUND;
+    settle(c, m).await?;
+    let run =
+        integration_tests::nemesis::run(c, m, seed, Duration::from_secs(secs), OBSERVE, all_up())
+            .await;
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for (_, f) in &run.faults {
+        let k = format!("{f:?}");
+        let k = k.split(['(', ' ']).next().unwrap_or("").to_string();
+        *kinds.entry(k).or_default() += 1;
+    }
+    o.notes.push(format!(
+        "seed {seed}, {secs} s: {} faults ({}); {} probe rounds checked",
+        run.faults.len(),
+        kinds
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        run.rounds
+    ));
+    o.phase(
+        "converged",
+        run.converged
+            .ok_or_else(|| "did not converge after the last fault".to_string()),
+    );
+    o.errors.extend(run.errors);
+    if !o.passed() {
+        o.notes.push(format!(
+            "replay: IBFABRIC_NEMESIS_SEED={seed} IBFABRIC_NEMESIS_SECONDS={secs} cargo nextest run -p integration-tests --test chaos --no-capture"
+        ));
+    }
+    Ok(())
+}
+
 /// How long the cluster may take to heal after a fault is lifted, before
 /// the next scenario starts anyway.
 const HEAL: Duration = Duration::from_secs(60);
@@ -42,6 +102,8 @@ struct Phase {
 
 struct Outcome {
     name: &'static str,
+    /// The recovery bound of its phases.
+    bound: Duration,
     phases: Vec<Phase>,
     notes: Vec<String>,
     errors: Vec<String>,
@@ -52,6 +114,7 @@ impl Outcome {
     fn new(name: &'static str) -> Self {
         Self {
             name,
+            bound: BOUND,
             phases: Vec::new(),
             notes: Vec::new(),
             errors: Vec::new(),
@@ -73,7 +136,7 @@ impl Outcome {
             && self
                 .phases
                 .iter()
-                .all(|p| p.took.as_ref().is_ok_and(|t| *t <= BOUND))
+                .all(|p| p.took.as_ref().is_ok_and(|t| *t <= self.bound))
     }
 
     /// `chaos: <scenario>: recovered in X.Y s (bound B s)`, then the other
@@ -88,7 +151,7 @@ impl Outcome {
                 p.label.clone()
             };
             parts.push(match &p.took {
-                Ok(t) if *t <= BOUND => format!("{what} in {:.1} s", t.as_secs_f64()),
+                Ok(t) if *t <= self.bound => format!("{what} in {:.1} s", t.as_secs_f64()),
                 Ok(t) => format!("{what} in {:.1} s, OVER THE BOUND", t.as_secs_f64()),
                 Err(why) => format!("{what}: NOT within {} s ({why})", OBSERVE.as_secs()),
             });
@@ -100,7 +163,7 @@ impl Outcome {
             "chaos: {}: {} (bound {:.1} s) [{verdict}]",
             self.name,
             parts.join("; "),
-            BOUND.as_secs_f64()
+            self.bound.as_secs_f64()
         );
         for n in &self.notes {
             s += &format!("\n    {n}");
@@ -605,6 +668,9 @@ async fn chaos_suite() {
         rolling_restart(c, m, o, &mut flips).await
     })
     .await;
+    outcomes.push(o);
+    let mut o = Outcome::new("nemesis");
+    scenario(&c, &mut m, &mut o, async |c, m, o| nemesis(c, m, o).await).await;
     outcomes.push(o);
 
     let two = m.two_leader_rounds();
