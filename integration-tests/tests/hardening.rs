@@ -340,3 +340,43 @@ async fn a_call_the_role_may_never_make_is_refused_before_its_body_is_read() {
         e.message()
     );
 }
+
+/// A router refuses an install from an identity that is not the
+/// controllers' and says so in its log (refusals at most once every ten
+/// seconds), and its tables stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_logs_an_install_it_refuses() {
+    let c = Cluster::start(1, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let before = c.router_state(0).await.expect("router").version;
+    let t = ibtls::Transport::Tls(
+        c.tls_for(&ibtls::Identity::Agent {
+            prefix: c.agents[0].prefix,
+        })
+        .expect("cert"),
+    );
+    let ch = c
+        .connect_as(&c.routers[0].addr, ibtls::Role::Router, &t)
+        .await
+        .expect("connect");
+    let mut r = proto::v1::router_fw_client::RouterFwClient::new(ch);
+    let e = r
+        .install(proto::v1::EgressTables {
+            router_guid: c.routers[0].guid,
+            version: u64::from(u32::MAX) << 32 | 1,
+            ..Default::default()
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+    wait_for("the router to log the refusal", CONVERGE, || async {
+        c.routers[0]
+            .proc
+            .log()
+            .contains("may not call /ibfabric.v1.RouterFw/Install")
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.routers[0].proc.log_tail()));
+    assert_eq!(c.router_state(0).await.expect("router").version, before);
+}

@@ -207,12 +207,39 @@ where
             }
         });
         match refused {
-            Some(s) => Box::pin(async move { Ok(s.into_http()) }),
+            Some(s) => {
+                // The operator wants to know that something tried.
+                let who = req
+                    .extensions()
+                    .get::<tonic::transport::server::TlsConnectInfo<TcpConnectInfo>>()
+                    .and_then(|i| i.get_ref().remote_addr());
+                let msg = s.message().to_string();
+                rate_limited(|| tracing::warn!(client = ?who, "call refused: {msg}"));
+                Box::pin(async move { Ok(s.into_http()) })
+            }
             None => {
                 let fut = self.0.call(req);
                 Box::pin(fut)
             }
         }
+    }
+}
+
+/// Runs `log` at most once every ten seconds (per process): refusals are
+/// worth a WARN, a flood of them is not worth a full disk.
+pub fn rate_limited(log: impl FnOnce()) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST.load(Ordering::Relaxed);
+    if now >= last + 10
+        && LAST
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        log();
     }
 }
 

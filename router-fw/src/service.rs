@@ -5,24 +5,6 @@ use proto::v1;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-/// Runs `log` at most once every ten seconds: refusals are worth a WARN,
-/// a flood of them is not worth a full disk.
-fn refused_warn(log: impl FnOnce()) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let last = LAST.load(Ordering::Relaxed);
-    if now >= last + 10
-        && LAST
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
-        log();
-    }
-}
-
 /// The service over one router's tables, judging its callers by
 /// `transport` (with TLS: any identity of the CA may ask, only the
 /// controller may install).
@@ -70,7 +52,7 @@ impl v1::router_fw_server::RouterFw for Service {
         });
         if let Err(e) = allowed {
             // An operator wants to know that something tried.
-            refused_warn(|| {
+            proto::ops::rate_limited(|| {
                 tracing::warn!(client = ?who, "install refused: {}", e.message());
             });
             return Err(e);
@@ -81,7 +63,7 @@ impl v1::router_fw_server::RouterFw for Service {
                 Err(Status::failed_precondition(e.to_string()))
             }
             Err(e) => {
-                refused_warn(|| tracing::warn!(client = ?who, "install refused: {e}"));
+                proto::ops::rate_limited(|| tracing::warn!(client = ?who, "install refused: {e}"));
                 Err(Status::invalid_argument(e.to_string()))
             }
         }

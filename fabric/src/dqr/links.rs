@@ -167,41 +167,49 @@ impl SwitchLinks {
         dests
             .par_chunks(64)
             .flat_map_iter(|chunk| {
-                let mut seen = vec![false; n];
-                let mut stack: Vec<u32> = Vec::new();
+                let mut scratch = (vec![false; n], Vec::new());
                 chunk
                     .iter()
-                    .map(|&d| {
-                        let dlid = f.lid_of_slot(d);
-                        if dropped_lid[dlid as usize] {
-                            // Every entry dropped: no route reaches it.
-                            return (0..n as u32).collect();
-                        }
-                        for (si, ports) in &self.dead {
-                            let e = r.lfts.get(*si, dlid);
-                            if ports.contains(&e) && !seen[*si as usize] {
-                                seen[*si as usize] = true;
-                                stack.push(*si);
-                            }
-                        }
-                        let mut out = Vec::new();
-                        while let Some(x) = stack.pop() {
-                            out.push(x);
-                            for &(y, py) in self.links_into(x) {
-                                if !seen[y as usize] && r.lfts.get(y, dlid) == py {
-                                    seen[y as usize] = true;
-                                    stack.push(y);
-                                }
-                            }
-                        }
-                        for &x in &out {
-                            seen[x as usize] = false;
-                        }
-                        out.sort_unstable();
-                        out
-                    })
+                    .map(|&d| self.broken_toward(r, f.lid_of_slot(d), dropped_lid, &mut scratch))
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    /// [`Self::broken`] for the destination `dlid`, with the scratch
+    /// (switches seen, stack) of the caller's chunk, left clean.
+    fn broken_toward(
+        &self,
+        r: &Routing,
+        dlid: u16,
+        dropped_lid: &[bool],
+        (seen, stack): &mut (Vec<bool>, Vec<u32>),
+    ) -> Vec<u32> {
+        if dropped_lid[dlid as usize] {
+            // Every entry dropped: no route reaches it.
+            return (0..seen.len() as u32).collect();
+        }
+        for (si, ports) in &self.dead {
+            let e = r.lfts.get(*si, dlid);
+            if ports.contains(&e) && !seen[*si as usize] {
+                seen[*si as usize] = true;
+                stack.push(*si);
+            }
+        }
+        let mut out = Vec::new();
+        while let Some(x) = stack.pop() {
+            out.push(x);
+            for &(y, py) in self.links_into(x) {
+                if !seen[y as usize] && r.lfts.get(y, dlid) == py {
+                    seen[y as usize] = true;
+                    stack.push(y);
+                }
+            }
+        }
+        for &x in &out {
+            seen[x as usize] = false;
+        }
+        out.sort_unstable();
+        out
     }
 }

@@ -64,6 +64,18 @@ pub(crate) fn csr_of(
     (deg, adj, total, vertices)
 }
 
+/// The cycle the DFS `stack` closes by reaching grey vertex `w` again.
+fn closed_at(stack: &[(u32, u32)], w: usize, v: usize) -> Vec<VirtualChannel> {
+    let pos = stack.iter().position(|e| e.0 as usize == w).unwrap_or(0);
+    stack[pos..]
+        .iter()
+        .map(|e| VirtualChannel {
+            slot: (e.0 as usize / v) as Slot,
+            vl: (e.0 as usize % v) as u8,
+        })
+        .collect()
+}
+
 /// A cycle of a CDG in CSR form (vertex = slot * `v` + VL), if any.
 pub(crate) fn cycle_in(v: usize, deg: &[u32], adj: &[u32]) -> Option<Vec<VirtualChannel>> {
     let n_vert = deg.len() - 1;
@@ -87,17 +99,7 @@ pub(crate) fn cycle_in(v: usize, deg: &[u32], adj: &[u32]) -> Option<Vec<Virtual
                         color[w] = 1;
                         stack.push((w as u32, deg[w]));
                     }
-                    1 => {
-                        let pos = stack.iter().position(|e| e.0 as usize == w).unwrap_or(0);
-                        let cyc = stack[pos..]
-                            .iter()
-                            .map(|e| VirtualChannel {
-                                slot: (e.0 as usize / v) as Slot,
-                                vl: (e.0 as usize % v) as u8,
-                            })
-                            .collect();
-                        return Some(cyc);
-                    }
+                    1 => return Some(closed_at(&stack, w, v)),
                     _ => {}
                 }
             } else {

@@ -153,6 +153,34 @@ struct Work<T> {
     replies: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// Asks part `i` of a worker, loading the job again when the worker
+/// dropped it (as [`after_failure`] decides).
+async fn ask_reloading<T>(
+    ask: &Ask<T>,
+    c: &Client,
+    i: usize,
+    range: (usize, usize),
+    load: &JobBytes,
+) -> Answer<T> {
+    let mut reloads = 0;
+    loop {
+        let reply = ask(c.clone(), i, range).await;
+        let code = match &reply {
+            Err(AskError::Status(s)) => Some(s.code()),
+            _ => None,
+        };
+        match after_failure(code, reloads) {
+            AfterFailure::Reload => {
+                reloads += 1;
+                if let Err(e) = send_job(c.clone(), load).await {
+                    return Err(AskError::Status(e));
+                }
+            }
+            AfterFailure::Done => return reply,
+        }
+    }
+}
+
 /// Feeds one worker parts until the queue is empty or the worker is lost;
 /// `gone` resolves when its lease in the store ends.
 async fn run_worker<T: Covers + Send + 'static>(
@@ -188,7 +216,6 @@ async fn run_worker<T: Covers + Send + 'static>(
         }
     };
     run.load_seconds = load_seconds;
-    let send_load = |c: &Client| send_job(c.clone(), &load);
     loop {
         let next = q.lock().unwrap_or_else(|p| p.into_inner()).next();
         let i = match next {
@@ -202,25 +229,7 @@ async fn run_worker<T: Covers + Send + 'static>(
         };
         let (a, b) = ranges[i];
         tracing::debug!(worker = %addr, start = a, end = b, "part handed out");
-        let attempt = async {
-            let mut reloads = 0;
-            loop {
-                let reply = ask(c.clone(), i, (a, b)).await;
-                let code = match &reply {
-                    Err(AskError::Status(s)) => Some(s.code()),
-                    _ => None,
-                };
-                match after_failure(code, reloads) {
-                    AfterFailure::Reload => {
-                        reloads += 1;
-                        if let Err(e) = send_load(&c).await {
-                            break Err(AskError::Status(e));
-                        }
-                    }
-                    AfterFailure::Done => break reply,
-                }
-            }
-        };
+        let attempt = ask_reloading(&ask, &c, i, (a, b), &load);
         let reply = tokio::select! {
             r = attempt => r,
             _ = &mut gone => Err(AskError::Reply(LEASE_ENDED.into())),

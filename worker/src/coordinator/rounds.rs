@@ -426,39 +426,48 @@ impl Rounds<'_, '_> {
         let mut global = vec![0u64; plan.channels()];
         for r in 0..plan.rounds() {
             history.push(global.clone());
-            loop {
-                let results = {
-                    let (remotes, history, ctx) = (&*self.remotes, &history, self.ctx);
-                    futures::future::join_all(
-                        self.deal
-                            .groups_mut()
-                            .iter_mut()
-                            .zip(self.held.iter_mut())
-                            .enumerate()
-                            .filter(|(_, (g, _))| g.next <= r)
-                            .map(|(i, (g, h))| async move {
-                                (i, step(g, h, r, history, ctx, remotes).await)
-                            }),
-                    )
-                    .await
-                };
-                let mut moved = false;
-                for (i, res) in results {
-                    match res {
-                        Ok(d) => global.iter_mut().zip(d).for_each(|(x, y)| *x += y),
-                        Err(e) => {
-                            self.recover(i, e).await?;
-                            moved = true;
-                        }
-                    }
-                }
-                if !moved {
-                    break;
-                }
-            }
+            // Until every group stepped round r: a failed group is moved
+            // (recovered) and the round asked again of it.
+            while self.round_once(r, &history, &mut global).await? {}
             engine_opts.report((r + 1) as u64, plan.rounds() as u64);
         }
         Ok((history, global))
+    }
+
+    /// Steps round `r` on every group due for it, adding their deltas to
+    /// `global`; true when a group failed and was moved (ask again).
+    async fn round_once(
+        &mut self,
+        r: usize,
+        history: &[Vec<u64>],
+        global: &mut [u64],
+    ) -> Result<bool, CoordError> {
+        let results = {
+            let (remotes, ctx) = (&*self.remotes, self.ctx);
+            futures::future::join_all(
+                self.deal
+                    .groups_mut()
+                    .iter_mut()
+                    .zip(self.held.iter_mut())
+                    .enumerate()
+                    .filter(|(_, (g, _))| g.next <= r)
+                    .map(|(i, (g, h))| async move {
+                        (i, step(g, h, r, history, ctx, remotes).await)
+                    }),
+            )
+            .await
+        };
+        let mut moved = false;
+        for (i, res) in results {
+            match res {
+                Ok(d) => global.iter_mut().zip(d).for_each(|(x, y)| *x += y),
+                Err(e) => {
+                    self.recover(i, e).await?;
+                    moved = true;
+                }
+            }
+        }
+        Ok(moved)
     }
 
     /// Every group's finished units; a group moved at the end replays

@@ -41,6 +41,39 @@ pub(super) struct RouteIndex<'a> {
 
 const NO: u32 = u32::MAX;
 
+/// Per destination, the first GID rule of context `c` naming it (or
+/// [`NO`]).
+fn rule_column(c: &crate::intersubnet::Context, dest_of: &FastMap<Gid, u32>, n: usize) -> Vec<u32> {
+    let mut col = vec![NO; n];
+    for (ri, r) in c.rules.iter().enumerate() {
+        let Match::Gid(g) = r.matches else {
+            continue;
+        };
+        if let Some(&k) = dest_of.get(&g) {
+            if col[k as usize] == NO {
+                col[k as usize] = ri as u32;
+            }
+        }
+    }
+    col
+}
+
+/// Per destination, the first entry of `mapping` naming it (or [`NO`]).
+fn entry_column(mapping: Option<&Mapping>, dest_of: &FastMap<Gid, u32>, n: usize) -> Vec<u32> {
+    let mut col = vec![NO; n];
+    let Some(m) = mapping else {
+        return col;
+    };
+    for (i, e) in m.entries.iter().enumerate() {
+        if let Some(&k) = dest_of.get(&e.dest) {
+            if col[k as usize] == NO {
+                col[k as usize] = i as u32;
+            }
+        }
+    }
+    col
+}
+
 impl<'a> RouteIndex<'a> {
     pub(super) fn new(
         view: &GlobalView,
@@ -68,19 +101,7 @@ impl<'a> RouteIndex<'a> {
             .collect();
         let entry = (0..view.subnets.len())
             .into_par_iter()
-            .map(|si| {
-                let mut col = vec![NO; n];
-                if let Some(m) = mapping[si] {
-                    for (i, e) in m.entries.iter().enumerate() {
-                        if let Some(&k) = dest_of.get(&e.dest) {
-                            if col[k as usize] == NO {
-                                col[k as usize] = i as u32;
-                            }
-                        }
-                    }
-                }
-                col
-            })
+            .map(|si| entry_column(mapping[si], &dest_of, n))
             .collect();
         // A router GUID listed twice: the last table rules, as in the
         // all-pairs tracer.
@@ -90,26 +111,31 @@ impl<'a> RouteIndex<'a> {
         }
         let mut which: FastMap<(u32, u32), u32> = FastMap::default();
         let mut used: Vec<(u32, u32)> = Vec::new();
+        // Per summary port, the (table, context) it enters by, numbered in
+        // the order first met.
+        let mut slot_of = |router_guid: u64, port: u8| -> u32 {
+            let Some(&ti) = table.get(&router_guid) else {
+                return NO;
+            };
+            let t = &routes.routers[ti as usize];
+            let Some(ci) = t
+                .contexts
+                .iter()
+                .position(|c| c.ingress_ports.is_empty() || c.ingress_ports.contains(&port))
+            else {
+                return NO;
+            };
+            *which.entry((ti, ci as u32)).or_insert_with(|| {
+                used.push((ti, ci as u32));
+                (used.len() - 1) as u32
+            })
+        };
         let context: Vec<Vec<u32>> = parts
             .iter()
             .map(|sum| {
                 sum.ports
                     .iter()
-                    .map(|p| {
-                        let Some(&ti) = table.get(&p.router_guid) else {
-                            return NO;
-                        };
-                        let t = &routes.routers[ti as usize];
-                        let Some(ci) = t.contexts.iter().position(|c| {
-                            c.ingress_ports.is_empty() || c.ingress_ports.contains(&p.port)
-                        }) else {
-                            return NO;
-                        };
-                        *which.entry((ti, ci as u32)).or_insert_with(|| {
-                            used.push((ti, ci as u32));
-                            (used.len() - 1) as u32
-                        })
-                    })
+                    .map(|p| slot_of(p.router_guid, p.port))
                     .collect()
             })
             .collect();
@@ -117,17 +143,7 @@ impl<'a> RouteIndex<'a> {
             .par_iter()
             .map(|&(ti, ci)| {
                 let c = &routes.routers[ti as usize].contexts[ci as usize];
-                let mut col = vec![NO; n];
-                for (ri, r) in c.rules.iter().enumerate() {
-                    if let Match::Gid(g) = r.matches {
-                        if let Some(&k) = dest_of.get(&g) {
-                            if col[k as usize] == NO {
-                                col[k as usize] = ri as u32;
-                            }
-                        }
-                    }
-                }
-                (ti, ci, col)
+                (ti, ci, rule_column(c, &dest_of, n))
             })
             .collect();
         let mut by_prefix: FastMap<(u32, u64), u32> = FastMap::default();

@@ -335,25 +335,14 @@ fn direct_edges(
     key: &HashMap<u32, u32>,
 ) -> Result<Vec<(u32, u32)>, SummaryError> {
     let n = local.start.len().saturating_sub(1);
-    let succ = |u: usize| &local.adj[local.start[u] as usize..local.start[u + 1] as usize];
-    const UNSEEN: u32 = u32::MAX;
-    const ACTIVE: u32 = u32::MAX - 1;
-    // Per CDG vertex: its set in `sets`, or UNSEEN / ACTIVE.
-    let mut set_of = vec![UNSEEN; n];
-    let mut sets: Vec<Vec<u32>> = vec![Vec::new()];
-    let first_of = |u: usize, set_of: &[u32], sets: &[Vec<u32>], acc: &mut Vec<u32>| {
-        acc.clear();
-        for &s in succ(u) {
-            match key.get(&s) {
-                Some(&id) => acc.push(id),
-                None => acc.extend_from_slice(&sets[set_of[s as usize] as usize]),
-            }
-        }
-        acc.sort_unstable();
-        acc.dedup();
+    let mut fs = FirstSets {
+        local,
+        key,
+        set_of: vec![UNSEEN; n],
+        sets: vec![Vec::new()],
+        stack: Vec::new(),
+        acc: Vec::new(),
     };
-    let mut stack: Vec<(usize, usize)> = Vec::new();
-    let mut acc = Vec::new();
     let mut edges = Vec::new();
     let mut roots: Vec<(u32, u32)> = key.iter().map(|(&u, &id)| (u, id)).collect();
     roots.sort_unstable();
@@ -363,52 +352,100 @@ fn direct_edges(
             continue;
         }
         // Every successor outside the summary gets its set first.
-        for &s in succ(u) {
-            let s = s as usize;
-            if key.contains_key(&(s as u32)) || set_of[s] != UNSEEN {
-                continue;
-            }
-            set_of[s] = ACTIVE;
-            stack.push((s, 0));
-            while let Some(top) = stack.last_mut() {
-                let (x, i) = *top;
-                let sx = succ(x);
-                if i < sx.len() {
-                    top.1 += 1;
-                    let y = sx[i] as usize;
-                    if key.contains_key(&(y as u32)) {
-                        continue;
-                    }
-                    match set_of[y] {
-                        UNSEEN => {
-                            set_of[y] = ACTIVE;
-                            stack.push((y, 0));
-                        }
-                        ACTIVE => return Err(SummaryError::Cyclic),
-                        _ => {}
-                    }
-                } else {
-                    stack.pop();
-                    // One successor outside the summary: share its set.
-                    set_of[x] = match sx {
-                        [y] if !key.contains_key(y) => set_of[*y as usize],
-                        _ => {
-                            first_of(x, &set_of, &sets, &mut acc);
-                            if acc.is_empty() {
-                                0
-                            } else {
-                                sets.push(std::mem::take(&mut acc));
-                                (sets.len() - 1) as u32
-                            }
-                        }
-                    };
-                }
+        for i in 0..fs.succ(u).len() {
+            let s = fs.succ(u)[i] as usize;
+            if !key.contains_key(&(s as u32)) && fs.set_of[s] == UNSEEN {
+                fs.fill(s)?;
             }
         }
-        first_of(u, &set_of, &sets, &mut acc);
-        edges.extend(acc.iter().map(|&to| (from, to)));
+        fs.first_of(u);
+        edges.extend(fs.acc.iter().map(|&to| (from, to)));
     }
     Ok(edges)
+}
+
+const UNSEEN: u32 = u32::MAX;
+const ACTIVE: u32 = u32::MAX - 1;
+
+/// The memo of [`direct_edges`]: per CDG vertex, its set of first summary
+/// vertices in `sets` (or [`UNSEEN`] / [`ACTIVE`]).
+struct FirstSets<'a> {
+    local: &'a LocalCdg,
+    key: &'a HashMap<u32, u32>,
+    set_of: Vec<u32>,
+    sets: Vec<Vec<u32>>,
+    stack: Vec<(usize, usize)>,
+    acc: Vec<u32>,
+}
+
+impl FirstSets<'_> {
+    fn succ(&self, u: usize) -> &[u32] {
+        &self.local.adj[self.local.start[u] as usize..self.local.start[u + 1] as usize]
+    }
+
+    /// The first summary vertices after `u`, into `acc` (sorted, unique),
+    /// from its successors' sets.
+    fn first_of(&mut self, u: usize) {
+        let mut acc = std::mem::take(&mut self.acc);
+        acc.clear();
+        for &s in self.succ(u) {
+            match self.key.get(&s) {
+                Some(&id) => acc.push(id),
+                None => acc.extend_from_slice(&self.sets[self.set_of[s as usize] as usize]),
+            }
+        }
+        acc.sort_unstable();
+        acc.dedup();
+        self.acc = acc;
+    }
+
+    /// Gives `s` and every vertex outside the summary after it its set,
+    /// depth first; a cycle among them is refused.
+    fn fill(&mut self, s: usize) -> Result<(), SummaryError> {
+        self.set_of[s] = ACTIVE;
+        self.stack.push((s, 0));
+        while let Some(&(x, i)) = self.stack.last() {
+            let len = self.succ(x).len();
+            if i < len {
+                if let Some(top) = self.stack.last_mut() {
+                    top.1 += 1;
+                }
+                let y = self.succ(x)[i] as usize;
+                if self.key.contains_key(&(y as u32)) {
+                    continue;
+                }
+                match self.set_of[y] {
+                    UNSEEN => {
+                        self.set_of[y] = ACTIVE;
+                        self.stack.push((y, 0));
+                    }
+                    ACTIVE => return Err(SummaryError::Cyclic),
+                    _ => {}
+                }
+            } else {
+                self.stack.pop();
+                self.set_of[x] = self.set_for(x);
+            }
+        }
+        Ok(())
+    }
+
+    /// The set of `x`, whose successors all have theirs: one successor
+    /// outside the summary shares its set.
+    fn set_for(&mut self, x: usize) -> u32 {
+        if let [y] = self.succ(x) {
+            if !self.key.contains_key(y) {
+                return self.set_of[*y as usize];
+            }
+        }
+        self.first_of(x);
+        if self.acc.is_empty() {
+            0
+        } else {
+            self.sets.push(std::mem::take(&mut self.acc));
+            (self.sets.len() - 1) as u32
+        }
+    }
 }
 
 /// Walks routes through one subnet's tables, as the whole-fabric check's
