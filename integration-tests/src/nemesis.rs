@@ -289,8 +289,8 @@ impl Rogues {
     fn next(&mut self, c: &ChaosCluster) -> Result<&mut Rogue> {
         let prefix = 0xfec0_0000_0000_e000 + self.used % ROGUE_PREFIXES;
         self.used += 1;
-        if !self.by_prefix.contains_key(&prefix) {
-            self.by_prefix.insert(prefix, Rogue::new(c, prefix)?);
+        if let std::collections::btree_map::Entry::Vacant(e) = self.by_prefix.entry(prefix) {
+            e.insert(Rogue::new(c, prefix)?);
         }
         self.by_prefix
             .get_mut(&prefix)
