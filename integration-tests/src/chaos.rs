@@ -889,6 +889,44 @@ impl ChaosCluster {
         Ok(())
     }
 
+    /// Cuts controller `k` from the store network (`store`) or the client
+    /// network: its name stops resolving there.
+    pub async fn cut_controller(&self, k: usize, store: bool) -> Result<()> {
+        let net = if store {
+            &self.store_net
+        } else {
+            &self.fabric_net
+        };
+        docker_async(vec![
+            "network".into(),
+            "disconnect".into(),
+            net.clone(),
+            self.controllers[k].container.clone(),
+        ])
+        .await?;
+        Ok(())
+    }
+
+    /// Connects controller `k` to that network again, under its alias.
+    pub async fn reconnect_controller(&self, k: usize, store: bool) -> Result<()> {
+        let net = if store {
+            &self.store_net
+        } else {
+            &self.fabric_net
+        };
+        let ctl = &self.controllers[k];
+        docker_async(vec![
+            "network".into(),
+            "connect".into(),
+            "--alias".into(),
+            ctl.name.clone(),
+            net.clone(),
+            ctl.container.clone(),
+        ])
+        .await?;
+        Ok(())
+    }
+
     /// The topology agent `i` was last given (the variant in force).
     pub fn topology_now(&self, i: usize) -> String {
         let cur = self

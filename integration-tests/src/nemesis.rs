@@ -317,19 +317,9 @@ async fn inject(c: &ChaosCluster, f: &Fault, hold: Duration, rogues: &mut Rogues
         Fault::PauseAgent(i) => pause(&container(&c.agents[*i]), hold).await?,
         Fault::PauseRouter(i) => pause(&container(&c.routers[*i]), hold).await?,
         Fault::CutController { k, store } => {
-            let ctl = &c.controllers[*k];
-            let net = if *store { &c.store_net } else { &c.fabric_net };
-            docker(&["network", "disconnect", net, &ctl.container]).await?;
+            c.cut_controller(*k, *store).await?;
             tokio::time::sleep(hold).await;
-            docker(&[
-                "network",
-                "connect",
-                "--alias",
-                &ctl.name,
-                net,
-                &ctl.container,
-            ])
-            .await?;
+            c.reconnect_controller(*k, *store).await?;
         }
         Fault::RestartEtcd(e) => {
             docker(&["restart", "-t", "2", &container(&c.etcd[*e])]).await?;

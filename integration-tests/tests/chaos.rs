@@ -252,12 +252,9 @@ async fn partition(
 ) -> Result<(), String> {
     let l0 = settle(c, m).await?;
     let ctl = &c.controllers[l0];
-    let net = if from_store {
-        &c.store_net
-    } else {
-        &c.fabric_net
-    };
-    docker(&["network", "disconnect", net, &ctl.container]).await?;
+    c.cut_controller(l0, from_store)
+        .await
+        .map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let flipped = flips.next(None);
     c.flip_topology(flipped).await.map_err(|e| e.to_string())?;
@@ -278,15 +275,9 @@ async fn partition(
     }
     o.notes.push(elected(m, t0, l0));
     o.phase("recovered", r.map(|(t, _)| t));
-    docker(&[
-        "network",
-        "connect",
-        "--alias",
-        &ctl.name,
-        net,
-        &ctl.container,
-    ])
-    .await?;
+    c.reconnect_controller(l0, from_store)
+        .await
+        .map_err(|e| e.to_string())?;
     let t1 = Instant::now();
     let healed = m.wait_recovered(c, &all_up(), t1, t1, HEAL).await;
     match healed {
