@@ -1822,3 +1822,93 @@ fn a_text_report_to_a_full_disk_is_an_error_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// README's update walkthrough as written: `reroute` of Nue tables writes
+/// a drain stage under NEW/drain, and `verify --transition OLD NEW` checks
+/// the update as the switches take it, OLD to the drain stage, then the
+/// drain stage to NEW, and passes; the one-step mix of OLD and NEW (which
+/// never happens) has a cycle.
+#[test]
+fn verify_transition_checks_a_reroute_with_its_drain_stage_in_two_steps() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("df.net");
+    let out = d.path().join("out");
+    ok(&["gen", "dragonfly", "--p", "3", "-o", s(&net)]);
+    ok(&[
+        "route",
+        "--topology",
+        s(&net),
+        "--engine",
+        "nue",
+        "--max-vls",
+        "4",
+        "--out",
+        s(&out),
+    ]);
+    // The first fault of the first switch whose reroute needs a drain stage.
+    let mut found = None;
+    for port in 1..=11 {
+        let fail = format!("0x0002000000000001:{port}");
+        let new = d.path().join(format!("new{port}"));
+        let o = ibf(&[
+            "reroute",
+            "--topology",
+            s(&net),
+            "--dir",
+            s(&out),
+            "--fail",
+            &fail,
+            "--out",
+            s(&new),
+        ]);
+        if o.status.success() && new.join("drain").join("ibfabric-tables.txt").exists() {
+            found = Some((fail, new));
+            break;
+        }
+    }
+    let (fail, new) = found.expect("a fault whose reroute has a drain stage");
+    let args = [
+        "verify",
+        "--topology",
+        s(&net),
+        "--fail",
+        &fail,
+        "--transition",
+        s(&out),
+        s(&new),
+    ];
+    let o = ibf(&args);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert_eq!(text.matches("step            ").count(), 2, "{text}");
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let j = json(&ibf(&with_json));
+    assert_eq!(j["deadlock_free"], true);
+    assert_eq!(j["steps"].as_array().map(Vec::len), Some(2));
+    // The same tables without their drain stage: the one-step mix.
+    let flat = d.path().join("flat");
+    std::fs::create_dir(&flat).unwrap();
+    for e in std::fs::read_dir(&new).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, flat.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let o = ibf(&[
+        "verify",
+        "--topology",
+        s(&net),
+        "--fail",
+        &fail,
+        "--transition",
+        s(&out),
+        s(&flat),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

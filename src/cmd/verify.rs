@@ -7,7 +7,7 @@ use fabric::formats::{lft, pathsl, sl2vl};
 use fabric::tables::Routing;
 use fabric::verify;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Args)]
@@ -20,7 +20,10 @@ pub struct VerifyArgs {
     dir: Option<PathBuf>,
     /// Check an update in progress instead: every mix of the OLD and NEW
     /// table sets (per switch and destination, per SL-to-VL row, per
-    /// source's cached SL) on the topology as it is now (--topology).
+    /// source's cached SL) on the topology as it is now (--topology). A
+    /// NEW_DIR that `reroute` wrote with a drain stage (NEW_DIR/drain,
+    /// applied first) is checked in its two steps: OLD to the drain stage,
+    /// then the drain stage to NEW.
     #[arg(long, num_args = 2, value_names = ["OLD_DIR", "NEW_DIR"], conflicts_with_all = ["dir", "lfts", "sl2vl", "path_sl"])]
     transition: Option<Vec<PathBuf>>,
     /// With --transition: elements down since --topology was discovered
@@ -77,56 +80,107 @@ struct VerifyJson {
 }
 
 #[derive(Serialize)]
-struct TransitionJson<'a> {
+struct TransitionJson {
+    /// The sets checked, in order: OLD to NEW, or OLD to NEW/drain to NEW
+    /// when NEW is a reroute's output with a drain stage.
+    from: PathBuf,
+    to: PathBuf,
     #[serde(flatten)]
-    report: &'a verify::TransitionReport,
+    report: verify::TransitionReport,
     deadlock_free: bool,
     cycle: Option<Vec<verify::ChannelRef>>,
     cycle_text: Option<String>,
     verify_seconds: f64,
 }
 
+#[derive(Serialize)]
+struct StepsJson {
+    deadlock_free: bool,
+    steps: Vec<TransitionJson>,
+}
+
+/// One step of an update: every mix of the `from` and `to` sets.
+fn transition_step(f: &fabric::Fabric, from: &Path, to: &Path) -> Result<TransitionJson> {
+    let old = fabric::formats::tableset::read_set(f, from)?;
+    let new = fabric::formats::tableset::read_set(f, to)?;
+    let t = Instant::now();
+    let r = verify::check_transition(f, &old, &new);
+    let secs = t.elapsed().as_secs_f64();
+    Ok(TransitionJson {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+        deadlock_free: r.deadlock_free(),
+        cycle: r
+            .cycle
+            .as_ref()
+            .map(|c| c.iter().map(|vc| verify::channel_ref(f, *vc)).collect()),
+        cycle_text: r.describe_cycle(f),
+        report: r,
+        verify_seconds: secs,
+    })
+}
+
+fn print_step(s: &TransitionJson, steps: usize) {
+    if steps > 1 {
+        println!("step            {} -> {}", s.from.display(), s.to.display());
+    }
+    let r = &s.report;
+    println!("transition time {:.3} s", s.verify_seconds);
+    println!(
+        "changed         {} LFT entries toward {} destinations, {} path SLs, {} SL-to-VL rows",
+        r.entries_changed, r.destinations_changed, r.sls_changed, r.sl2vl_rows_changed
+    );
+    println!(
+        "mixed walks     {} states, CDG {} channels, {} dependencies",
+        r.states, r.cdg_vertices, r.cdg_edges
+    );
+    match &s.cycle_text {
+        None => println!("transition      deadlock free: every mix of old and new tables"),
+        Some(c) => println!(
+            "transition      NOT deadlock free: a mix of old and new tables has the cycle {c}"
+        ),
+    }
+}
+
+/// Checks the update from OLD to NEW. A reroute that needs a drain stage
+/// writes it under NEW/drain, to be applied first: then each step is
+/// checked (OLD to the drain stage, the drain stage to NEW), as the
+/// switches take them, and not the mix of OLD and NEW that never happens.
 fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i32> {
     let [old_dir, new_dir] = dirs else {
         bail!("--transition takes OLD_DIR NEW_DIR");
     };
-    let old = fabric::formats::tableset::read_set(f, old_dir)?;
-    let new = fabric::formats::tableset::read_set(f, new_dir)?;
-    let t = Instant::now();
-    let r = verify::check_transition(f, &old, &new);
-    let secs = t.elapsed().as_secs_f64();
-    if json {
-        super::print_json(
-            "verify",
-            &TransitionJson {
-                report: &r,
-                deadlock_free: r.deadlock_free(),
-                cycle: r
-                    .cycle
-                    .as_ref()
-                    .map(|c| c.iter().map(|vc| verify::channel_ref(f, *vc)).collect()),
-                cycle_text: r.describe_cycle(f),
-                verify_seconds: secs,
-            },
-        )?;
+    let drain = new_dir.join("drain");
+    let steps = if drain
+        .join(fabric::formats::tableset::MANIFEST_FILE)
+        .exists()
+    {
+        vec![
+            transition_step(f, old_dir, &drain)?,
+            transition_step(f, &drain, new_dir)?,
+        ]
     } else {
-        println!("transition time {secs:.3} s");
-        println!(
-            "changed         {} LFT entries toward {} destinations, {} path SLs, {} SL-to-VL rows",
-            r.entries_changed, r.destinations_changed, r.sls_changed, r.sl2vl_rows_changed
-        );
-        println!(
-            "mixed walks     {} states, CDG {} channels, {} dependencies",
-            r.states, r.cdg_vertices, r.cdg_edges
-        );
-        match r.describe_cycle(f) {
-            None => println!("transition      deadlock free: every mix of old and new tables"),
-            Some(c) => println!(
-                "transition      NOT deadlock free: a mix of old and new tables has the cycle {c}"
-            ),
+        vec![transition_step(f, old_dir, new_dir)?]
+    };
+    let ok = steps.iter().all(|s| s.deadlock_free);
+    if json {
+        match <[TransitionJson; 1]>::try_from(steps) {
+            // One step: its report, as before.
+            Ok([one]) => super::print_json("verify", &one)?,
+            Err(steps) => super::print_json(
+                "verify",
+                &StepsJson {
+                    deadlock_free: ok,
+                    steps,
+                },
+            )?,
+        }
+    } else {
+        for s in &steps {
+            print_step(s, steps.len());
         }
     }
-    Ok(if r.deadlock_free() {
+    Ok(if ok {
         super::exit::OK
     } else {
         super::exit::UNSAFE
