@@ -1652,6 +1652,27 @@ fn help_documents_exit_codes_and_completions_and_man_pages_are_generated() {
         "{route}"
     );
     assert!(d.path().join("ibfabric.1").is_file());
+    // Every page a page names (SEE ALSO, `name(1)`) is written, nested
+    // subcommands too.
+    for e in std::fs::read_dir(d.path()).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for word in text.split(|c: char| c.is_whitespace() || c == ',') {
+            if let Some(name) = word.strip_suffix("(1)") {
+                let name = name.replace('\\', "");
+                let is_name = !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if is_name {
+                    assert!(
+                        d.path().join(format!("{name}.1")).is_file(),
+                        "{name}(1) is named but not written"
+                    );
+                }
+            }
+        }
+    }
+    assert!(d.path().join("ibfabric-gen-multi.1").is_file());
 }
 
 /// A report that cannot be written (stdout on a full disk) is an error of

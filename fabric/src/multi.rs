@@ -201,9 +201,9 @@ impl TreeSubnets {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum PaperLayout {
-    /// As the text sizes them: 72 HCAs per subnet ([`TreeSubnets::paper_text`]).
+    /// As the text sizes them: 72 HCAs per subnet (`TreeSubnets::paper_text`).
     Text,
-    /// The whole 648-HCA system cut into K subnets ([`TreeSubnets::paper`]).
+    /// The whole 648-HCA system cut into K subnets (`TreeSubnets::paper`).
     Ports648,
 }
 

@@ -16,7 +16,7 @@ use proto::v1;
     for the prefix."
 )]
 pub struct ForgetArgs {
-    /// Controller addresses (http://host:port), repeated or comma-separated;
+    /// Controller addresses (https://host:port; http:// for plaintext services), repeated or comma-separated;
     /// the one that leads does it.
     #[arg(long = "controller", short, value_delimiter = ',', required = true)]
     controllers: Vec<String>,

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 #[command(
     after_help = "Every key of the file can be overridden from the environment: \
     IBFABRIC_<KEY> for a top-level key (IBFABRIC_MAX_VLS=4), IBFABRIC_<TABLE>__<KEY> inside a \
-    table (IBFABRIC_STORE__ENDPOINTS='[\"http://etcd:2379\"]'); values are TOML values or \
+    table (IBFABRIC_STORE__ENDPOINTS='[\"https://etcd:2379\"]'); values are TOML values or \
     plain strings. SIGHUP re-reads the file: the agent applies new routing options (engine, \
     base, max_vls, max_sls, root_guids, dqr, stage_wait_ms) through an ordered, checked \
     update; other keys, and the controller's and router's, take a restart (the log says \
@@ -72,8 +72,10 @@ pub struct ClientTls {
     /// the CA issued, e.g. `ibfabric certs ... issue worker --name ops`).
     #[arg(long, requires_all = ["cert", "key"])]
     pub ca: Option<PathBuf>,
+    /// This client's certificate (PEM), issued by the CA.
     #[arg(long, requires = "ca")]
     pub cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
     #[arg(long, requires = "ca")]
     pub key: Option<PathBuf>,
     /// Plaintext gRPC (services started with insecure = true).

@@ -13,7 +13,7 @@ use serde::Serialize;
     version than published, the store failing); 1 when no controller answers."
 )]
 pub struct StatusArgs {
-    /// Controller addresses (http://host:port), repeated or comma-separated.
+    /// Controller addresses (https://host:port; http:// for plaintext services), repeated or comma-separated.
     #[arg(
         long = "controller",
         short,

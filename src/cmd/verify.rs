@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("tables").required(true).args(["dir", "lfts", "transition"])))]
 pub struct VerifyArgs {
     /// Topology file (ibnetdiscover grammar).
     #[arg(long, short)]

@@ -10,7 +10,8 @@ use worker::exec::{Executor, Workers};
 #[derive(Args)]
 pub struct WorkerArgs {
     /// Compute on these workers (`ibfabric worker`; addresses
-    /// http://host:port, repeated or comma-separated). Routing splits as
+    /// https://host:port, http:// for plaintext workers, repeated or
+    /// comma-separated). Routing splits as
     /// the engine says (`ibfabric engines`): dfdn on its default, trees or
     /// auto base by destination switch (the SL choice runs here); minhop by
     /// source switch; nue by virtual layer, round by round, on the channel

@@ -33,10 +33,10 @@ pub enum Base {
     #[cfg_attr(feature = "clap", value(name = "minhop"))]
     MinHop,
     Sssp,
-    /// OpenSM LASH's BFS-tree routes ([`trees`]).
+    /// OpenSM LASH's BFS-tree routes (the `trees` module).
     Trees,
     /// Whichever of the BFS trees and SSSP loads its busiest link less
-    /// (HCA pairs per directed switch link, [`crate::load`]); ties go to the
+    /// (HCA pairs per directed switch link, the `load` module); ties go to the
     /// trees. Neither wins everywhere: the trees spread best on Dragonflies
     /// and Slim Flies, SSSP on tori, fat trees and random graphs.
     Auto,
