@@ -9,11 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/quickstart}"
 mkdir -p "$out"
+say() { printf '\n==> %s\n' "$*" >&2; }
+say "checking build dependencies (protoc; apt when missing)"
 bash scripts/install-deps.sh --build-only
-cargo build --release --bin ibfabric --quiet
+say "building the release binary: 10-20 minutes on 2 cores the first time, about 3 GB under target/"
+cargo build --release --bin ibfabric
 bin=target/release/ibfabric
+say "routing a 1,056-HCA Dragonfly with DF-DN, then verifying the files from disk (seconds)"
 "$bin" gen dragonfly --p 4 -o "$out/dragonfly-p4.net"
 "$bin" info "$out/dragonfly-p4.net"
 "$bin" route --topology "$out/dragonfly-p4.net" --engine dfdn --out "$out/dfdn"
 "$bin" verify --topology "$out/dragonfly-p4.net" --dir "$out/dfdn"
+say "ibfabric demo: controller, agents and routers over loopback gRPC (about a minute)"
 "$bin" demo

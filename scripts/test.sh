@@ -7,15 +7,21 @@
 # `chaos: SKIPPED (...)` / `compose: SKIPPED (...)` when it does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+say() { printf '\n==> %s\n' "$*" >&2; }
+say "installing what the tests need when missing (apt: protoc, opensm, ibsim, etcd, ...)"
 bash scripts/install-deps.sh
+say "format and lints (the first build of the workspace: 10-20 minutes on 2 cores; target/ grows to about 15 GB)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The interop tests drive the real binary, and the chaos suite puts it in
 # its image.
+say "building the binary the process tests run"
 cargo build --bin ibfabric --quiet
 # The OpenSM plugin and the PathRecord reader the plugin tests load, and
 # the plugin's own checks of its table-set reader.
+say "building the OpenSM plugin and checking its table-set reader"
 make -s -C opensm-plugin all check
+say "the test suites: about 5 minutes, then the chaos suite (about 2 minutes) and the Compose stack"
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast -E 'not binary(chaos) and not binary(compose)' || status=$?

@@ -22,10 +22,19 @@ while [ $# -gt 0 ]; do
     esac
 done
 S=${1:-./state}
-if [ -e "$S" ]; then
-    echo "prepare: $S exists; remove it first (it holds the CA key)" >&2
+if ! command -v "$B" >/dev/null 2>&1; then
+    echo "prepare: no '$B' to run: put ibfabric on PATH or give --ibfabric target/release/ibfabric" >&2
     exit 1
 fi
+if [ -e "$S/pki/ca-key.pem" ]; then
+    echo "prepare: $S holds a CA key ($S/pki/ca-key.pem) from an earlier run; remove $S first" >&2
+    exit 1
+elif [ -e "$S" ]; then
+    echo "prepare: $S exists (without a CA key); remove it first" >&2
+    exit 1
+fi
+# A run that fails part way leaves no half-made state directory behind.
+trap 'rc=$?; [ $rc -eq 0 ] || { rm -rf "$S"; echo "prepare: failed; $S removed" >&2; }' EXIT
 mkdir -p "$S/pki" "$S/fabric"
 "$B" certs --out "$S/pki" ca >/dev/null
 

@@ -33,8 +33,13 @@ if [ -z "$bin" ]; then
     target=x86_64-unknown-linux-musl
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     if ! command -v musl-gcc >/dev/null; then
-        echo "build-image: musl-gcc is missing (Debian: apt-get install musl-tools)" >&2
-        exit 1
+        echo "build-image: installing musl-tools (musl-gcc) for the static build" >&2
+        sudo_=""
+        [ "$(id -u)" = 0 ] || sudo_=sudo
+        $sudo_ apt-get install -y musl-tools >/dev/null || {
+            echo "build-image: musl-gcc is missing and could not be installed (Debian: apt-get install musl-tools); or give --binary target/release/ibfabric" >&2
+            exit 1
+        }
     fi
     (cd "$root" && cargo build --release --target "$target" --bin ibfabric)
     bin="$root/target/$target/release/ibfabric"
