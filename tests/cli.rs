@@ -63,6 +63,8 @@ fn gen_info_route_verify_on_a_fat_tree() {
     assert_eq!(info["switches"], 48);
     assert_eq!(info["hcas"], 64);
     assert_eq!(info["diameter"], 4);
+    assert!(info.get("guids").is_none(), "GUIDs only when asked");
+    let info = json(&ibf(&["info", s(&net), "--json", "--guids"]));
     assert_eq!(info["guids"].as_array().unwrap().len(), 48 + 64);
 
     let r = json(&ibf(&[

@@ -8,7 +8,7 @@ use integration_tests::sim::Sim;
 use integration_tests::{ibfabric, parse_lft_listing};
 
 fn info(path: &std::path::Path) -> serde_json::Value {
-    let text = ibfabric(&["info", path.to_str().unwrap(), "--json"]).expect("info runs");
+    let text = ibfabric(&["info", path.to_str().unwrap(), "--json", "--guids"]).expect("info runs");
     serde_json::from_str(&text).expect("info prints JSON")
 }
 

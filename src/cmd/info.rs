@@ -11,9 +11,13 @@ use std::path::PathBuf;
 pub struct InfoArgs {
     /// Topology file (ibnetdiscover grammar).
     file: PathBuf,
-    /// Machine-readable output (includes the sorted node GUIDs).
+    /// Machine-readable output: the counts (with --guids, also every node
+    /// GUID, sorted: one line per node of the fabric).
     #[arg(long)]
     json: bool,
+    /// With --json: list every node GUID too.
+    #[arg(long, requires = "json")]
+    guids: bool,
 }
 
 #[derive(Serialize)]
@@ -94,7 +98,7 @@ impl Info {
 
 pub fn run(a: InfoArgs) -> Result<i32> {
     let f = super::read_topology(&a.file)?;
-    let i = Info::of(&f, a.json);
+    let i = Info::of(&f, a.json && a.guids);
     if a.json {
         super::print_json("info", &i)?;
     } else {
