@@ -3,8 +3,9 @@
 # (the gRPC contracts are compiled at build time), OpenSM, the ibsim
 # simulator with its umad2sim preload, infiniband-diags, GNU time, and etcd
 # (the controller's store tests start a real one), what the OpenSM plugin
-# builds with (libopensm-dev, libibmad-dev, libibumad-dev), and
-# docker-compose where Docker is installed.
+# builds with (libopensm-dev, libibmad-dev, libibumad-dev), Prometheus's
+# promtool (the alert rules' tests), and docker-compose where Docker is
+# installed.
 # `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
@@ -17,6 +18,8 @@ if [ "${1:-}" != "--build-only" ]; then
     [ -e /usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so ] || need+=(libumad2sim)
     [ -x /usr/bin/time ] || need+=(time)
     command -v etcd >/dev/null 2>&1 || { need+=(etcd); pkgs+=(etcd-server); }
+    # promtool checks and unit-tests the alert rules (deploy/prometheus/).
+    command -v promtool >/dev/null 2>&1 || { need+=(promtool); pkgs+=(prometheus); }
     # The Compose example's test, where a Docker engine is installed.
     if command -v docker >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1 \
         && ! docker compose version >/dev/null 2>&1; then

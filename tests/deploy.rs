@@ -114,3 +114,51 @@ fn systemd_units_notify_reload_and_verify() {
         ),
     }
 }
+
+/// The alert rules load (`promtool check rules`), pass their unit tests
+/// (`promtool test rules`: each alert fires on the series that should
+/// raise it, and only then), and name only metrics the services export.
+#[test]
+fn the_alert_rules_check_and_pass_their_unit_tests() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus");
+    let rules = dir.join("ibfabric.rules.yml");
+    let tests = dir.join("ibfabric.rules.test.yml");
+    for args in [
+        vec!["check", "rules", rules.to_str().expect("utf-8")],
+        vec!["test", "rules", tests.to_str().expect("utf-8")],
+    ] {
+        let o = match std::process::Command::new("promtool").args(&args).output() {
+            Ok(o) => o,
+            Err(e) => panic!(
+                "promtool not runnable ({e}): scripts/install-deps.sh installs Debian's prometheus"
+            ),
+        };
+        assert!(
+            o.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // Every ibfabric_* name in the rules is one the code exports.
+    let text = std::fs::read_to_string(&rules).expect("rules");
+    let sources: String = [
+        "proto/src/ops.rs",
+        "src/cmd/runtime.rs",
+        "proto/src/listen.rs",
+    ]
+    .iter()
+    .map(|p| {
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(p)).expect("source")
+    })
+    .collect();
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if word.starts_with("ibfabric_") {
+            assert!(
+                sources.contains(&format!("\"{word}\"")),
+                "the rules name {word}, which no service exports"
+            );
+        }
+    }
+}

@@ -74,6 +74,25 @@ async fn metrics_health_reflection_and_status_tell_what_the_services_hold() {
         "{t}"
     );
     assert_eq!(sample(&t, "ibfabric_store_ok"), Some(1.0));
+    // The alert rules' inputs: exact lag flags, left-out flags, and the
+    // certificates' expiry (a year out for the cluster's certificates).
+    for s in st.subnets.iter() {
+        let flag = format!(
+            "ibfabric_subnet_mapping_behind{{subnet=\"{}\"}}",
+            s.agent_id
+        );
+        assert!(sample(&t, &flag).is_some(), "{flag}: {t}");
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let own = sample(
+        &t,
+        "ibfabric_certificate_expiry_timestamp_seconds{certificate=\"own\"}",
+    )
+    .expect("own certificate's expiry");
+    assert!(own > now + 300.0 * 86_400.0, "{own}");
     let r = scrape_until(&c, "router0", "ibfabric_router_version", |v| {
         v == router.version as f64
     })

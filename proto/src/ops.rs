@@ -270,6 +270,19 @@ pub fn record_controller(s: &crate::v1::ControllerState) {
             .set(x.mapping_version as f64);
         gauge!("ibfabric_subnet_mapping_held_version", "subnet" => id.clone())
             .set(x.held_mapping_version as f64);
+        // Versions are above 2^53 and lose their low bits as floats: the
+        // comparison is made here, exactly, for the alert rules.
+        let behind = x.mapping_version != 0 && x.held_mapping_version != x.mapping_version;
+        gauge!("ibfabric_subnet_mapping_behind", "subnet" => id.clone()).set(if behind {
+            1.0
+        } else {
+            0.0
+        });
+        gauge!("ibfabric_subnet_left_out", "subnet" => id.clone()).set(if x.left_out.is_empty() {
+            0.0
+        } else {
+            1.0
+        });
         if let Some(r) = &x.routing {
             gauge!("ibfabric_subnet_route_seconds", "subnet" => id).set(r.route_seconds);
         }
@@ -278,7 +291,9 @@ pub fn record_controller(s: &crate::v1::ControllerState) {
         let g = format!("{:#018x}", r.router_guid);
         gauge!("ibfabric_router_egress_version", "router" => g.clone())
             .set(r.egress_version as f64);
-        gauge!("ibfabric_router_held_version", "router" => g).set(r.held_version as f64);
+        gauge!("ibfabric_router_held_version", "router" => g.clone()).set(r.held_version as f64);
+        let behind = r.egress_version != 0 && r.held_version != r.egress_version;
+        gauge!("ibfabric_router_egress_behind", "router" => g).set(if behind { 1.0 } else { 0.0 });
     }
     if let Some(st) = &s.store {
         gauge!("ibfabric_store_ok").set(if st.ok { 1.0 } else { 0.0 });

@@ -19,9 +19,11 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
             None => None,
         };
         let metrics_listen = cfg.metrics_listen;
+        let tls = cfg.tls.clone();
         let ag = agent::Agent::new(cfg);
         let a = ag.clone();
         super::runtime::serve_metrics(metrics_listen, move || a.record_metrics())?;
+        super::runtime::record_certificates(tls.as_ref());
         // Ready once the first tables are in force (the agent routes before
         // it serves); OpenSM's plugin finds them then.
         let a = ag.clone();

@@ -24,6 +24,7 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         super::runtime::serve_metrics(cfg.metrics_listen, move || {
             proto::ops::record_controller(&c.state())
         })?;
+        super::runtime::record_certificates(cfg.tls.as_ref());
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
         super::runtime::reload_needs_restart(path, cfg.clone());
         // The listener is bound: connections queue until serve takes them.

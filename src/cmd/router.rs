@@ -21,6 +21,7 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         super::runtime::serve_metrics(cfg.metrics_listen, move || {
             proto::ops::record_router(&f.state())
         })?;
+        super::runtime::record_certificates(cfg.tls.as_ref());
         tracing::info!(router = %format!("{guid:#018x}"), listen = %cfg.listen, "router firmware service up");
         super::runtime::reload_needs_restart(path, cfg.clone());
         super::runtime::notify_ready();

@@ -139,6 +139,32 @@ pub fn serve_metrics(
     Ok(())
 }
 
+/// Sets `ibfabric_certificate_expiry_timestamp_seconds` for this
+/// service's own certificate and its CA (unix seconds of their
+/// `notAfter`), for the alert rules (deploy/prometheus/). Nothing without
+/// TLS; a file that cannot be read is logged (the service already read it
+/// at start).
+pub fn record_certificates(tls: Option<&ibtls::TlsSettings>) {
+    let Some(t) = tls else {
+        return;
+    };
+    for (which, path) in [("own", &t.cert), ("ca", &t.ca)] {
+        let at = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| ibtls::Identity::not_after_pem(&pem).map_err(|e| e.to_string()));
+        match at {
+            Ok(at) => metrics::gauge!(
+                "ibfabric_certificate_expiry_timestamp_seconds",
+                "certificate" => which
+            )
+            .set(at as f64),
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "certificate expiry not exported: {e}")
+            }
+        }
+    }
+}
+
 /// Tells systemd (`Type=notify`) that the service is up: `READY=1` on
 /// `$NOTIFY_SOCKET`. Without systemd there is no socket and nothing to do.
 pub fn notify_ready() {

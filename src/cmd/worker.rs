@@ -22,6 +22,7 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let w = worker::Worker::new(cfg.name.clone(), cfg.max_jobs);
         w.admit_agents(cfg.coordinators.clone());
         super::runtime::serve_metrics(cfg.metrics_listen, || {})?;
+        super::runtime::record_certificates(cfg.tls.as_ref());
         super::runtime::reload_needs_restart(path, cfg.clone());
         // Registered once it listens: a coordinator that finds the key can
         // connect.

@@ -231,6 +231,15 @@ impl Identity {
         }
     }
 
+    /// When the first certificate in a PEM text stops being valid, in
+    /// unix seconds (its `notAfter`).
+    pub fn not_after_pem(pem: &[u8]) -> Result<i64, IdentityError> {
+        let der = crate::pem::first_cert(pem).map_err(IdentityError::Certificate)?;
+        let (_, cert) = X509Certificate::from_der(&der)
+            .map_err(|e| IdentityError::Certificate(e.to_string()))?;
+        Ok(cert.validity().not_after.timestamp())
+    }
+
     /// The identity of the first certificate in a PEM text (the leaf of a
     /// chain).
     pub fn from_cert_pem(pem: &[u8]) -> Result<Identity, IdentityError> {
@@ -325,6 +334,18 @@ mod tests {
         p.key_usages = usages;
         let key = rcgen::KeyPair::generate().expect("key");
         p.self_signed(&key).expect("cert").der().to_vec()
+    }
+
+    #[test]
+    fn not_after_is_read_from_a_pem_certificate() {
+        let ca = crate::generate_ca("t").expect("ca");
+        let at = Identity::not_after_pem(ca.cert_pem.as_bytes()).expect("reads");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs() as i64;
+        assert!(at > now + 300 * 86_400, "{at} vs {now}");
+        assert!(Identity::not_after_pem(b"junk").is_err());
     }
 
     #[test]
