@@ -25,6 +25,7 @@ mod etcd;
 mod memory;
 mod persist;
 pub mod registry;
+pub mod statefile;
 #[cfg(feature = "testing")]
 pub mod testing;
 

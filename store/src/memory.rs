@@ -39,7 +39,23 @@ struct State {
     revision: Revision,
     /// Full keys (namespace included) -> (value, revision of last write).
     keys: BTreeMap<String, (Vec<u8>, Revision)>,
+    /// The state file's journal, appended to by every write; None until
+    /// the first write (which writes a snapshot) and after a failed one.
+    journal: Option<Journal>,
 }
+
+/// The append side of the state file (`crate::statefile`).
+struct Journal {
+    file: std::fs::File,
+    /// Bytes appended since the snapshot, and the snapshot's size: the
+    /// file is rewritten whole when the journal outgrows the snapshot.
+    bytes: u64,
+    snapshot: u64,
+}
+
+/// The journal may grow to this before a rewrite even when the snapshot is
+/// smaller: small stores are not rewritten on every other write.
+const JOURNAL_MIN: u64 = 1 << 20;
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -70,7 +86,7 @@ impl Inner {
             undo.push((key.clone(), old));
         }
         st.revision = rev;
-        if let Err(e) = self.persist(st) {
+        if let Err(e) = self.persist(st, rev, &changes) {
             for (key, old) in undo.into_iter().rev() {
                 match old {
                     Some(v) => st.keys.insert(key, v),
@@ -92,23 +108,74 @@ impl Inner {
         Ok(rev)
     }
 
-    /// Rewrites the state file (when there is one) with every key but the
-    /// election keys: a leader's key dies with its process, as its etcd
-    /// lease would.
-    fn persist(&self, st: &State) -> Result<(), StoreError> {
+    /// Records a write at `rev` in the state file (when there is one):
+    /// appended to the journal and synced, or, when the journal has
+    /// outgrown the snapshot (or there is none yet), the whole state
+    /// written anew. Election keys are left out: a leader's key dies with
+    /// its process, as its etcd lease would.
+    fn persist(
+        &self,
+        st: &mut State,
+        rev: Revision,
+        changes: &[(EventKind, String, Vec<u8>)],
+    ) -> Result<(), StoreError> {
         let Some(path) = &self.file else {
             return Ok(());
         };
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        let mut text = format!("ibfabric-memory-store 1\nrevision {}\n", st.revision);
-        for (k, (v, r)) in &st.keys {
-            if k.contains(super::ELECTION_PREFIX) {
-                continue;
-            }
-            text += &format!("{} {} {r}\n", hex(k.as_bytes()), hex(v));
+        let fail =
+            |e: std::io::Error| StoreError::Config(format!("state file {}: {e}", path.display()));
+        if let Some(j) = st
+            .journal
+            .as_mut()
+            .filter(|j| j.bytes <= j.snapshot.max(JOURNAL_MIN))
+        {
+            let kept: Vec<crate::statefile::Change<'_>> = changes
+                .iter()
+                .filter(|(_, k, _)| !k.contains(super::ELECTION_PREFIX))
+                .map(|(kind, k, v)| {
+                    (
+                        k.as_str(),
+                        (*kind == EventKind::Put).then_some(v.as_slice()),
+                    )
+                })
+                .collect();
+            let line = crate::statefile::journal_line(rev, &kept);
+            use std::io::Write;
+            let r = same_file(path, &j.file)
+                .and_then(|()| j.file.write_all(line.as_bytes()))
+                .and_then(|()| j.file.sync_data());
+            return match r {
+                Ok(()) => {
+                    j.bytes += line.len() as u64;
+                    Ok(())
+                }
+                Err(e) => {
+                    // The line may be in the file in part: the next write
+                    // replaces the file whole.
+                    st.journal = None;
+                    Err(fail(e))
+                }
+            };
         }
+        let text = crate::statefile::snapshot(
+            st.revision,
+            st.keys
+                .iter()
+                .filter(|(k, _)| !k.contains(super::ELECTION_PREFIX)),
+        );
+        st.journal = None;
         write_atomically(path, text.as_bytes())
-            .map_err(|e| StoreError::Config(format!("state file {}: {e}", path.display())))
+            .map_err(|e| StoreError::Config(format!("state file {}: {e}", path.display())))?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(fail)?;
+        st.journal = Some(Journal {
+            file,
+            bytes: 0,
+            snapshot: text.len() as u64,
+        });
+        Ok(())
     }
 
     /// Deletes `key` only if its last write is at `rev`: a term ends only
@@ -468,47 +535,38 @@ impl EventSource for MemoryWatch {
 
 /// Reads a state file written by [`Inner::persist`].
 fn load(path: &Path) -> Result<State, StoreError> {
-    let bad = |line: usize, why: &str| {
-        StoreError::Config(format!("state file {}:{line}: {why}", path.display()))
-    };
     let text = std::fs::read_to_string(path)
         .map_err(|e| StoreError::Config(format!("state file {}: {e}", path.display())))?;
-    let unhex = |s: &str| -> Option<Vec<u8>> {
-        if !s.len().is_multiple_of(2) {
-            return None;
-        }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-            .collect()
-    };
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, "ibfabric-memory-store 1")) => {}
-        _ => return Err(bad(1, "not an ibfabric memory store file")),
+    let l = crate::statefile::parse(&text, path)?;
+    if l.torn_tail {
+        tracing::warn!(file = %path.display(), "the state file ends in a write cut short; it is dropped");
     }
-    let mut st = State::default();
-    for (i, line) in lines {
-        let f: Vec<&str> = line.split(' ').collect();
-        match f.as_slice() {
-            ["revision", r] => {
-                st.revision = r.parse().map_err(|_| bad(i + 1, "bad revision"))?;
-            }
-            [k, v, r] => {
-                let key = unhex(k)
-                    .and_then(|k| String::from_utf8(k).ok())
-                    .ok_or_else(|| bad(i + 1, "bad key"))?;
-                let value = unhex(v).ok_or_else(|| bad(i + 1, "bad value"))?;
-                let rev: Revision = r.parse().map_err(|_| bad(i + 1, "bad revision"))?;
-                if rev > st.revision {
-                    return Err(bad(i + 1, "a key is newer than the store's revision"));
-                }
-                st.keys.insert(key, (value, rev));
-            }
-            _ => return Err(bad(i + 1, "expected 'revision N' or 'KEY VALUE REVISION'")),
+    // The first write rewrites the file (no journal is appended to a file
+    // read back, which may end in a torn line).
+    Ok(State {
+        revision: l.revision,
+        keys: l.keys,
+        journal: None,
+    })
+}
+
+/// Whether `file` is still the one at `path`: a state file removed or
+/// replaced under the store (its directory gone, a restore from backup)
+/// must not swallow writes into an unlinked file.
+fn same_file(path: &Path, file: &std::fs::File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (a, b) = (std::fs::metadata(path)?, file.metadata()?);
+        if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+            return Err(std::io::Error::other(
+                "the file was replaced under the store",
+            ));
         }
     }
-    Ok(st)
+    #[cfg(not(unix))]
+    let _ = (path, file);
+    Ok(())
 }
 
 /// Writes `bytes` to `path` so that a crash leaves the old file or the new

@@ -872,6 +872,65 @@ async fn a_write_the_state_file_refuses_is_undone_and_the_campaign_wins_later() 
     drop(g);
 }
 
+/// The state file is a snapshot and a journal: a small write after a large
+/// state appends its own bytes (a heartbeat of one subnet does not rewrite
+/// the others' megabytes), the journal is folded into a new snapshot once
+/// it outgrows the old one, and everything reads back after a restart,
+/// also when the last write was cut short.
+#[tokio::test]
+async fn the_state_file_appends_small_writes_and_reads_back_whole() {
+    let d = tempfile::tempdir().expect("tmp");
+    let file = d.path().join("state");
+    let big = vec![7u8; 2 << 20];
+    {
+        let s = MemoryStore::open("/t/", Some(&file)).expect("opens");
+        s.put("big", big.clone()).await.expect("put");
+        let after_big = std::fs::metadata(&file).expect("file").len();
+        for i in 0..100u32 {
+            s.put("small", i.to_be_bytes().to_vec()).await.expect("put");
+        }
+        let grown = std::fs::metadata(&file).expect("file").len() - after_big;
+        assert!(grown < 10_000, "100 small writes added {grown} bytes");
+        // Enough large rewrites fold the journal into a new snapshot.
+        for i in 0..6u8 {
+            s.put("big", vec![i; 2 << 20]).await.expect("put");
+        }
+        let len = std::fs::metadata(&file).expect("file").len();
+        assert!(len < 3 * (4 << 20) as u64, "{len} bytes after compaction");
+    }
+    // A write cut short at the end of the file.
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .expect("open")
+        .write_all(b"T 999999 p:6869:")
+        .expect("append");
+    let s = MemoryStore::open("/t/", Some(&file)).expect("reopens");
+    assert_eq!(
+        s.get("small").await.expect("get").map(|(v, _)| v),
+        Some(99u32.to_be_bytes().to_vec())
+    );
+    assert_eq!(
+        s.get("big").await.expect("get").map(|(v, _)| v),
+        Some(vec![5u8; 2 << 20])
+    );
+    assert_eq!(
+        s.get("hi").await.expect("get"),
+        None,
+        "the torn write is dropped"
+    );
+    s.put("after", b"x".to_vec())
+        .await
+        .expect("writes after a torn tail");
+    drop(s);
+    let s = MemoryStore::open("/t/", Some(&file)).expect("reopens");
+    assert_eq!(
+        s.get("after").await.expect("get").map(|(v, _)| v),
+        Some(b"x".to_vec())
+    );
+}
+
 /// The health the controller's status shows: a failed write stays a
 /// failure while reads succeed (the leader reads every few hundred
 /// milliseconds), until a write lands again.
