@@ -105,7 +105,7 @@ async fn start_demo(
     dir: &std::path::Path,
     stop: watch::Receiver<bool>,
 ) -> Result<DemoRun> {
-    tracing::warn!(
+    tracing::info!(
         "demo: controller, agents and routers talk plaintext gRPC on loopback (insecure = true); \
          deployments use mutual TLS (see README, Certificates)"
     );

@@ -76,7 +76,16 @@ pub fn stage_mapping(
     match prefix_routes::from_mapping(m) {
         Ok(t) => {
             if let Some(w) = f.and_then(|f| prefix_routes::ambiguity_warning(f, m)) {
-                tracing::warn!(prefix = format_args!("{:#018x}", m.prefix), "{w}");
+                // A caveat for stock OpenSM (the plugin answers from the
+                // mapping): said once per subnet and text, not at every
+                // mapping, and not as a fault of a healthy run.
+                static SAID: std::sync::Mutex<Vec<(u64, String)>> =
+                    std::sync::Mutex::new(Vec::new());
+                let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+                if !said.iter().any(|(p, t)| *p == m.prefix && *t == w) {
+                    tracing::info!(prefix = format_args!("{:#018x}", m.prefix), "{w}");
+                    said.push((m.prefix, w));
+                }
             }
             out.text(&pr, t)?;
         }
