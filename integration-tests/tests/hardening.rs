@@ -380,3 +380,137 @@ async fn a_router_logs_an_install_it_refuses() {
     .unwrap_or_else(|e| panic!("{e}\n{}", c.routers[0].proc.log_tail()));
     assert_eq!(c.router_state(0).await.expect("router").version, before);
 }
+
+/// Turns on `watch_topology` for every agent of `c` (and restarts them).
+async fn watching(c: &mut Cluster) {
+    for i in 0..c.agents.len() {
+        let cfg = c.agents[i].config.clone();
+        let text = std::fs::read_to_string(&cfg).expect("config");
+        std::fs::write(
+            &cfg,
+            text.replacen("\n[tls]", "watch_topology = true\n\n[tls]", 1),
+        )
+        .expect("config");
+        c.start_agent(i).expect("agent restarts");
+    }
+    c.converged(0, CONVERGE).await.expect("converges again");
+}
+
+/// Re-cabling as the attack round did it: every subnet's file now gives
+/// the router 48 ports, one file after the other. While the two reports
+/// disagree, the junior subnet waits (named in `left_out`, no report
+/// refused, no re-registration storm); once both agree, both take part
+/// and the routes converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_cabling_converges_while_the_reports_disagree() {
+    let mut c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    watching(&mut c).await;
+    let recable = |i: usize| {
+        let net = c.path(&format!("{}.net", c.fabric.subnets[i].name));
+        let text = std::fs::read_to_string(&net).expect("topology");
+        let mut out = String::new();
+        for line in text.lines() {
+            match line.strip_prefix("Rt\t") {
+                Some(rest) => {
+                    let name = rest.split_once(' ').map_or("", |(_, n)| n);
+                    out += &format!("Rt\t48 {name}\n");
+                }
+                None => out += &format!("{line}\n"),
+            }
+        }
+        assert_ne!(out, text, "the router line was found");
+        std::fs::write(&net, out).expect("write");
+    };
+    recable(0);
+    let waiting = wait_for("a subnet to wait for the other", CONVERGE, || async {
+        let st = c.state(0).await?;
+        st.subnets
+            .iter()
+            .find(|s| s.left_out.contains("ports in the report of subnet"))
+            .map(|s| s.left_out.clone())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(waiting.contains("48"), "{waiting}");
+    recable(1);
+    let st = wait_for("both subnets to take part again", CONVERGE, || async {
+        let st = c.state(0).await?;
+        let agree = st.subnets.len() == 2
+            && st
+                .subnets
+                .iter()
+                .all(|s| s.left_out.is_empty() && s.mapping_version > 0);
+        agree.then_some(st)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(st.refused.is_empty(), "{}", st.refused);
+    c.converged(0, CONVERGE).await.expect("routes converge");
+    for a in &c.agents {
+        let log = a.proc.log();
+        assert!(!log.contains("report refused"), "{}", a.proc.log_tail());
+        assert!(
+            log.matches("registered").count() <= 3,
+            "{}",
+            a.proc.log_tail()
+        );
+    }
+}
+
+/// A memory-store controller started while its state file cannot be
+/// written (a full disk; here its directory is a file, which fails for
+/// root too) does not lead, and leads once the disk takes writes, without
+/// a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_started_on_a_full_disk_leads_once_it_can_write() {
+    use integration_tests::cluster::{Proc, free_port};
+    let d = tempfile::tempdir().expect("tmp");
+    let sf = d.path().join("sf");
+    std::fs::write(&sf, "not a directory").expect("file");
+    let port = free_port().expect("port");
+    let cfg = d.path().join("solo.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "id = \"solo\"\nlisten = \"127.0.0.1:{port}\"\nalgorithm = \"prefix\"\ninsecure = true\n\n\
+             [store]\nkind = \"memory\"\nstate_file = \"sf/solo.state\"\nelection_ttl_seconds = 1\n"
+        ),
+    )
+    .expect("config");
+    let mut p = Proc::spawn(
+        "solo",
+        &["controller", "--config", cfg.to_str().expect("utf-8")],
+        d.path(),
+    )
+    .expect("starts");
+    let addr = format!("http://127.0.0.1:{port}");
+    let leads = || async {
+        let mut c = proto::client::controller(&addr, &ibtls::Transport::Insecure)
+            .await
+            .ok()?;
+        Some(
+            c.state(proto::v1::StateRequest {})
+                .await
+                .ok()?
+                .into_inner()
+                .leader,
+        )
+    };
+    wait_for("the controller to answer", CONVERGE, || async {
+        leads().await
+    })
+    .await
+    .expect("answers");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(leads().await, Some(false), "led without writing its state");
+    std::fs::remove_file(&sf).expect("rm");
+    std::fs::create_dir(&sf).expect("dir");
+    wait_for("the controller to lead", CONVERGE, || async {
+        (leads().await == Some(true)).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", p.log_tail()));
+    assert!(p.log().contains("campaign failed"), "{}", p.log_tail());
+    p.kill();
+}
