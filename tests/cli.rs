@@ -1935,3 +1935,74 @@ fn verify_transition_checks_a_reroute_with_its_drain_stage_in_two_steps() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// `certs renew` replaces a certificate and its key in place with a new
+/// pair of the same identity and names from the CA.
+#[test]
+fn certs_renew_keeps_the_identity_and_names_with_a_new_key() {
+    let d = tempfile::tempdir().unwrap();
+    let pki = d.path().join("pki");
+    ok(&["certs", "--out", s(&pki), "ca"]);
+    let (ca, ca_key) = (pki.join("ca.pem"), pki.join("ca-key.pem"));
+    let issued = json(&ibf(&[
+        "certs",
+        "--out",
+        s(&pki),
+        "--json",
+        "issue",
+        "--ca",
+        s(&ca),
+        "--ca-key",
+        s(&ca_key),
+        "router",
+        "--guid",
+        "0x0002c90300000001",
+        "--dns",
+        "r1.example.org",
+        "--ip",
+        "127.0.0.1",
+    ]));
+    let cert = std::path::PathBuf::from(issued["cert"].as_str().unwrap());
+    let key = std::path::PathBuf::from(issued["key"].as_str().unwrap());
+    let (old_cert, old_key) = (std::fs::read(&cert).unwrap(), std::fs::read(&key).unwrap());
+    let renewed = json(&ibf(&[
+        "certs",
+        "--json",
+        "renew",
+        "--ca",
+        s(&ca),
+        "--ca-key",
+        s(&ca_key),
+        "--cert",
+        s(&cert),
+    ]));
+    assert_eq!(renewed["identity"], issued["identity"]);
+    assert_eq!(renewed["key"].as_str(), Some(s(&key)));
+    let (new_cert, new_key) = (std::fs::read(&cert).unwrap(), std::fs::read(&key).unwrap());
+    assert_ne!(new_cert, old_cert);
+    assert_ne!(new_key, old_key);
+    assert_eq!(
+        ibtls::Identity::from_cert_pem(&new_cert).unwrap().to_uri(),
+        "ibfabric://router/0x0002c90300000001"
+    );
+    let (dns, ips) = ibtls::Identity::names_pem(&new_cert).unwrap();
+    assert_eq!(dns, vec!["r1.example.org".to_string()]);
+    assert_eq!(ips, vec![std::net::IpAddr::from([127, 0, 0, 1])]);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    // The renewed pair is a TLS identity the transport takes.
+    let t = ibtls::TlsSettings {
+        ca: ca.clone(),
+        cert: cert.clone(),
+        key: key.clone(),
+    };
+    assert!(ibtls::server_tls(&t).is_ok());
+    // No --out for issue: said.
+    let o = ibf(&["certs", "ca"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give --out"));
+}

@@ -16,15 +16,17 @@ Examples:
   ibfabric certs --out pki issue --ca pki/ca.pem --ca-key pki/ca-key.pem controller --dns ctl1.example.org
   ibfabric certs --out pki issue --ca pki/ca.pem --ca-key pki/ca-key.pem agent --prefix 0xfec0000000000001
   ibfabric certs --out pki issue --ca pki/ca.pem --ca-key pki/ca-key.pem router --guid 0x0002c90300000001 --dns localhost --ip 127.0.0.1
+  ibfabric certs renew --ca pki/ca.pem --ca-key pki/ca-key.pem --cert /etc/ibfabric/tls/controller.pem
 
 Certificates carry their identity as a URI (ibfabric://controller, ibfabric://agent/0x<prefix>, \
 ibfabric://router/0x<guid>, ibfabric://worker/<name>) and may act as TLS client and server. \
 A service that others connect to also needs the names they connect by (--dns, --ip). \
 Private keys are written with mode 0600.")]
 pub struct CertsArgs {
-    /// Directory to write into (created if missing).
+    /// Directory to write into (created if missing); `renew` writes in
+    /// place instead.
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// Replace files that already exist.
     #[arg(long, global = true)]
     force: bool,
@@ -46,6 +48,27 @@ enum CertsCmd {
     /// Issue a certificate for one identity: <role>[-<id>].pem and
     /// <role>[-<id>]-key.pem (valid for 1 year, ECDSA P-256).
     Issue(IssueArgs),
+    /// Renew a certificate in place: the same identity and names, a new
+    /// key, valid for 1 year from now. The key is written first, then the
+    /// certificate, each crash-safely; restart the service to use them.
+    Renew(RenewArgs),
+}
+
+#[derive(Args)]
+struct RenewArgs {
+    /// CA certificate (PEM).
+    #[arg(long)]
+    ca: PathBuf,
+    /// CA private key (PEM).
+    #[arg(long)]
+    ca_key: PathBuf,
+    /// The certificate to renew (PEM); replaced.
+    #[arg(long)]
+    cert: PathBuf,
+    /// Its private key; replaced (default: the certificate's name with
+    /// `-key.pem` for `.pem`, as `issue` names them).
+    #[arg(long)]
+    key: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -118,7 +141,61 @@ struct Written {
 const CERT_MODE: u32 = 0o644;
 const KEY_MODE: u32 = 0o600;
 
+/// `certs renew`: the identity and names of the certificate in place,
+/// issued again by the CA.
+fn renew(r: &RenewArgs, json: bool) -> Result<i32> {
+    let pem = std::fs::read(&r.cert).with_context(|| format!("reading {}", r.cert.display()))?;
+    let id = Identity::from_cert_pem(&pem)
+        .with_context(|| format!("{}: no ibfabric identity to renew", r.cert.display()))?;
+    let (dns, ips) =
+        Identity::names_pem(&pem).with_context(|| format!("{}: its names", r.cert.display()))?;
+    let key = match &r.key {
+        Some(k) => k.clone(),
+        None => {
+            let name = r
+                .cert
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".pem"))
+                .with_context(|| {
+                    format!(
+                        "{}: give --key (the name does not end in .pem)",
+                        r.cert.display()
+                    )
+                })?;
+            r.cert.with_file_name(format!("{name}-key.pem"))
+        }
+    };
+    let ca = CaBundle::load(&r.ca, &r.ca_key)?;
+    let leaf = issue(&ca, &id, &dns, &ips)?;
+    write_atomic(&key, &leaf.key_pem, KEY_MODE, true)?;
+    write_atomic(&r.cert, &leaf.cert_pem, CERT_MODE, true)?;
+    let written = Written {
+        identity: Some(id.to_uri()),
+        cert: r.cert.clone(),
+        key,
+    };
+    if json {
+        super::print_json("certs", &written)?;
+    } else {
+        println!("identity  {id} (names kept: {})", dns.len() + ips.len());
+        println!("renewed   {}", written.cert.display());
+        println!(
+            "renewed   {} (private key, mode 0600)",
+            written.key.display()
+        );
+        println!("restart the service that uses them");
+    }
+    Ok(0)
+}
+
 pub fn run(a: CertsArgs) -> Result<i32> {
+    if let CertsCmd::Renew(r) = &a.cmd {
+        return renew(r, a.json);
+    }
+    let Some(out) = a.out.clone() else {
+        bail!("give --out DIR: where the new files go");
+    };
     let (stem, identity, pair) = match &a.cmd {
         CertsCmd::Ca { name } => {
             let ca = generate_ca(name)?;
@@ -131,10 +208,11 @@ pub fn run(a: CertsArgs) -> Result<i32> {
             let leaf = issue(&ca, &id, &i.dns, &i.ip)?;
             (id.file_stem(), Some(id), (leaf.cert_pem, leaf.key_pem))
         }
+        CertsCmd::Renew(_) => unreachable_renew()?,
     };
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let cert = a.out.join(format!("{stem}.pem"));
-    let key = a.out.join(format!("{stem}-key.pem"));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let cert = out.join(format!("{stem}.pem"));
+    let key = out.join(format!("{stem}-key.pem"));
     if !a.force {
         // Both are checked before either is written, so a refusal leaves
         // no half pair behind.
@@ -165,6 +243,11 @@ pub fn run(a: CertsArgs) -> Result<i32> {
         println!("wrote     {} (private key, mode 0600)", key.display());
     }
     Ok(0)
+}
+
+/// `renew` returns before the match that makes new files.
+fn unreachable_renew() -> Result<(String, Option<Identity>, (String, String))> {
+    bail!("internal error: renew reached the issuing path")
 }
 
 /// Writes `path` crash-safely with its final mode from the start (a key

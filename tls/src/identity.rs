@@ -231,6 +231,34 @@ impl Identity {
         }
     }
 
+    /// The DNS names and IP addresses among the subject alternative names
+    /// of the first certificate in a PEM text (what a renewal keeps).
+    pub fn names_pem(pem: &[u8]) -> Result<(Vec<String>, Vec<std::net::IpAddr>), IdentityError> {
+        let der = crate::pem::first_cert(pem).map_err(IdentityError::Certificate)?;
+        let (_, cert) = X509Certificate::from_der(&der)
+            .map_err(|e| IdentityError::Certificate(e.to_string()))?;
+        let san = cert
+            .subject_alternative_name()
+            .map_err(|e| IdentityError::Certificate(format!("subject alternative names: {e}")))?;
+        let (mut dns, mut ips) = (Vec::new(), Vec::new());
+        for name in san.iter().flat_map(|ext| ext.value.general_names.iter()) {
+            match name {
+                GeneralName::DNSName(d) => dns.push(d.to_string()),
+                GeneralName::IPAddress(b) => match b.len() {
+                    4 => ips.push(std::net::IpAddr::from(
+                        <[u8; 4]>::try_from(*b).unwrap_or_default(),
+                    )),
+                    16 => ips.push(std::net::IpAddr::from(
+                        <[u8; 16]>::try_from(*b).unwrap_or_default(),
+                    )),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        Ok((dns, ips))
+    }
+
     /// When the first certificate in a PEM text stops being valid, in
     /// unix seconds (its `notAfter`).
     pub fn not_after_pem(pem: &[u8]) -> Result<i64, IdentityError> {
