@@ -162,6 +162,25 @@ impl Rogue {
         end_ports: Vec<v1::EndPort>,
         summary: bool,
     ) -> Result<String> {
+        // An election may be under way (an earlier fault): ask again, as
+        // an agent would, for a few election leases.
+        let deadline = std::time::Instant::now() + 4 * crate::chaos::ELECTION_TTL;
+        loop {
+            match self.report_once(c, &end_ports, summary).await {
+                Ok(left) => return Ok(left),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// One round of [`Rogue::report`] over the controllers.
+    async fn report_once(
+        &mut self,
+        c: &ChaosCluster,
+        end_ports: &[v1::EndPort],
+        summary: bool,
+    ) -> Result<String> {
         let mut last = String::from("no controller");
         for k in 0..c.controllers.len() {
             let addr = c.controllers[k].addr();
@@ -193,7 +212,7 @@ impl Rogue {
                     session: reg.session,
                     subnet_prefix: self.prefix,
                     generation: self.generation,
-                    end_ports: end_ports.clone(),
+                    end_ports: end_ports.to_vec(),
                     routing: Some(v1::RoutingResult {
                         engine: "minhop".into(),
                         verified: true,
