@@ -380,16 +380,11 @@ pub fn server(
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .tcp_nodelay(true)
-        .layer(crate::ops::CountRefusals)
-        .layer(crate::ops::RolesFirst))
+        .layer(crate::ops::Guard))
 }
 
-/// The layers of [`server`]: refused requests are counted (outer), and
-/// calls a role may never make are refused before their body is read.
-pub type Layers = tower::layer::util::Stack<
-    crate::ops::RolesFirst,
-    tower::layer::util::Stack<crate::ops::CountRefusals, tower::layer::util::Identity>,
->;
+/// The layers of [`server`]: [`crate::ops::Guard`].
+pub type Layers = tower::layer::util::Stack<crate::ops::Guard, tower::layer::util::Identity>;
 
 /// The server [`server`] builds.
 pub type Server = tonic::transport::Server<Layers>;

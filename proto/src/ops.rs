@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 /// The encoded descriptors of `ibfabric.v1`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("ibfabric_descriptor");
 
-/// The counter [`CountRefusals`] raises, labelled `rpc` and `code`.
+/// The counter [`Guard`] raises, labelled `rpc` and `code`.
 pub const REFUSED_REQUESTS: &str = "ibfabric_requests_refused_total";
 
 /// Server reflection over `ibfabric.v1` and the health service.
@@ -97,69 +97,30 @@ pub async fn serve(
         .await
 }
 
-/// A layer that counts the requests a server refused: responses whose
-/// gRPC status (sent in the headers, as every refusal at the start of a
-/// call is) is `UNAUTHENTICATED` or `PERMISSION_DENIED`.
+/// The layer every listener's services sit behind. It refuses, before the
+/// request body is read or decoded, a call the caller's role may never
+/// make: the method is in the headers and the caller's certificate came
+/// with the handshake, so a router's certificate sending a 64 MiB `Report`
+/// costs nothing past the headers (the services still check the finer
+/// rules, which subnet, which GUID, on the decoded request; on a plaintext
+/// transport there is no role to check). And it counts every refusal, its
+/// own and the services': responses whose gRPC status (sent in the
+/// headers, as every refusal at the start of a call is) is
+/// `UNAUTHENTICATED` or `PERMISSION_DENIED`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CountRefusals;
+pub struct Guard;
 
-impl<S> tower::Layer<S> for CountRefusals {
-    type Service = Counted<S>;
-    fn layer(&self, inner: S) -> Counted<S> {
-        Counted(inner)
+impl<S> tower::Layer<S> for Guard {
+    type Service = Guarded<S>;
+    fn layer(&self, inner: S) -> Guarded<S> {
+        Guarded(inner)
     }
 }
 
 #[derive(Clone, Debug)]
-pub struct Counted<S>(S);
+pub struct Guarded<S>(S);
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-impl<S, B0, B> tower::Service<http::Request<B0>> for Counted<S>
-where
-    S: tower::Service<http::Request<B0>, Response = http::Response<B>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<S::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B0>) -> Self::Future {
-        let rpc = req.uri().path().to_string();
-        let fut = self.0.call(req);
-        Box::pin(async move {
-            let resp = fut.await?;
-            if let Some(code) = refusal(resp.headers()) {
-                metrics::counter!(REFUSED_REQUESTS, "rpc" => rpc, "code" => code).increment(1);
-            }
-            Ok(resp)
-        })
-    }
-}
-
-/// A layer that refuses, before the request body is read or decoded, a
-/// call the caller's role may never make: the method is in the headers and
-/// the caller's certificate came with the handshake, so a router's
-/// certificate sending a 64 MiB `Report` costs nothing past the headers.
-/// The services still check the finer rules (which subnet, which GUID) on
-/// the decoded request. On a plaintext transport there is no role to
-/// check and nothing is refused here.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RolesFirst;
-
-impl<S> tower::Layer<S> for RolesFirst {
-    type Service = RolesChecked<S>;
-    fn layer(&self, inner: S) -> RolesChecked<S> {
-        RolesChecked(inner)
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct RolesChecked<S>(S);
 
 /// The roles that may call `path`, for the methods not every role may.
 pub fn roles_for(path: &str) -> Option<&'static [ibtls::Role]> {
@@ -176,7 +137,31 @@ pub fn roles_for(path: &str) -> Option<&'static [ibtls::Role]> {
     })
 }
 
-impl<S, B0, B> tower::Service<http::Request<B0>> for RolesChecked<S>
+/// The refusal of a call its caller's role may never make (None: let the
+/// service decide), with the caller's address for the log.
+fn refused_on_headers<B0>(
+    req: &http::Request<B0>,
+) -> Option<(tonic::Status, Option<std::net::SocketAddr>)> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let path = req.uri().path();
+    let roles = roles_for(path)?;
+    let info = req.extensions().get::<TlsConnectInfo<TcpConnectInfo>>()?;
+    let certs = info.peer_certs();
+    let status = match ibtls::identity_from_peer_certs(certs.as_deref().map(Vec::as_slice)) {
+        Ok(id) if roles.contains(&id.role()) => return None,
+        Ok(id) => tonic::Status::permission_denied(format!("{} may not call {path}", id.to_uri())),
+        Err(s) => s,
+    };
+    Some((status, info.get_ref().remote_addr()))
+}
+
+fn count_refusal(rpc: String, h: &http::HeaderMap) {
+    if let Some(code) = refusal(h) {
+        metrics::counter!(REFUSED_REQUESTS, "rpc" => rpc, "code" => code).increment(1);
+    }
+}
+
+impl<S, B0, B> tower::Service<http::Request<B0>> for Guarded<S>
 where
     S: tower::Service<http::Request<B0>, Response = http::Response<B>>,
     S::Future: Send + 'static,
@@ -192,36 +177,21 @@ where
     }
 
     fn call(&mut self, req: http::Request<B0>) -> Self::Future {
-        use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-        let path = req.uri().path();
-        let refused = roles_for(path).and_then(|roles| {
-            let info = req.extensions().get::<TlsConnectInfo<TcpConnectInfo>>()?;
-            let certs = info.peer_certs();
-            match ibtls::identity_from_peer_certs(certs.as_deref().map(Vec::as_slice)) {
-                Ok(id) if roles.contains(&id.role()) => None,
-                Ok(id) => Some(tonic::Status::permission_denied(format!(
-                    "{} may not call {path}",
-                    id.to_uri()
-                ))),
-                Err(s) => Some(s),
-            }
-        });
-        match refused {
-            Some(s) => {
-                // The operator wants to know that something tried.
-                let who = req
-                    .extensions()
-                    .get::<tonic::transport::server::TlsConnectInfo<TcpConnectInfo>>()
-                    .and_then(|i| i.get_ref().remote_addr());
-                let msg = s.message().to_string();
-                rate_limited(|| tracing::warn!(client = ?who, "call refused: {msg}"));
-                Box::pin(async move { Ok(s.into_http()) })
-            }
-            None => {
-                let fut = self.0.call(req);
-                Box::pin(fut)
-            }
+        let rpc = req.uri().path().to_string();
+        if let Some((s, who)) = refused_on_headers(&req) {
+            // The operator wants to know that something tried.
+            let msg = s.message().to_string();
+            rate_limited(|| tracing::warn!(client = ?who, "call refused: {msg}"));
+            let resp: http::Response<B> = s.into_http();
+            count_refusal(rpc, resp.headers());
+            return Box::pin(async move { Ok(resp) });
         }
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            count_refusal(rpc, resp.headers());
+            Ok(resp)
+        })
     }
 }
 
