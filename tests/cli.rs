@@ -1684,19 +1684,29 @@ fn a_json_report_to_a_full_disk_is_an_error_not_a_panic() {
     let d = tempfile::tempdir().unwrap();
     let net = d.path().join("t.net");
     ok(&["gen", "torus", "--dims", "3x3", "-o", s(&net)]);
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("SKIPPED: no /dev/full on this machine");
+    let Some(out) = to_full_disk(&["route", "-t", s(&net), "--dry-run", "--json"]) else {
         return;
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_ibfabric"))
-        .args(["route", "-t", s(&net), "--dry-run", "--json"])
-        .stdout(full)
-        .output()
-        .expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("writing the --json report"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// `ibfabric ARGS` with stdout on `/dev/full`; None (said) where the
+/// machine has none.
+fn to_full_disk(args: &[&str]) -> Option<std::process::Output> {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIPPED: no /dev/full on this machine");
+        return None;
+    };
+    Some(
+        Command::new(env!("CARGO_BIN_EXE_ibfabric"))
+            .args(args)
+            .stdout(full)
+            .output()
+            .expect("runs"),
+    )
 }
 
 /// A topology without line breaks (`/dev/zero`) is refused at its first
@@ -1825,20 +1835,14 @@ fn a_text_report_to_a_full_disk_is_an_error_not_a_panic() {
     let d = tempfile::tempdir().unwrap();
     let net = d.path().join("t.net");
     ok(&["gen", "torus", "--dims", "3x3", "-o", s(&net)]);
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("SKIPPED: no /dev/full on this machine");
-        return;
-    };
     for args in [
         vec!["route", "-t", s(&net), "--dry-run"],
         vec!["info", s(&net)],
         vec!["engines"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_ibfabric"))
-            .args(&args)
-            .stdout(full.try_clone().expect("clone"))
-            .output()
-            .expect("runs");
+        let Some(out) = to_full_disk(&args) else {
+            return;
+        };
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains("cannot write the output"), "{args:?}: {err}");
