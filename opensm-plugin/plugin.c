@@ -2,13 +2,16 @@
  * libibfabric.so: an OpenSM 3.3.23 event plugin that registers the routing
  * engine "ibfabric". On every heavy sweep the engine applies the table set
  * an ibfabric agent (or `ibfabric route`) wrote into one directory:
- *   - LFTs from opensm-lfts.dump, rows matched by port GUID and remapped to
- *     the LIDs the SM assigned;
- *   - per-(in, out) SL-to-VL tables from opensm-sl2vl.dump (needs qos on:
- *     OpenSM calls update_sl2vl only then);
- *   - the SL of every SA PathRecord from path-sl.txt, looked up by the
- *     ports' GUIDs, so a LID assignment that differs from the files' does
- *     not change the answer.
+ *   - LFTs from ibfabric-lfts.bin (or opensm-lfts.dump), rows matched by
+ *     port GUID and remapped to the LIDs the SM assigned;
+ *   - per-(in, out) SL-to-VL tables from ibfabric-sl2vl.bin (or
+ *     opensm-sl2vl.dump) (needs qos on: OpenSM calls update_sl2vl only
+ *     then);
+ *   - the SL of every SA PathRecord from ibfabric-pathsl.bin (or
+ *     path-sl.txt), looked up by the ports' GUIDs, so a LID assignment that
+ *     differs from the files' does not change the answer.
+ * Both forms load into the same tables (tableset.c, tableset-bin.c); when
+ * the manifest lists both, the compact one is read.
  * A set is applied whole or not at all: a missing, partial, mixed or
  * malformed set, or one that does not cover the fabric OpenSM discovered,
  * is refused with the reason in OpenSM's log, and the set in force stays.

@@ -5,8 +5,13 @@
  * file truncated or left from another routing, fails those checks and is
  * refused as a whole. The digest detects accidents, not forgery; who may
  * write the directory is the file system's business.
+ *
+ * Each kind of table may be listed as OpenSM's text dump, in the compact
+ * form (read by tableset-bin.c), or both: the compact file is then the set
+ * and the text one an export for OpenSM's own loader and other tools, which
+ * is not even read (it may be gigabytes).
  */
-#include "tableset.h"
+#include "tableset-int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,10 +21,22 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_FILES 3
+enum { K_LFTS, K_SL2VL, K_PATHSL };
+
+static const struct {
+	const char *name;
+	int kind, bin;
+} known[] = {
+	{ TS_LFTS, K_LFTS, 0 }, { TS_SL2VL, K_SL2VL, 0 }, { TS_PATHSL, K_PATHSL, 0 },
+	{ TS_LFTS_BIN, K_LFTS, 1 }, { TS_SL2VL_BIN, K_SL2VL, 1 }, { TS_PATHSL_BIN, K_PATHSL, 1 },
+};
+
+#define MAX_FILES ((int)(sizeof known / sizeof known[0]))
 
 struct ts_file {
 	char name[64];
+	int kind, bin;
+	int skip;		/* a text file whose compact form is listed too */
 	unsigned long long size;
 	uint64_t digest;
 	char *data;		/* NUL-terminated contents */
@@ -144,8 +161,10 @@ static int parse_manifest(char *text, struct tableset *ts, struct ts_file *files
 		} else if (!strcmp(key, "file") && n == 4) {
 			struct ts_file *f;
 			char *e1, *e2;
-			int i;
-			if (strcmp(a, TS_LFTS) && strcmp(a, TS_SL2VL) && strcmp(a, TS_PATHSL)) {
+			int i, k;
+			for (k = 0; k < MAX_FILES && strcmp(a, known[k].name); k++)
+				;
+			if (k == MAX_FILES) {
 				fail(err, errlen, "%s:%u: unknown table file '%s'", TS_MANIFEST, ln, a);
 				return -1;
 			}
@@ -156,6 +175,8 @@ static int parse_manifest(char *text, struct tableset *ts, struct ts_file *files
 				}
 			f = &files[(*nfiles)++];
 			snprintf(f->name, sizeof f->name, "%s", a);
+			f->kind = known[k].kind;
+			f->bin = known[k].bin;
 			errno = 0;
 			f->size = strtoull(b, &e1, 10);
 			f->digest = strtoull(c, &e2, 16);
@@ -176,9 +197,13 @@ static int parse_manifest(char *text, struct tableset *ts, struct ts_file *files
 		return -1;
 	}
 	for (int i = 0; i < *nfiles; i++)
-		if (!strcmp(files[i].name, TS_LFTS))
+		for (int j = 0; j < *nfiles; j++)
+			if (!files[i].bin && files[j].bin && files[i].kind == files[j].kind)
+				files[i].skip = 1;
+	for (int i = 0; i < *nfiles; i++)
+		if (files[i].kind == K_LFTS)
 			return 0;
-	fail(err, errlen, "%s: the set lists no %s", TS_MANIFEST, TS_LFTS);
+	fail(err, errlen, "%s: the set lists no %s or %s", TS_MANIFEST, TS_LFTS_BIN, TS_LFTS);
 	return -1;
 }
 
@@ -194,7 +219,7 @@ static int cmp_gl(const void *a, const void *b)
 	return x->guid < y->guid ? -1 : x->guid > y->guid;
 }
 
-static int cmp_sv(const void *a, const void *b)
+int ts_cmp_sv(const void *a, const void *b)
 {
 	const struct ts_sl2vl *x = a, *y = b;
 	if (x->guid != y->guid)
@@ -422,9 +447,9 @@ static int parse_sl2vl(char *text, struct tableset *ts, char *err, size_t errlen
 		}
 		ts->nsl2vl++;
 	}
-	qsort(ts->sl2vl, ts->nsl2vl, sizeof *ts->sl2vl, cmp_sv);
+	qsort(ts->sl2vl, ts->nsl2vl, sizeof *ts->sl2vl, ts_cmp_sv);
 	for (size_t i = 1; i < ts->nsl2vl; i++)
-		if (!cmp_sv(&ts->sl2vl[i], &ts->sl2vl[i - 1])) {
+		if (!ts_cmp_sv(&ts->sl2vl[i], &ts->sl2vl[i - 1])) {
 			fail(err, errlen, "%s: 0x%016llx (%u, %u) given twice", TS_SL2VL,
 			     (unsigned long long)ts->sl2vl[i].guid, ts->sl2vl[i].in, ts->sl2vl[i].out);
 			return -1;
@@ -439,7 +464,7 @@ static int parse_pathsl(char *text, struct tableset *ts, char *err, size_t errle
 	char *cur = text, *line;
 	unsigned ln = 0;
 	long max_lid = -1;
-	size_t width;
+	size_t width, i;
 	ts->pathsl_rows = calloc((size_t)ts->max_lid + 1, sizeof *ts->pathsl_rows);
 	if (!ts->pathsl_rows) {
 		fail(err, errlen, "out of memory");
@@ -491,17 +516,74 @@ static int parse_pathsl(char *text, struct tableset *ts, char *err, size_t errle
 		fail(err, errlen, "%s: no '# max_lid' line", TS_PATHSL);
 		return -1;
 	}
-	/* Every port the LFTs route to that is not a switch sends traffic and
-	 * needs its SLs. */
-	for (size_t i = 0; i < ts->nlids; i++) {
-		uint16_t lid = ts->lids[i].lid;
-		if (!ts_find_switch(ts, ts->lids[i].guid) && !ts->pathsl_rows[lid]) {
-			fail(err, errlen, "%s: no SLs for source LID 0x%04x (port 0x%016llx)", TS_PATHSL, lid,
-			     (unsigned long long)ts->lids[i].guid);
-			return -1;
-		}
+	i = ts_missing_source(ts);
+	if (i < ts->nlids) {
+		fail(err, errlen, "%s: no SLs for source LID 0x%04x (port 0x%016llx)", TS_PATHSL,
+		     ts->lids[i].lid, (unsigned long long)ts->lids[i].guid);
+		return -1;
 	}
 	return 0;
+}
+
+/* Every port of the LID map that is not a switch sends traffic and needs
+ * its SLs. (The text dump's map holds the ports its first switch routes;
+ * the compact file's, every port with a LID: the same ports in a set that
+ * routes every end port.) */
+size_t ts_missing_source(const struct tableset *ts)
+{
+	size_t i;
+	for (i = 0; i < ts->nlids; i++)
+		if (!ts_find_switch(ts, ts->lids[i].guid) && !ts->pathsl_rows[ts->lids[i].lid])
+			break;
+	return i;
+}
+
+/* Reads one listed file and checks it against the manifest. */
+static int read_file(const char *dir, struct ts_file *f, char *err, size_t errlen)
+{
+	char path[4096];
+	size_t len = 0;
+	uint64_t d;
+	join(path, sizeof path, dir, f->name);
+	f->data = ts_slurp(path, &len);
+	if (!f->data) {
+		fail(err, errlen, "%s: %s (the set is incomplete)", path, strerror(errno));
+		return -1;
+	}
+	if (len != f->size) {
+		fail(err, errlen, "%s: %zu bytes, the manifest says %llu (partial or replaced)",
+		     path, len, f->size);
+		return -1;
+	}
+	d = ts_fnv1a(f->data, len);
+	if (d != f->digest) {
+		fail(err, errlen, "%s: digest %016llx, the manifest says %016llx (replaced or mixed set)",
+		     path, (unsigned long long)d, (unsigned long long)f->digest);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_file(struct ts_file *f, struct tableset *ts, char *err, size_t errlen)
+{
+	const uint8_t *b = (const uint8_t *)f->data;
+	size_t len = (size_t)f->size;
+	switch (f->kind) {
+	case K_LFTS:
+		return f->bin ? ts_parse_lfts_bin(b, len, ts, err, errlen) : parse_lfts(f->data, ts, err, errlen);
+	case K_SL2VL:
+		ts->has_sl2vl = 1;
+		return f->bin ? ts_parse_sl2vl_bin(b, len, ts, err, errlen) : parse_sl2vl(f->data, ts, err, errlen);
+	default:
+		ts->has_pathsl = 1;
+		ts->pathsl_bin = f->bin;
+		if (f->bin ? ts_parse_pathsl_bin(b, len, ts, err, errlen) : parse_pathsl(f->data, ts, err, errlen))
+			return -1;
+		/* The rows point into the file's buffer. */
+		ts->pathsl_buf = f->data;
+		f->data = NULL;
+		return 0;
+	}
 }
 
 int ts_load(const char *dir, struct tableset *out, char *err, size_t errlen)
@@ -524,44 +606,16 @@ int ts_load(const char *dir, struct tableset *out, char *err, size_t errlen)
 		 (unsigned long long)ts_fnv1a(mtext, mlen));
 	if (parse_manifest(mtext, &ts, files, &nfiles, err, errlen))
 		goto out;
-	for (i = 0; i < nfiles; i++) {
-		size_t len = 0;
-		uint64_t d;
-		join(path, sizeof path, dir, files[i].name);
-		files[i].data = ts_slurp(path, &len);
-		if (!files[i].data) {
-			fail(err, errlen, "%s: %s (the set is incomplete)", path, strerror(errno));
+	for (i = 0; i < nfiles; i++)
+		if (!files[i].skip && read_file(dir, &files[i], err, errlen))
 			goto out;
-		}
-		if (len != files[i].size) {
-			fail(err, errlen, "%s: %zu bytes, the manifest says %llu (partial or replaced)",
-			     path, len, files[i].size);
-			goto out;
-		}
-		d = ts_fnv1a(files[i].data, len);
-		if (d != files[i].digest) {
-			fail(err, errlen, "%s: digest %016llx, the manifest says %016llx (replaced or mixed set)",
-			     path, (unsigned long long)d, (unsigned long long)files[i].digest);
-			goto out;
-		}
-	}
 	/* LFTs first: they give the LIDs the other files are written in. */
 	for (i = 0; i < nfiles; i++)
-		if (!strcmp(files[i].name, TS_LFTS) && parse_lfts(files[i].data, &ts, err, errlen))
+		if (!files[i].skip && files[i].kind == K_LFTS && parse_file(&files[i], &ts, err, errlen))
 			goto out;
-	for (i = 0; i < nfiles; i++) {
-		if (!strcmp(files[i].name, TS_SL2VL)) {
-			ts.has_sl2vl = 1;
-			if (parse_sl2vl(files[i].data, &ts, err, errlen))
-				goto out;
-		} else if (!strcmp(files[i].name, TS_PATHSL)) {
-			ts.has_pathsl = 1;
-			if (parse_pathsl(files[i].data, &ts, err, errlen))
-				goto out;
-			ts.pathsl_buf = files[i].data;
-			files[i].data = NULL;
-		}
-	}
+	for (i = 0; i < nfiles; i++)
+		if (!files[i].skip && files[i].kind != K_LFTS && parse_file(&files[i], &ts, err, errlen))
+			goto out;
 	rc = 0;
 out:
 	for (i = 0; i < nfiles; i++)
@@ -599,7 +653,7 @@ const struct ts_sl2vl *ts_find_sl2vl(const struct tableset *ts, uint64_t guid,
 	struct ts_sl2vl key = { .guid = guid, .in = in, .out = out };
 	if (!ts->nsl2vl)
 		return NULL;
-	return bsearch(&key, ts->sl2vl, ts->nsl2vl, sizeof *ts->sl2vl, cmp_sv);
+	return bsearch(&key, ts->sl2vl, ts->nsl2vl, sizeof *ts->sl2vl, ts_cmp_sv);
 }
 
 uint16_t ts_file_lid(const struct tableset *ts, uint64_t guid)
@@ -620,6 +674,8 @@ int ts_path_sl(const struct tableset *ts, uint16_t src, uint16_t dst)
 	row = ts->pathsl_rows[src];
 	if (!row)
 		return -1;
+	if (ts->pathsl_bin)
+		return (uint8_t)row[dst] == 255 ? -1 : (uint8_t)row[dst];
 	c = row[dst];
 	if (c >= '0' && c <= '9')
 		return c - '0';

@@ -2,7 +2,9 @@
  * A table set: the files ibfabric writes for one routing (LFTs, SL-to-VL
  * tables, path SLs) as checked against their manifest. Parsing here knows
  * nothing of OpenSM, so the same code is what the plugin applies and what
- * its tests exercise.
+ * its tests exercise. Each kind of table comes as OpenSM's text dump or in
+ * the compact binary form (docs/table-set-format.md); both fill the same
+ * struct, so the plugin cannot tell which it was given.
  */
 #ifndef IBFABRIC_TABLESET_H
 #define IBFABRIC_TABLESET_H
@@ -14,6 +16,9 @@
 #define TS_LFTS "opensm-lfts.dump"
 #define TS_SL2VL "opensm-sl2vl.dump"
 #define TS_PATHSL "path-sl.txt"
+#define TS_LFTS_BIN "ibfabric-lfts.bin"
+#define TS_SL2VL_BIN "ibfabric-sl2vl.bin"
+#define TS_PATHSL_BIN "ibfabric-pathsl.bin"
 #define TS_NUM_SLS 16
 #define TS_ERR_LEN 512
 
@@ -59,7 +64,8 @@ struct tableset {
 	size_t nsl2vl;
 	uint8_t max_vl;
 	int has_pathsl;
-	char *pathsl_buf;	/* the file's text; rows point into it */
+	int pathsl_bin;		/* rows are SL bytes (255 = no path), not hex text */
+	char *pathsl_buf;	/* the file's contents; rows point into it */
 	const char **pathsl_rows;	/* by file source LID; NULL when absent */
 };
 
@@ -68,9 +74,10 @@ uint64_t ts_fnv1a(const void *data, size_t len);
 /* Reads a whole file, NUL-terminated; NULL with errno set on failure. */
 char *ts_slurp(const char *path, size_t *len);
 
-/* Loads the set the manifest in `dir` names. Returns 0, or -1 with a
- * reason in `err` (a missing, partial, mixed or malformed set); `ts` is
- * untouched on failure. */
+/* Loads the set the manifest in `dir` names; of a kind listed in both
+ * forms, the compact file (the text one is then an export). Returns 0, or
+ * -1 with a reason in `err` (a missing, partial, mixed or malformed set);
+ * `ts` is untouched on failure. */
 int ts_load(const char *dir, struct tableset *ts, char *err, size_t errlen);
 
 /* The manifest's digest without loading the set, to tell whether the set

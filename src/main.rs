@@ -12,9 +12,11 @@ use clap::{Parser, Subcommand};
     about = "Deadlock-free routing for InfiniBand subnets: generate topologies, route, verify",
     long_about = "ibfabric computes and verifies routing tables for InfiniBand subnets.\n\n\
         Topologies are read in the ibnetdiscover grammar (what `ibnetdiscover` prints and \
-        `ibsim` reads). Tables are written in the files OpenSM reads and writes: \
-        opensm-lfts.dump (load with `opensm -R file -U FILE`), opensm-sl2vl.dump, and \
-        path-sl.txt (the SL per source/destination LID).\n\n\
+        `ibsim` reads). Tables are written as a compact table set (ibfabric-lfts.bin, \
+        ibfabric-sl2vl.bin, ibfabric-pathsl.bin and their manifest ibfabric-tables.txt; \
+        docs/table-set-format.md), which the ibfabric OpenSM plugin programs; \
+        `--opensm-dump` also writes OpenSM's own files: opensm-lfts.dump (load with \
+        `opensm -R file -U FILE`), opensm-sl2vl.dump and path-sl.txt.\n\n\
         Every table ibfabric writes has been checked by the verifier, which rebuilds the \
         channel dependency graph from the tables alone.\n\n\
         Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) or pass -v for more.",

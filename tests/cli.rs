@@ -84,8 +84,11 @@ fn gen_info_route_verify_on_a_fat_tree() {
     assert_eq!(r["deadlock_free"], true);
     assert_eq!(r["broken_pairs"], 0);
     assert_eq!(r["pairs"], 64 * 63);
-    assert!(out.join("opensm-lfts.dump").exists());
-    assert!(!out.join("path-sl.txt").exists(), "MinHop sets no SLs");
+    assert!(out.join("ibfabric-lfts.bin").exists());
+    assert!(
+        !out.join("ibfabric-pathsl.bin").exists(),
+        "MinHop sets no SLs"
+    );
     // Link load: 64 HCAs, 216 switch hops per source (12 pod peers at 2,
     // 48 others at 4) over 256 directed links: mean 54. A leaf's up links
     // carry its 4 hosts' traffic to 60 others, so no routing does better
@@ -175,7 +178,7 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
         assert!(c["vl"].is_u64());
     }
     assert!(r["cycle_text"].as_str().is_some_and(|t| t.contains("=>")));
-    assert!(out.join("opensm-lfts.dump").exists());
+    assert!(out.join("ibfabric-lfts.bin").exists());
     // The verifier says the same from disk, with exit code 3.
     let v = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
     assert_eq!(v.status.code(), Some(3));
@@ -200,7 +203,7 @@ fn minhop_on_a_torus_is_reported_not_deadlock_free_with_the_cycle() {
             .is_some_and(|t| t.contains("diameter 6"))
     );
     assert_eq!(r["deadlock_free"], true);
-    assert!(out2.join("opensm-lfts.dump").exists());
+    assert!(out2.join("ibfabric-lfts.bin").exists());
     // A dry run routes and verifies, prints, and writes nothing (and
     // takes no output directory).
     let r = json(&ibf(&["route", "-t", s(&net), "--dry-run", "--json"]));
@@ -290,8 +293,8 @@ fn updn_takes_a_root_guid_file_and_ftree_refuses_a_torus() {
     assert_eq!(r["deadlock_free"], true);
     assert_eq!(r["all_pairs_routed"], true);
     assert_eq!(r["vls"], 1);
-    let a = std::fs::read(def.join("opensm-lfts.dump")).unwrap();
-    let b = std::fs::read(leaf.join("opensm-lfts.dump")).unwrap();
+    let a = std::fs::read(def.join("ibfabric-lfts.bin")).unwrap();
+    let b = std::fs::read(leaf.join("ibfabric-lfts.bin")).unwrap();
     assert_ne!(a, b, "the root file changes the tables");
 
     for (text, needle) in [
@@ -650,7 +653,7 @@ fn route_multi_checks_the_whole_fabric_then_writes_tables_and_mapping_files() {
     let view = fabric::intersubnet::GlobalView::from_multi(&m.fabric);
     for sv in &view.subnets {
         let sdir = out.join(&sv.name);
-        assert!(sdir.join("opensm-lfts.dump").is_file());
+        assert!(sdir.join("ibfabric-lfts.bin").is_file());
         let map = fabric::formats::mapping::read(
             &sdir.join("ibfabric-mapping.txt"),
             sv.prefix,
@@ -939,7 +942,7 @@ fn certs_makes_a_ca_and_one_certificate_per_identity() {
 }
 
 const MANIFEST: &str = "ibfabric-tables.txt";
-const LFTS: &str = "opensm-lfts.dump";
+const LFTS: &str = "ibfabric-lfts.bin";
 
 /// The names in `dir`, sorted.
 fn names(dir: &Path) -> Vec<String> {
@@ -951,8 +954,8 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Polls until `child` has begun writing into `dir` (a name other than
-/// the dump appeared, or the dump changed from `before`): `true`, or
+/// Polls until `child` has begun writing into `dir` (a temporary file
+/// appeared, or the dump changed from `before`): `true`, or
 /// `false` when it exited first.
 fn wait_for_write(
     child: &mut std::process::Child,
@@ -966,9 +969,12 @@ fn wait_for_write(
             return false;
         }
         let others = std::fs::read_dir(dir)
-            .map(|r| r.flatten().any(|e| e.file_name() != LFTS))
+            .map(|r| {
+                r.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with('.'))
+            })
             .unwrap_or(false);
-        let changed = match (before, std::fs::metadata(dir.join(LFTS))) {
+        let changed = match (before, std::fs::metadata(dir.join("opensm-lfts.dump"))) {
             (Some(b), Ok(m)) => {
                 m.ino() != b.ino() || m.len() != b.len() || m.mtime_nsec() != b.mtime_nsec()
             }
@@ -989,7 +995,9 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     use std::process::Stdio;
     let d = tempfile::tempdir().unwrap();
     let net = d.path().join("big.net");
-    // About 21 MB of LFTs: long enough to be caught in the middle.
+    // About 21 MB of LFTs in OpenSM's text: long enough to be caught in
+    // the middle.
+    const DUMP: &str = "opensm-lfts.dump";
     json(&ibf(&[
         "gen",
         "fattree",
@@ -1005,7 +1013,16 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     ]));
     let route = |engine: &str, out: &Path| {
         Command::new(env!("CARGO_BIN_EXE_ibfabric"))
-            .args(["route", "-t", s(&net), "-e", engine, "-o", s(out)])
+            .args([
+                "route",
+                "-t",
+                s(&net),
+                "-e",
+                engine,
+                "-o",
+                s(out),
+                "--opensm-dump",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -1013,7 +1030,7 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     };
     let old_dir = d.path().join("old");
     assert!(route("minhop", &old_dir).wait().expect("runs").success());
-    let old = std::fs::read(old_dir.join(LFTS)).unwrap();
+    let old = std::fs::read(old_dir.join(DUMP)).unwrap();
     // The new dump, and how long writing it takes here and now.
     let new_dir = d.path().join("new");
     std::fs::create_dir(&new_dir).unwrap();
@@ -1022,7 +1039,7 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     let began = std::time::Instant::now();
     assert!(child.wait().expect("runs").success());
     let write_time = began.elapsed();
-    let new = std::fs::read(new_dir.join(LFTS)).unwrap();
+    let new = std::fs::read(new_dir.join(DUMP)).unwrap();
     assert_ne!(old, new, "the engines write different tables");
 
     // Kill moments spread over the write, from a seed that changes per run.
@@ -1036,10 +1053,10 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     std::fs::create_dir(&out).unwrap();
     let mut mid_write = 0;
     for i in 0..6u64 {
-        std::fs::write(out.join(LFTS), &old).unwrap();
+        std::fs::write(out.join(DUMP), &old).unwrap();
         // The old dump stands alone, as one written before manifests.
         let _ = std::fs::remove_file(out.join(MANIFEST));
-        let before = std::fs::metadata(out.join(LFTS)).unwrap();
+        let before = std::fs::metadata(out.join(DUMP)).unwrap();
         let mut child = route("updn", &out);
         if wait_for_write(&mut child, &out, Some(&before)) {
             let frac = (seed.rotate_left(i as u32 * 11) % 1000) as f64 / 1000.0;
@@ -1048,7 +1065,7 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
         // Exited already: then the kill is a no-op and the dump is new.
         let _ = child.kill();
         let status = child.wait().expect("reaped");
-        let got = std::fs::read(out.join(LFTS)).unwrap();
+        let got = std::fs::read(out.join(DUMP)).unwrap();
         assert!(
             got == old || got == new,
             "kill {i}: the dump has {} bytes, neither the old one ({}) nor the new one ({})",
@@ -1065,7 +1082,7 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
         // A temporary file left by the killed process: it died writing.
         let others = names(&out)
             .into_iter()
-            .filter(|n| n != LFTS && n != MANIFEST)
+            .filter(|n| n != DUMP && n != LFTS && n != MANIFEST)
             .count();
         if status.signal() == Some(9) && others > 0 {
             mid_write += 1;
@@ -1076,8 +1093,8 @@ fn route_killed_while_writing_leaves_the_old_dump_or_the_new_one() {
     // A complete run afterwards puts the new dump in place and clears what
     // the killed ones left.
     assert!(route("updn", &out).wait().expect("runs").success());
-    assert_eq!(std::fs::read(out.join(LFTS)).unwrap(), new);
-    assert_eq!(names(&out), [MANIFEST, LFTS]);
+    assert_eq!(std::fs::read(out.join(DUMP)).unwrap(), new);
+    assert_eq!(names(&out), [LFTS, MANIFEST, DUMP]);
     fabric::formats::tableset::check_dir(&out).expect("a whole set");
 }
 
@@ -1135,14 +1152,14 @@ fn a_routing_removes_the_files_of_the_engine_before_it() {
     let r = route("dfsssp");
     assert_eq!(
         names(&out),
-        [MANIFEST, LFTS, "opensm-sl2vl.dump", "path-sl.txt"],
+        [LFTS, "ibfabric-pathsl.bin", "ibfabric-sl2vl.bin", MANIFEST],
         "{r}"
     );
     assert_verify_agrees(&net, &out, &r);
     let r = route("minhop");
     // Before the names: what an operator sees is verify disagreeing.
     assert_verify_agrees(&net, &out, &r);
-    assert_eq!(names(&out), [MANIFEST, LFTS], "{r}");
+    assert_eq!(names(&out), [LFTS, MANIFEST], "{r}");
     assert_eq!(r["removed"].as_array().map(Vec::len), Some(2), "{r}");
     // And back: all three again, with the manifest.
     let r = route("dfsssp");
@@ -1159,14 +1176,14 @@ fn route_multi_removes_the_files_of_the_engine_before_it() {
         (
             "dfsssp",
             vec![
-                "ibfabric-mapping.txt",
-                MANIFEST,
                 LFTS,
-                "opensm-sl2vl.dump",
-                "path-sl.txt",
+                "ibfabric-mapping.txt",
+                "ibfabric-pathsl.bin",
+                "ibfabric-sl2vl.bin",
+                MANIFEST,
             ],
         ),
-        ("ftree", vec!["ibfabric-mapping.txt", MANIFEST, LFTS]),
+        ("ftree", vec![LFTS, "ibfabric-mapping.txt", MANIFEST]),
     ] {
         let v = json(&ibf(&[
             "route-multi",
@@ -1792,11 +1809,15 @@ fn verify_dir_takes_a_set_only_whole() {
     let ok = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
     assert_eq!(ok.status.code(), Some(0));
     // A file of another routing mixed in.
-    std::fs::copy(other.join("opensm-lfts.dump"), out.join("opensm-lfts.dump")).unwrap();
+    std::fs::copy(
+        other.join("ibfabric-lfts.bin"),
+        out.join("ibfabric-lfts.bin"),
+    )
+    .unwrap();
     let mixed = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
     assert_eq!(mixed.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&mixed.stderr).contains("opensm-lfts.dump"),
+        String::from_utf8_lossy(&mixed.stderr).contains("ibfabric-lfts.bin"),
         "{}",
         String::from_utf8_lossy(&mixed.stderr)
     );

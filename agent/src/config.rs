@@ -17,8 +17,11 @@
 //!                                       # workers can share the job (default 0: sequential)
 //! max_vls = 8                           # optional
 //! max_sls = 16                          # optional
-//! out_dir = "out/subnet0"               # optional: OpenSM dumps for `opensm -R file`,
+//! out_dir = "out/subnet0"               # optional: the table set (compact files, see
+//!                                       # docs/table-set-format.md) for the OpenSM plugin,
 //!                                       # and the controller's mapping (ibfabric-mapping.txt)
+//! opensm_dump = false                   # optional: OpenSM's text dumps too, for
+//!                                       # `opensm -R file` and external checkers
 //! mapping_file = "subnet0.map"          # optional: router ports for remote GIDs until the
 //!                                       # controller sends a mapping (the paper's Code 1)
 //! controllers = ["http://127.0.0.1:7100"]
@@ -99,6 +102,10 @@ pub struct AgentConfig {
     pub max_sls: u8,
     #[serde(default)]
     pub out_dir: Option<PathBuf>,
+    /// OpenSM's text dumps beside the compact set in `out_dir` (for stock
+    /// OpenSM's `-R file` loader and external checkers).
+    #[serde(default)]
+    pub opensm_dump: bool,
     #[serde(default)]
     pub mapping_file: Option<PathBuf>,
     #[serde(default)]
@@ -290,7 +297,15 @@ impl AgentConfig {
             dqr_detours: new.dqr_detours,
             stage_wait_ms: new.stage_wait_ms,
             discovery_hold_ms: new.discovery_hold_ms,
+            opensm_dump: new.opensm_dump,
             ..self.clone()
+        }
+    }
+
+    /// The forms of the tables `out_dir` holds besides the compact set.
+    pub fn export(&self) -> fabric::formats::Export {
+        fabric::formats::Export {
+            opensm_dump: self.opensm_dump,
         }
     }
 

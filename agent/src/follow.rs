@@ -256,10 +256,11 @@ pub async fn apply_stage(
     let t0 = Instant::now();
     let had_status = dir.join(PLUGIN_STATUS).exists();
     let (to2, dir2) = (to.clone(), dir.clone());
+    let export = agent.cfg.export();
     let stage = Arc::new(stage);
     let st = stage.clone();
     let generation = tokio::task::spawn_blocking(move || {
-        fabric::formats::write_routing(&to2.fabric, &st, &dir2)?;
+        fabric::formats::write_routing(&to2.fabric, &st, &dir2, export)?;
         fabric::formats::tableset::check_dir(&dir2).map(|m| m.generation)
     })
     .await

@@ -33,6 +33,9 @@ pub async fn run(
         None => None,
     };
     follow::initial_discovery(&agent).await?;
+    // Looked at before the first route reads it, so that a change made
+    // while the agent starts is a change the watch sees.
+    let seen = FileLook::take(&agent.cfg.topology);
     agent.reroute().await?;
     let mut tasks = Vec::new();
     if agent.cfg.fabric.is_some() {
@@ -45,6 +48,7 @@ pub async fn run(
     } else if agent.cfg.watch_topology {
         tasks.push(tokio::spawn(watch_topology(
             agent.clone(),
+            seen,
             shutdown.clone(),
         )));
     }
@@ -74,21 +78,75 @@ pub async fn run(
     r
 }
 
+/// What the watch knows of the topology file: its time and size, and
+/// while the time is too recent to tell two writes apart (file systems
+/// that keep whole seconds, or two writes in one clock tick), a digest of
+/// its bytes, as git does for racily clean files.
+#[derive(Debug, Clone, PartialEq)]
+struct FileLook {
+    stamp: Option<(std::time::SystemTime, u64)>,
+    digest: Option<[u8; 32]>,
+}
+
+/// How recent a modification time must be for the digest to be kept.
+const RACY: Duration = Duration::from_secs(2);
+
+impl FileLook {
+    fn take(p: &std::path::Path) -> FileLook {
+        let stamp = std::fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        let racy = stamp.is_some_and(|(t, _)| t.elapsed().map_or(true, |age| age < RACY));
+        let digest = if racy { digest_of(p) } else { None };
+        FileLook { stamp, digest }
+    }
+
+    /// Whether `now`, taken of `p`, is another file than `self`: another
+    /// time or size, or, while `self`'s time was racy, other bytes.
+    fn differs(&self, now: &FileLook, p: &std::path::Path) -> bool {
+        if now.stamp.is_none() {
+            return false;
+        }
+        if now.stamp != self.stamp {
+            return true;
+        }
+        match (&self.digest, &now.digest) {
+            (Some(a), Some(b)) => a != b,
+            // No longer racy: the bytes are compared one last time.
+            (Some(a), None) => digest_of(p).is_some_and(|b| &b != a),
+            _ => false,
+        }
+    }
+}
+
+fn digest_of(p: &std::path::Path) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    std::fs::read(p)
+        .ok()
+        .map(|b| sha2::Sha256::digest(&b).into())
+}
+
 /// Re-routes when the topology file changes (polled: works on every file
-/// system, and a subnet file changes at human pace).
-async fn watch_topology(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) {
+/// system, and a subnet file changes at human pace). `last` is what the
+/// routed tables were read from, or older.
+async fn watch_topology(
+    agent: Arc<Agent>,
+    mut last: FileLook,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let path = agent.cfg.topology.clone();
-    let stamp = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let mut last = stamp(&path);
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             _ = shutdown.changed() => return,
         }
-        let now = stamp(&path);
-        let changed = now.is_some() && now != last;
-        if changed || agent.shrink_due() {
+        let now = FileLook::take(&path);
+        let changed = last.differs(&now, &path);
+        if changed || now.stamp == last.stamp {
+            // Same file: forget the digest once the time is no longer racy.
             last = now;
+        }
+        if changed || agent.shrink_due() {
             if changed {
                 tracing::info!(topology = %path.display(), "topology changed; rerouting");
             } else {
@@ -282,4 +340,64 @@ async fn one_session(
     // A report refused after the session was established ends it as an
     // error: the next round registers again, after the backoff.
     ended
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn set_time(p: &std::path::Path, t: SystemTime) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .expect("open");
+        f.set_modified(t).expect("set mtime");
+    }
+
+    /// A file system that keeps whole seconds gives two writes in one
+    /// second the same time; with the same size, only the bytes tell.
+    #[test]
+    fn a_rewrite_with_the_same_time_and_size_is_a_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("t.net");
+        std::fs::write(&p, "Rt\t6 x\n").expect("write");
+        let t = SystemTime::now();
+        set_time(&p, t);
+        let before = FileLook::take(&p);
+        assert!(before.digest.is_some(), "a fresh time keeps the digest");
+        std::fs::write(&p, "Rt\t7 x\n").expect("write");
+        set_time(&p, t);
+        let now = FileLook::take(&p);
+        assert_eq!(now.stamp, before.stamp);
+        assert!(before.differs(&now, &p));
+        assert!(!now.differs(&FileLook::take(&p), &p));
+    }
+
+    /// Once the time is old, the last look compares the bytes one last
+    /// time; after that, time and size alone.
+    #[test]
+    fn an_old_file_is_compared_by_time_and_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("t.net");
+        std::fs::write(&p, "a").expect("write");
+        let t = SystemTime::now();
+        set_time(&p, t);
+        let racy = FileLook::take(&p);
+        std::fs::write(&p, "b").expect("write");
+        let old = t - Duration::from_secs(3600);
+        set_time(&p, old);
+        let now = FileLook::take(&p);
+        assert!(now.digest.is_none(), "an hour-old time needs no digest");
+        assert!(racy.differs(&now, &p), "another time");
+        let mut same = now.clone();
+        same.digest = racy.digest;
+        assert!(same.differs(&now, &p), "racy digest against other bytes");
+        assert!(!now.differs(&FileLook::take(&p), &p));
+        std::fs::remove_file(&p).expect("rm");
+        assert!(
+            !now.differs(&FileLook::take(&p), &p),
+            "a missing file is no change"
+        );
+    }
 }

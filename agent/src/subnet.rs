@@ -251,7 +251,7 @@ pub fn write_tables(
     if let Some(dir) = &cfg.out_dir {
         // Crash-safe, and the tables of an earlier engine this one does
         // not set (SL-to-VL, path SLs) go: OpenSM would load them too.
-        let files = fabric::formats::write_routing(fabric, routing, dir)?;
+        let files = fabric::formats::write_routing(fabric, routing, dir, cfg.export())?;
         for p in &files.removed {
             tracing::info!(file = %p.display(), engine, "removed a table file this engine does not set");
         }

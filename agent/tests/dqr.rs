@@ -46,9 +46,9 @@ fn fake_plugin(out: PathBuf, stop: Arc<AtomicBool>) -> (Seen, std::thread::JoinH
             if let Ok(m) = tableset::check_dir(&out) {
                 if m.generation != last {
                     last = m.generation;
-                    let lfts = std::fs::read_to_string(out.join(fabric::formats::LFTS_FILE))
-                        .expect("LFT dump");
-                    let drain = lfts.lines().any(|l| l.contains(" 255 "));
+                    use fabric::formats::compact::{LFTS_FILE, lft::FLAG_DRAIN};
+                    let lfts = std::fs::read(out.join(LFTS_FILE)).expect("LFT file");
+                    let drain = lfts.get(8).is_some_and(|f| f & FLAG_DRAIN != 0);
                     s.lock().expect("lock").push((m.generation, drain));
                     write_file(
                         &out.join(PLUGIN_STATUS),

@@ -56,5 +56,5 @@ fn the_agent_refuses_a_cyclic_routing_from_an_engine_that_claims_deadlock_freedo
     let ok = route_subnet(&config(d.path(), "dfdn")).expect("routes");
     let r = ok.report.routing.as_ref().expect("routing result");
     assert!(r.verified && r.deadlock_free, "{r:?}");
-    assert!(d.path().join("out/opensm-sl2vl.dump").is_file());
+    assert!(d.path().join("out/ibfabric-sl2vl.bin").is_file());
 }

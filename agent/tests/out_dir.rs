@@ -5,13 +5,12 @@
 
 use agent::config::{AgentConfig, ConfigFile};
 use agent::subnet::{RouteError, route_subnet};
-use fabric::formats::{ibnetdiscover, lft, pathsl, sl2vl, write_file};
-use fabric::tables::Routing;
+use fabric::formats::{ibnetdiscover, tableset, write_file};
 use std::path::Path;
 
-const LFTS: &str = "opensm-lfts.dump";
-const SL2VL: &str = "opensm-sl2vl.dump";
-const PATH_SL: &str = "path-sl.txt";
+const LFTS: &str = "ibfabric-lfts.bin";
+const SL2VL: &str = "ibfabric-sl2vl.bin";
+const PATH_SL: &str = "ibfabric-pathsl.bin";
 const MAPPING: &str = "ibfabric-mapping.txt";
 const MANIFEST: &str = "ibfabric-tables.txt";
 
@@ -35,13 +34,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 /// Verifies what the directory holds, as `ibfabric verify --dir` reads it.
 fn verify_dir(f: &fabric::Fabric, out: &Path) -> fabric::verify::Report {
-    let s = out.join(SL2VL);
-    let routing = Routing {
-        lfts: lft::read(f, &out.join(LFTS)).expect("LFTs"),
-        sl2vl: s.exists().then(|| sl2vl::read(f, &s).expect("SL2VL")),
-        path_sl: pathsl::read_optional(f, &out.join(PATH_SL)).expect("path SLs"),
-        vls_needed: None,
-    };
+    let routing = tableset::read_set(f, out).expect("a whole set");
     fabric::verify::verify(f, &routing)
 }
 
@@ -57,7 +50,7 @@ fn a_new_engine_removes_the_tables_of_the_old_one_and_keeps_the_mapping() {
     let f = torus(d.path());
     let out = d.path().join("out");
     let first = route_subnet(&config(d.path(), "dfsssp")).expect("routes");
-    assert_eq!(names(&out), [MANIFEST, LFTS, SL2VL, PATH_SL]);
+    assert_eq!(names(&out), [LFTS, PATH_SL, SL2VL, MANIFEST]);
     assert_eq!(
         verify_dir(&f, &out).vls_used,
         first.routing.report().vls_used
@@ -66,7 +59,7 @@ fn a_new_engine_removes_the_tables_of_the_old_one_and_keeps_the_mapping() {
     write_file(&out.join(MAPPING), "# mapping\n").expect("mapping");
 
     let second = route_subnet(&config(d.path(), "updn")).expect("routes");
-    assert_eq!(names(&out), [MAPPING, MANIFEST, LFTS]);
+    assert_eq!(names(&out), [LFTS, MAPPING, MANIFEST]);
     let want = second.routing.report();
     let got = verify_dir(&f, &out);
     assert_eq!(
@@ -106,7 +99,7 @@ fn a_failed_write_leaves_the_previous_tables_whole() {
     );
     assert_eq!(
         names(&out),
-        [MANIFEST, LFTS, PATH_SL],
+        [LFTS, PATH_SL, MANIFEST],
         "no SL2VL, no temporary file"
     );
     // The manifest still vouches for the set in place, which OpenSM's

@@ -56,10 +56,21 @@ impl ParseError {
     }
 }
 
+/// A located error in a binary file: `file: offset N: cause`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: offset {offset}: {cause}", file.display())]
+pub struct BinaryError {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub cause: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Parse(#[from] ParseError),
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
     /// A subnet's tables the verification gate refused (cycle, unrouted
     /// pairs): unsafe tables, not a failure to compute them.
     #[error("engine '{engine}' gives subnet '{subnet}' tables the verifier refuses: {refusal}")]

@@ -288,6 +288,19 @@ impl PathSl {
     pub fn num_rows(&self) -> usize {
         self.rows.len().checked_div(self.width).unwrap_or(0)
     }
+    /// Every row, one after the other (the compact file's body).
+    pub(crate) fn raw_rows(&self) -> &[u8] {
+        &self.rows
+    }
+    /// The table from its parts as [`PathSl::raw_rows`] and the row map
+    /// give them; the caller has checked that each row index is in range.
+    pub(crate) fn from_raw(width: usize, row_of: Vec<u32>, rows: Vec<u8>) -> Self {
+        Self {
+            width,
+            row_of,
+            rows: std::sync::Arc::new(rows),
+        }
+    }
     /// Row index of a source LID, `None` when it has no row (SL 0).
     pub fn row_index(&self, src_lid: u16) -> Option<u32> {
         self.row_of

@@ -1,6 +1,6 @@
 //! The verification gate: one policy for every caller.
 
-use fabric::formats::{ibnetdiscover, write_routing};
+use fabric::formats::{Export, ibnetdiscover, write_routing};
 use fabric::generate::{Topology, generate};
 use fabric::multi::{MultiFabric, Subnet};
 use fabric::pipeline;
@@ -82,10 +82,10 @@ fn a_deadlock_free_engine_passes_and_its_tables_are_bound_to_their_fabric() {
     .expect("torus");
     assert!(!v.is_for(&other));
     let dir = tempfile::tempdir().expect("tmp");
-    let err = write_routing(&other, &v, dir.path()).expect_err("another fabric");
+    let err = write_routing(&other, &v, dir.path(), Export::default()).expect_err("another fabric");
     assert!(err.to_string().contains("another topology"), "{err}");
     assert!(std::fs::read_dir(dir.path()).expect("dir").next().is_none());
-    let files = write_routing(&f, &v, dir.path()).expect("writes");
+    let files = write_routing(&f, &v, dir.path(), Export::default()).expect("writes");
     assert_eq!(
         files.written.len(),
         4,

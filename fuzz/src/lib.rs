@@ -42,6 +42,20 @@ pub fn assert_located(e: &Error, file: &str, text: &[u8]) {
     }
 }
 
+/// Asserts that `e` names `file` and an offset inside `bytes`, in the
+/// `file: offset N: cause` form of the binary formats.
+pub fn assert_offset(e: &Error, file: &str, bytes: &[u8]) {
+    match e {
+        Error::Binary(b) => {
+            assert_eq!(b.file, Path::new(file), "{e}");
+            assert!(b.offset <= bytes.len() as u64, "{e}");
+            assert!(!b.cause.is_empty(), "{e}");
+            assert!(e.to_string().starts_with(&format!("{file}: offset ")), "{e}");
+        }
+        other => panic!("a binary input error without an offset: {other:?} ({other})"),
+    }
+}
+
 /// Panics with the first difference between two fabrics in what the model
 /// exposes and the topology format carries. Switch ports other than 0 are
 /// addressed by the node GUID, so their own port GUIDs are not compared.

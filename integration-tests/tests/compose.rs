@@ -330,7 +330,11 @@ fn the_compose_stack_comes_up_routes_fails_over_and_goes_down() {
     };
     let farm = |out: &str| farm_with(out, false);
     let same = |out: &str| {
-        for f in ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"] {
+        for f in [
+            "ibfabric-lfts.bin",
+            "ibfabric-sl2vl.bin",
+            "ibfabric-pathsl.bin",
+        ] {
             let a = std::fs::read(jobs.join("one").join(f)).expect("one");
             let b = std::fs::read(jobs.join(out).join(f)).expect("farm");
             assert!(a == b, "{out}/{f} differs from one process's");

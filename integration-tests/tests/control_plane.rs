@@ -61,11 +61,15 @@ async fn agents_report_routers_get_tables_and_every_cross_subnet_path_resolves()
         assert_eq!(r.table_digest.len(), 64);
         assert!(s.live);
     }
-    // The agents wrote the OpenSM dumps they report on.
+    // The agents wrote the table sets they report on.
     for a in &c.agents {
-        let p = c.path(&format!("out/{}/opensm-lfts.dump", a.name));
-        let text = std::fs::read_to_string(&p).expect("LFT dump written");
-        assert!(text.contains("Unicast lids"), "{}", p.display());
+        let p = c.path(&format!("out/{}", a.name));
+        let set = fabric::formats::tableset::check_dir(&p).expect("a whole set written");
+        assert!(
+            set.files.iter().any(|e| e.name == "ibfabric-lfts.bin"),
+            "{}",
+            p.display()
+        );
     }
     // Every cross-subnet pair: agent's router port, then the router's
     // decision, equal to what the algorithm computes on the same view.

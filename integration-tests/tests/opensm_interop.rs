@@ -38,6 +38,7 @@ fn opensm_loads_our_lfts_into_ibsim_switches() {
         "minhop",
         "-o",
         out.to_str().unwrap(),
+        "--opensm-dump",
     ])
     .unwrap();
     let dump = out.join("opensm-lfts.dump");

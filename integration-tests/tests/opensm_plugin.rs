@@ -258,8 +258,8 @@ fn a_truncated_set_is_refused_and_a_whole_one_is_applied() {
     route(&fx, "dfdn", &[], &a);
     route(&fx, "dfdn", &["--base", "sssp"], &b);
     assert_ne!(
-        std::fs::read(a.join("opensm-lfts.dump")).unwrap(),
-        std::fs::read(b.join("opensm-lfts.dump")).unwrap(),
+        std::fs::read(a.join("ibfabric-lfts.bin")).unwrap(),
+        std::fs::read(b.join("ibfabric-lfts.bin")).unwrap(),
         "the two sets differ, so the read-back tells which is in force"
     );
     route(&fx, "dfdn", &[], &live);
@@ -267,12 +267,16 @@ fn a_truncated_set_is_refused_and_a_whole_one_is_applied() {
     let ups = sim.opensm_log().matches("SUBNET UP").count();
 
     // Set b with its path SLs cut short, manifest last as a writer would.
-    let names = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
+    let names = [
+        "ibfabric-lfts.bin",
+        "ibfabric-sl2vl.bin",
+        "ibfabric-pathsl.bin",
+    ];
     for n in names {
         std::fs::copy(b.join(n), live.join(n)).unwrap();
     }
-    let psl = std::fs::read(b.join("path-sl.txt")).unwrap();
-    std::fs::write(live.join("path-sl.txt"), &psl[..psl.len() / 2]).unwrap();
+    let psl = std::fs::read(b.join("ibfabric-pathsl.bin")).unwrap();
+    std::fs::write(live.join("ibfabric-pathsl.bin"), &psl[..psl.len() / 2]).unwrap();
     std::fs::copy(
         b.join("ibfabric-tables.txt"),
         live.join("ibfabric-tables.txt"),
@@ -284,7 +288,7 @@ fn a_truncated_set_is_refused_and_a_whole_one_is_applied() {
         .expect("the sweep completes on the set in force");
     let log = sim.opensm_log();
     assert!(
-        log.contains("path-sl.txt") && log.contains("bytes, the manifest says"),
+        log.contains("ibfabric-pathsl.bin") && log.contains("bytes, the manifest says"),
         "the refusal names the file and why:\n{log}"
     );
     let (r, code) = audit(&fx, &sim, &a, "after-refusal");
@@ -296,7 +300,7 @@ fn a_truncated_set_is_refused_and_a_whole_one_is_applied() {
 
     // The file completed; the manifest is the same, so nothing polls it
     // anew: a heavy sweep (SIGHUP, as an operator would) applies it.
-    std::fs::write(live.join("path-sl.txt"), &psl).unwrap();
+    std::fs::write(live.join("ibfabric-pathsl.bin"), &psl).unwrap();
     let pid = sim.opensm_pid().expect("OpenSM runs");
     let secs = applied(
         &mut sim,

@@ -140,6 +140,7 @@ fn routed(algorithm: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
         "updn",
         "-o",
         out.to_str().unwrap(),
+        "--opensm-dump",
     ])
     .unwrap_or_else(|e| panic!("route-multi {algorithm}: {e}"));
     (dir, fab, man, out)

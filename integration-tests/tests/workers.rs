@@ -259,7 +259,11 @@ fn parts_verified_on_workers_merge_to_the_one_process_report() {
 fn agent_writes_tables(s: &Setup, name: &str, cfg: &str, out: &str) -> Proc {
     let agent = Proc::spawn(name, &["agent", "--config", cfg], s.dir.path()).expect("agent");
     let t = Instant::now();
-    let files = ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"];
+    let files = [
+        "ibfabric-lfts.bin",
+        "ibfabric-sl2vl.bin",
+        "ibfabric-pathsl.bin",
+    ];
     while !files
         .iter()
         .all(|f| std::path::Path::new(&format!("{out}/{f}")).exists())
@@ -277,10 +281,14 @@ fn agent_writes_tables(s: &Setup, name: &str, cfg: &str, out: &str) -> Proc {
 }
 
 fn tables(dir: &str) -> Vec<Vec<u8>> {
-    ["opensm-lfts.dump", "opensm-sl2vl.dump", "path-sl.txt"]
-        .iter()
-        .map(|f| std::fs::read(format!("{dir}/{f}")).unwrap_or_else(|e| panic!("{dir}/{f}: {e}")))
-        .collect()
+    [
+        "ibfabric-lfts.bin",
+        "ibfabric-sl2vl.bin",
+        "ibfabric-pathsl.bin",
+    ]
+    .iter()
+    .map(|f| std::fs::read(format!("{dir}/{f}")).unwrap_or_else(|e| panic!("{dir}/{f}: {e}")))
+    .collect()
 }
 
 /// `route --json` with `extra`; returns the JSON.
@@ -433,7 +441,7 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         for (k, parts) in [(1, "1"), (3, "3")] {
             let out = s.path(&format!("{name}-minhop-{k}"));
             let v = route_json(&net, "minhop", &out, &with(k, parts, extra));
-            let lft = |d: &str| std::fs::read(format!("{d}/opensm-lfts.dump")).expect("lfts");
+            let lft = |d: &str| std::fs::read(format!("{d}/ibfabric-lfts.bin")).expect("lfts");
             assert_eq!(lft(&out), lft(&one), "minhop {name}: {k} workers");
             let r = job(&v, "route").expect("minhop routed on the workers");
             assert_eq!(r["local_parts"], 0, "{r}");
@@ -470,7 +478,7 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
         for k in [1, 3] {
             let out = s.path(&format!("{engine}-streams-{k}"));
             let v = route_json(&net, engine, &out, &with(k, "1", &streams));
-            let lft = |d: &str| std::fs::read(format!("{d}/opensm-lfts.dump")).expect("lfts");
+            let lft = |d: &str| std::fs::read(format!("{d}/ibfabric-lfts.bin")).expect("lfts");
             assert_eq!(lft(&out), lft(&one), "{engine} streams on {k} workers");
             if engine == "dfsssp" {
                 assert_eq!(tables(&out), tables(&one), "dfsssp on {k} workers");

@@ -31,6 +31,10 @@ pub struct RerouteArgs {
     /// stage it goes to OUT/drain, to be applied (and confirmed) first.
     #[arg(long, short)]
     out: PathBuf,
+    /// Also write OpenSM's text dumps beside the compact set (the default
+    /// when the tables in force carry them, so an export stays exported).
+    #[arg(long)]
+    opensm_dump: bool,
     /// Engine that computed the tables in force (recorded in the set's
     /// manifest; read from there when not given).
     #[arg(long)]
@@ -180,16 +184,19 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         .map_err(|e| unsafe_("drain stage refused", &e))?;
     s.vls_after = v.report().vls_used;
     let drain_dir = a.out.join("drain");
+    let export = formats::Export {
+        opensm_dump: a.opensm_dump || a.dir.join(formats::LFTS_FILE).is_file(),
+    };
     let mut drain_written = None;
     if let Some(d) = drain {
-        formats::write_routing(&f1, &d, &drain_dir)?;
+        formats::write_routing(&f1, &d, &drain_dir, export)?;
         drain_written = Some(drain_dir.clone());
     } else if drain_dir.exists() {
         // A drain stage of an earlier reroute must not be applied with this one.
         std::fs::remove_dir_all(&drain_dir)
             .with_context(|| format!("removing {}", drain_dir.display()))?;
     }
-    formats::write_routing(&f1, &v, &a.out)?;
+    formats::write_routing(&f1, &v, &a.out, export)?;
     if a.json {
         super::print_json(
             "reroute",

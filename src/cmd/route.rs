@@ -23,11 +23,18 @@ pub struct RouteArgs {
     /// nue otherwise (deadlock free with any VL count).
     #[arg(long, short, value_enum)]
     engine: Option<EngineKind>,
-    /// Output directory; receives opensm-lfts.dump, and opensm-sl2vl.dump and
-    /// path-sl.txt when the engine sets VLs or SLs (else those of an earlier
-    /// engine are removed). Files are replaced whole, crash-safely.
+    /// Output directory; receives the compact table set
+    /// (docs/table-set-format.md): ibfabric-lfts.bin, and ibfabric-sl2vl.bin
+    /// and ibfabric-pathsl.bin when the engine sets VLs or SLs (else those of
+    /// an earlier engine are removed), named with their digests in
+    /// ibfabric-tables.txt. Files are replaced whole, crash-safely.
     #[arg(long, short, required_unless_present = "dry_run")]
     out: Option<PathBuf>,
+    /// Also write OpenSM's text dumps (opensm-lfts.dump, opensm-sl2vl.dump,
+    /// path-sl.txt) beside the compact set: for stock OpenSM's `-R file`
+    /// loader and external checkers. They take about 40 times the space.
+    #[arg(long)]
+    opensm_dump: bool,
     /// Route and verify, print the report, write no tables (--load-svg is
     /// still drawn).
     #[arg(long, conflicts_with = "out")]
@@ -83,6 +90,12 @@ pub struct RouteArgs {
 }
 
 impl RouteArgs {
+    fn export(&self) -> fabric::formats::Export {
+        fabric::formats::Export {
+            opensm_dump: self.opensm_dump,
+        }
+    }
+
     /// Whether the command talks to workers over the network.
     pub fn uses_network(&self) -> bool {
         self.workers.wanted()
@@ -201,7 +214,10 @@ fn run_with(
     let (report, files) = match (&outcome, &a.out) {
         (Ok(v), Some(out)) if !a.dry_run => {
             let _sp = super::spinner(&format!("writing tables to {}", out.display()));
-            (v.report(), fabric::formats::write_routing(f, v, out)?)
+            (
+                v.report(),
+                fabric::formats::write_routing(f, v, out, a.export())?,
+            )
         }
         (Ok(v), _) => (v.report(), RoutingFiles::default()),
         (Err(refused), _) => (&*refused.report, RoutingFiles::default()),
@@ -383,6 +399,7 @@ mod tests {
             topology,
             engine: Some(EngineKind::Dfdn),
             out: Some(out),
+            opensm_dump: false,
             dry_run: false,
             max_vls: 8,
             max_sls: 16,
@@ -427,8 +444,9 @@ mod tests {
         );
         // The figures drawn are those of the LFTs written, read back.
         let g = fabric::formats::ibnetdiscover::read(&net).expect("parse");
-        let lfts = fabric::formats::lft::read(&g, &d.path().join("out/opensm-lfts.dump"))
-            .expect("lfts written");
+        let lfts = fabric::formats::tableset::read_set(&g, &d.path().join("out"))
+            .expect("lfts written")
+            .lfts;
         let load = fabric::load::link_load(&g, &lfts);
         let text = std::fs::read_to_string(&svg).expect("svg written");
         assert!(text.starts_with("<svg"), "{text}");
@@ -459,8 +477,8 @@ mod tests {
             run_with(&args(net, out.clone()), &f, dfdn.as_ref(), None).expect("routes"),
             0
         );
-        assert!(out.join("opensm-lfts.dump").is_file());
-        assert!(out.join("opensm-sl2vl.dump").is_file());
-        assert!(out.join("path-sl.txt").is_file());
+        assert!(out.join("ibfabric-lfts.bin").is_file());
+        assert!(out.join("ibfabric-sl2vl.bin").is_file());
+        assert!(out.join("ibfabric-pathsl.bin").is_file());
     }
 }

@@ -48,6 +48,11 @@ pub struct RouteMultiArgs {
     /// that this run's does not set are removed.
     #[arg(long, short)]
     out: PathBuf,
+    /// Also write OpenSM's text dumps (opensm-lfts.dump, opensm-sl2vl.dump,
+    /// path-sl.txt) beside the compact set: for stock OpenSM's `-R file`
+    /// loader and external checkers. They take about 40 times the space.
+    #[arg(long)]
+    opensm_dump: bool,
     /// Also walk every host pair through the whole fabric's dependency
     /// graph (the all-pairs reference: hosts squared, hours at 100k HCAs);
     /// the tables are written only when both checks pass.
@@ -184,7 +189,14 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
             .map(|(s, v)| {
                 let dir = a.out.join(&s.name);
                 Ok(routes_files::SubnetOut {
-                    tables: fabric::formats::stage_routing(&s.fabric, v, &dir)?,
+                    tables: fabric::formats::stage_routing(
+                        &s.fabric,
+                        v,
+                        &dir,
+                        fabric::formats::Export {
+                            opensm_dump: a.opensm_dump,
+                        },
+                    )?,
                     dir,
                     fabric: &s.fabric,
                     prefix: s.prefix,

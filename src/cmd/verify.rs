@@ -228,6 +228,31 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             );
         }
     }
+    // Without a manifest, the files as they are: the compact ones when
+    // the directory has them.
+    if let Some(d) = a
+        .dir
+        .as_ref()
+        .filter(|_| a.sl2vl.is_none() && a.path_sl.is_none())
+        .filter(|d| d.join(fabric::formats::compact::LFTS_FILE).is_file())
+    {
+        use fabric::formats::tableset::{Entry, TableSet, read_checked};
+        let files = fabric::formats::ROUTING_FILES
+            .iter()
+            .filter(|n| d.join(n).is_file())
+            .map(|n| Entry {
+                name: n.to_string(),
+                size: 0,
+                digest: 0,
+            })
+            .collect();
+        let as_found = TableSet {
+            engine: String::new(),
+            generation: 0,
+            files,
+        };
+        return verify_routing(&a, &f, read_checked(&f, d, &as_found)?);
+    }
     let (lfts_p, sl2vl_p, path_p) = match (&a.dir, &a.lfts) {
         (Some(d), _) => {
             let s = d.join("opensm-sl2vl.dump");

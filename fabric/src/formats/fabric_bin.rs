@@ -75,48 +75,21 @@ pub fn write(f: &Fabric) -> Vec<u8> {
     out
 }
 
-/// Reads the bytes a little at a time, naming the offset of what is
-/// missing or wrong.
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+type Reader<'a> = super::bytes::Reader<'a>;
+
+impl From<super::bytes::Short> for FabricBinError {
+    fn from(s: super::bytes::Short) -> Self {
+        FabricBinError::Short {
+            at: s.at,
+            what: s.what,
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], FabricBinError> {
-        let short = || FabricBinError::Short { at: self.at, what };
-        let end = self.at.checked_add(n).ok_or_else(short)?;
-        let s = self.b.get(self.at..end).ok_or_else(short)?;
-        self.at = end;
-        Ok(s)
-    }
-
-    fn u8(&mut self, what: &'static str) -> Result<u8, FabricBinError> {
-        Ok(self.take(1, what)?[0])
-    }
-
-    fn u16(&mut self, what: &'static str) -> Result<u16, FabricBinError> {
-        let s = self.take(2, what)?;
-        Ok(u16::from_le_bytes([s[0], s[1]]))
-    }
-
-    fn u32(&mut self, what: &'static str) -> Result<u32, FabricBinError> {
-        let s = self.take(4, what)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    }
-
-    fn u64(&mut self, what: &'static str) -> Result<u64, FabricBinError> {
-        let s = self.take(8, what)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Ok(u64::from_le_bytes(a))
-    }
-
-    fn bad(&self, at: usize, why: impl Into<String>) -> FabricBinError {
-        FabricBinError::Bad {
-            at,
-            why: why.into(),
-        }
+fn bad(at: usize, why: impl Into<String>) -> FabricBinError {
+    FabricBinError::Bad {
+        at,
+        why: why.into(),
     }
 }
 
@@ -135,13 +108,13 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
     if !is_binary(b) {
         return Err(FabricBinError::Magic);
     }
-    let mut r = Reader { b, at: MAGIC.len() };
+    let mut r = Reader::new(b, MAGIC.len());
     let prefix = r.u64("the subnet prefix")?;
     let nodes = r.u32("the node count")?;
     // Each node takes at least 14 bytes, plus 14 for its port 0: a count
     // the bytes cannot hold is refused before anything is allocated.
     if nodes as usize > b.len() / 28 {
-        return Err(r.bad(
+        return Err(bad(
             MAGIC.len() + 8,
             format!("{nodes} nodes in {} bytes", b.len()),
         ));
@@ -155,14 +128,14 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
             0 => NodeKind::Switch,
             1 => NodeKind::Ca,
             2 => NodeKind::Router,
-            k => return Err(r.bad(at, format!("node kind {k} (0 switch, 1 CA, 2 router)"))),
+            k => return Err(bad(at, format!("node kind {k} (0 switch, 1 CA, 2 router)"))),
         };
         let guid = r.u64("a node GUID")?;
         let nports = r.u8("a port count")?;
         let len = r.u16("a description length")? as usize;
         let at_desc = r.at;
         let desc = std::str::from_utf8(r.take(len, "a description")?)
-            .map_err(|e| r.bad(at_desc, format!("description: {e}")))?;
+            .map_err(|e| bad(at_desc, format!("description: {e}")))?;
         let node = fb.add_node(kind, guid, desc, nports);
         for port in 0..=nports {
             let at = r.at;
@@ -177,18 +150,18 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
         }
     }
     if r.at != b.len() {
-        return Err(r.bad(
+        return Err(bad(
             r.at,
             format!("{} bytes after the last node", b.len() - r.at),
         ));
     }
     for (s, p) in ports.iter().enumerate() {
         if p.remote != NONE {
-            link(&mut fb, &ports, s, p).map_err(|why| r.bad(p.at, why))?;
+            link(&mut fb, &ports, s, p).map_err(|why| bad(p.at, why))?;
         }
         if p.port > 0 {
             fb.set_port_guid(p.node, p.port, p.guid)
-                .map_err(|e| r.bad(p.at, e.to_string()))?;
+                .map_err(|e| bad(p.at, e.to_string()))?;
         }
         let lid_here = if fb.kind(p.node) == NodeKind::Switch {
             p.port == 0
@@ -199,8 +172,8 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
             (0, _) => {}
             (l, true) => fb
                 .set_lid(p.node, p.port, l)
-                .map_err(|e| r.bad(p.at, e.to_string()))?,
-            (l, false) => return Err(r.bad(p.at, format!("LID {l} on a port that has none"))),
+                .map_err(|e| bad(p.at, e.to_string()))?,
+            (l, false) => return Err(bad(p.at, format!("LID {l} on a port that has none"))),
         }
     }
     Ok(fb.build()?)

@@ -4,6 +4,8 @@
 //! inter-subnet mapping file.
 //! Every reader reports errors as `file:line: cause`.
 
+mod bytes;
+pub mod compact;
 pub mod egress;
 pub mod fabric_bin;
 pub mod guids;
@@ -22,11 +24,28 @@ use crate::model::{Fabric, NodeId, NodeKind};
 use std::io::{BufRead as _, Read as _};
 use std::path::Path;
 
-/// The files a routing may consist of, under OpenSM's names.
+/// The text files of a routing, under OpenSM's names: an export for stock
+/// OpenSM's `-R file` loader and external checkers.
 pub const LFTS_FILE: &str = "opensm-lfts.dump";
 pub const SL2VL_FILE: &str = "opensm-sl2vl.dump";
 pub const PATH_SL_FILE: &str = "path-sl.txt";
-pub const ROUTING_FILES: [&str; 3] = [LFTS_FILE, SL2VL_FILE, PATH_SL_FILE];
+/// Every file a set may hold: the compact ones, then the text export.
+pub const ROUTING_FILES: [&str; 6] = [
+    compact::LFTS_FILE,
+    compact::SL2VL_FILE,
+    compact::PATH_SL_FILE,
+    LFTS_FILE,
+    SL2VL_FILE,
+    PATH_SL_FILE,
+];
+
+/// Which forms of the tables a set holds besides the compact files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Export {
+    /// OpenSM's text dumps too (`opensm-lfts.dump`, `opensm-sl2vl.dump`,
+    /// `path-sl.txt`).
+    pub opensm_dump: bool,
+}
 
 /// What [`write_routing`] changed in its directory.
 #[derive(Debug, Default)]
@@ -47,10 +66,11 @@ pub struct StagedRouting {
     manifest: tableset::TableSet,
 }
 
-/// Writes an engine's tables into `dir` under OpenSM's file names:
-/// `opensm-lfts.dump`, plus `opensm-sl2vl.dump` and `path-sl.txt` when the
-/// routing sets them, and removes those an earlier routing left there that
-/// this one does not set. Only tables the verification gate accepted for
+/// Writes an engine's tables into `dir` as the compact set
+/// (`ibfabric-lfts.bin`, plus `ibfabric-sl2vl.bin` and
+/// `ibfabric-pathsl.bin` when the routing sets them; OpenSM's text dumps
+/// too when `export` asks), and removes the table files an earlier
+/// routing left there that this one does not write. Only tables the verification gate accepted for
 /// this very fabric can be written.
 ///
 /// Every file is complete on disk before the first one replaces its old
@@ -60,8 +80,9 @@ pub fn write_routing(
     f: &Fabric,
     v: &crate::verify::Verified<crate::tables::Routing>,
     dir: &Path,
+    export: Export,
 ) -> Result<RoutingFiles, Error> {
-    stage_routing(f, v, dir)?.commit()
+    stage_routing(f, v, dir, export)?.commit()
 }
 
 /// The first half of [`write_routing`]: for callers that write several
@@ -70,6 +91,7 @@ pub fn stage_routing(
     f: &Fabric,
     v: &crate::verify::Verified<crate::tables::Routing>,
     dir: &Path,
+    export: Export,
 ) -> Result<StagedRouting, Error> {
     if !v.is_for(f) {
         return Err(Error::Invalid(format!(
@@ -108,12 +130,27 @@ pub fn stage_routing(
         });
         Ok(staged)
     };
-    let mut files = vec![stage(LFTS_FILE, &|w| lft::write_to(f, &r.lfts, drain, w))?];
+    let mut files = vec![stage(compact::LFTS_FILE, &|w| {
+        compact::lft::write_to(f, &r.lfts, drain, w)
+    })?];
     if let Some(t) = &r.sl2vl {
-        files.push(stage(SL2VL_FILE, &|w| sl2vl::write_to(f, t, w))?);
+        files.push(stage(compact::SL2VL_FILE, &|w| {
+            compact::sl2vl::write_to(f, t, w)
+        })?);
     }
     if let Some(t) = &r.path_sl {
-        files.push(stage(PATH_SL_FILE, &|w| pathsl::write_to(f, t, w))?);
+        files.push(stage(compact::PATH_SL_FILE, &|w| {
+            compact::pathsl::write_to(t, w)
+        })?);
+    }
+    if export.opensm_dump {
+        files.push(stage(LFTS_FILE, &|w| lft::write_to(f, &r.lfts, drain, w))?);
+        if let Some(t) = &r.sl2vl {
+            files.push(stage(SL2VL_FILE, &|w| sl2vl::write_to(f, t, w))?);
+        }
+        if let Some(t) = &r.path_sl {
+            files.push(stage(PATH_SL_FILE, &|w| pathsl::write_to(f, t, w))?);
+        }
     }
     let generation = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -166,8 +166,19 @@ pub fn parse(text: &str, file: &Path) -> Result<TableSet, Error> {
     if !end {
         return Err(err(last, "no 'end' line: the manifest is truncated".into()));
     }
-    if !t.files.iter().any(|e| e.name == super::LFTS_FILE) {
-        return Err(err(last, format!("the set lists no {}", super::LFTS_FILE)));
+    if !t
+        .files
+        .iter()
+        .any(|e| e.name == super::LFTS_FILE || e.name == super::compact::LFTS_FILE)
+    {
+        return Err(err(
+            last,
+            format!(
+                "the set lists no {} or {}",
+                super::compact::LFTS_FILE,
+                super::LFTS_FILE
+            ),
+        ));
     }
     Ok(t)
 }
@@ -220,19 +231,33 @@ pub fn read_checked(
     dir: &Path,
     set: &TableSet,
 ) -> Result<crate::tables::Routing, Error> {
+    use super::compact;
     let has = |name: &str| set.files.iter().any(|e| e.name == name);
+    // The compact files when the set has them; a set of an earlier
+    // release has the text ones only.
+    let lfts = if has(compact::LFTS_FILE) {
+        compact::lft::read(f, &dir.join(compact::LFTS_FILE))?
+    } else {
+        super::lft::read(f, &dir.join(super::LFTS_FILE))?
+    };
+    let sl2vl = if has(compact::SL2VL_FILE) {
+        Some(compact::sl2vl::read(f, &dir.join(compact::SL2VL_FILE))?)
+    } else if has(super::SL2VL_FILE) {
+        Some(super::sl2vl::read(f, &dir.join(super::SL2VL_FILE))?)
+    } else {
+        None
+    };
+    let path_sl = if has(compact::PATH_SL_FILE) {
+        Some(compact::pathsl::read(f, &dir.join(compact::PATH_SL_FILE))?)
+    } else if has(super::PATH_SL_FILE) {
+        super::pathsl::read_optional(f, &dir.join(super::PATH_SL_FILE))?
+    } else {
+        None
+    };
     Ok(crate::tables::Routing {
-        lfts: super::lft::read(f, &dir.join(super::LFTS_FILE))?,
-        sl2vl: if has(super::SL2VL_FILE) {
-            Some(super::sl2vl::read(f, &dir.join(super::SL2VL_FILE))?)
-        } else {
-            None
-        },
-        path_sl: if has(super::PATH_SL_FILE) {
-            super::pathsl::read_optional(f, &dir.join(super::PATH_SL_FILE))?
-        } else {
-            None
-        },
+        lfts,
+        sl2vl,
+        path_sl,
         vls_needed: None,
     })
 }

@@ -23,6 +23,7 @@
 //! out port and SL), so each `(o, s)` state is expanded once per destination;
 //! later arrivals only add their own CDG edge.
 
+mod classes;
 mod cycle;
 mod parts;
 mod walk;
@@ -175,7 +176,11 @@ const BROKEN_LOOP: u32 = u32::MAX - 2;
 
 /// Per-thread scratch state, reused across destinations.
 struct Scratch {
+    /// The SLs the walked columns use, numbered densely (`sls` of them):
+    /// the state per (channel, SL) is then a few MB, not sixteen times
+    /// the channels.
     sls: usize,
+    sl_dense: [u8; NUM_SLS],
     stamp: Vec<u32>,
     info: Vec<u32>,
     /// Per state: out port and VL of the next switch-to-switch hop.
@@ -191,15 +196,31 @@ struct Scratch {
     max_hops: u32,
 }
 
+/// A slot's link as the walks read it, in one place: a walk step reads
+/// one of these instead of five tables of the model.
+#[derive(Clone, Copy)]
+struct Hop {
+    /// The slot at the other end ([`NONE`]: unlinked).
+    remote: Slot,
+    /// Switch index of the node at the other end ([`NONE`]: not a switch).
+    switch: u32,
+    /// Port number of the other end, and of this slot.
+    remote_port: u8,
+    port: u8,
+    /// Both ends are switches: a channel of the dependency graph.
+    s2s: bool,
+}
+
 struct Ctx<'a> {
     f: &'a Fabric,
     r: &'a Routing,
-    is_s2s: Vec<bool>,
+    hops: Vec<Hop>,
+    /// Per switch index: the slot of its port 0, and its port count.
+    sw_slot0: Vec<Slot>,
+    sw_ports: Vec<u8>,
     max_ports: usize,
     vls: usize,
     edges: Vec<AtomicU64>,
-    /// End ports per switch index (CSR): the sources a switch injects.
-    host_off: Vec<u32>,
     hosts: Vec<Slot>,
     /// Per entry of `hosts`: its LID, the switch port it is linked to, and
     /// its path-SL row (`u32::MAX`: none, SL 0).
@@ -215,12 +236,19 @@ struct Ctx<'a> {
     /// ports on their own: the whole-fabric check counts those only where
     /// the inter-subnet routes use them.
     local: Option<Vec<AtomicU64>>,
+    /// Hosts every walk treats alike, per switch.
+    classes: classes::Classes,
     /// Every switch index, and those with a router port among their hosts.
     switch_ids: Vec<u32>,
     router_switches: Vec<u32>,
 }
 
 impl Ctx<'_> {
+    /// VL of a hop, as [`Routing::switch_vl`] gives it.
+    #[inline]
+    fn switch_vl(&self, si: u32, inp: u8, out: u8, sl: u8) -> u8 {
+        self.r.switch_vl(si, inp, out, sl)
+    }
     #[inline]
     fn edge_bit(&self, c: Slot, out_port: u8, vc: u8, vo: u8) -> usize {
         edge_bit(self.max_ports, self.vls, c, out_port, vc, vo)
@@ -366,6 +394,23 @@ impl Walked {
 fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
     let n_slots = f.num_slots();
     let is_s2s = switch_link_flags(f);
+    let hops = (0..n_slots as Slot)
+        .map(|c| {
+            let remote = f.remote(c);
+            let linked = remote != NONE;
+            Hop {
+                remote,
+                switch: if linked {
+                    f.switch_index(f.node_of(remote)).unwrap_or(NONE)
+                } else {
+                    NONE
+                },
+                remote_port: if linked { f.port_of(remote) } else { 0 },
+                port: f.port_of(c),
+                s2s: is_s2s[c as usize],
+            }
+        })
+        .collect();
     let max_ports = widest_switch(f);
     let vls = routing
         .sl2vl
@@ -399,30 +444,35 @@ fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
         })
         .map(|si| si as u32)
         .collect();
+    let host_router: Vec<bool> = hosts
+        .iter()
+        .map(|&h| f.kind(f.node_of(h)) == NodeKind::Router)
+        .collect();
+    let host_info: Vec<(u16, u8, u32)> = hosts
+        .iter()
+        .map(|&h| {
+            let lid = f.lid_of_slot(h);
+            let row = routing
+                .path_sl
+                .as_ref()
+                .and_then(|p| p.row_index(lid))
+                .unwrap_or(u32::MAX);
+            (lid, f.port_of(f.remote(h)), row)
+        })
+        .collect();
+    let classes = classes::build(f, routing, &hosts, &host_off, &host_info, &host_router);
     Ctx {
         f,
         r: routing,
-        is_s2s,
+        hops,
+        sw_slot0: f.switches().iter().map(|&s| f.slot(s, 0)).collect(),
+        sw_ports: f.switches().iter().map(|&s| f.num_ports(s)).collect(),
         max_ports,
         vls,
         edges,
-        host_off,
-        host_router: hosts
-            .iter()
-            .map(|&h| f.kind(f.node_of(h)) == NodeKind::Router)
-            .collect(),
-        host_info: hosts
-            .iter()
-            .map(|&h| {
-                let lid = f.lid_of_slot(h);
-                let row = routing
-                    .path_sl
-                    .as_ref()
-                    .and_then(|p| p.row_index(lid))
-                    .unwrap_or(u32::MAX);
-                (lid, f.port_of(f.remote(h)), row)
-            })
-            .collect(),
+        host_router,
+        host_info,
+        classes,
         sl_rows: routing.path_sl.as_ref().map_or(0, |p| p.num_rows()),
         switch_ids: (0..f.switches().len() as u32).collect(),
         router_switches,
@@ -459,14 +509,10 @@ pub fn part_columns(
 
 /// [`walk_range`] over columns given ([`part_columns`]).
 fn walk_columns(ctx: &Ctx, range: std::ops::Range<usize>, cols: &[u8], sl_cols: &[u8]) -> Walked {
-    let (f, routing) = (ctx.f, ctx.r);
+    let f = ctx.f;
     let n_slots = f.num_slots();
     let dests = &f.endports()[range.clone()];
-    let sls = if routing.path_sl.is_some() {
-        NUM_SLS
-    } else {
-        1
-    };
+    let (sl_dense, sls) = dense_sls(sl_cols);
     let nsw = f.switches().len();
     let nr = ctx.sl_rows;
     dests
@@ -475,6 +521,7 @@ fn walk_columns(ctx: &Ctx, range: std::ops::Range<usize>, cols: &[u8], sl_cols: 
         .fold(
             || Scratch {
                 sls,
+                sl_dense,
                 stamp: vec![0; n_slots * sls],
                 info: vec![0; n_slots * sls],
                 succ: vec![NO_SUCC; n_slots * sls],
@@ -508,6 +555,25 @@ fn walk_columns(ctx: &Ctx, range: std::ops::Range<usize>, cols: &[u8], sl_cols: 
             max_hops: st.max_hops,
         })
         .reduce(Walked::default, Walked::merge)
+}
+
+/// A dense number per SL that `sl_cols` holds, and SL 0 (the SL of a
+/// source without a path-SL row); SLs above 15 are never walked.
+fn dense_sls(sl_cols: &[u8]) -> ([u8; NUM_SLS], usize) {
+    let mut seen = [false; 256];
+    for &b in sl_cols {
+        seen[b as usize] = true;
+    }
+    seen[0] = true;
+    let mut dense = [0u8; NUM_SLS];
+    let mut n = 0;
+    for sl in 0..NUM_SLS {
+        if seen[sl] {
+            dense[sl] = n as u8;
+            n += 1;
+        }
+    }
+    (dense, n)
 }
 
 /// The report from the dependencies set in `ctx` and what the walks found.

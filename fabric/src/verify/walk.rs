@@ -2,6 +2,7 @@
 //! and the path SLs, recording the channel dependencies, the broken pairs
 //! and the longest route.
 
+use super::classes::Class;
 use super::*;
 
 /// Outcome of one walk: switch-to-switch hops to the destination, or a fault.
@@ -33,6 +34,32 @@ fn record(st: &mut Scratch, slid: u16, dlid: u16, count: u64, fault: PairFault) 
     }
 }
 
+/// Records a fault for every member of a class but `d`. Members are by
+/// LID, so only the first [`EXAMPLES`] can be among the examples a report
+/// keeps; the others are counted.
+fn record_members(
+    ctx: &Ctx,
+    st: &mut Scratch,
+    members: &[u32],
+    d: Slot,
+    dlid: u16,
+    fault: &PairFault,
+) {
+    let mut named = 0;
+    for &k in members {
+        let h = ctx.hosts[k as usize];
+        if h == d {
+            continue;
+        }
+        if named == EXAMPLES {
+            st.broken += 1;
+            continue;
+        }
+        named += 1;
+        record(st, ctx.host_info[k as usize].0, dlid, 1, fault.clone());
+    }
+}
+
 /// The first [`EXAMPLES`] of two example lists, by (source, destination).
 pub(super) fn keep_first(mut a: Vec<BrokenPair>, b: Vec<BrokenPair>) -> Vec<BrokenPair> {
     a.extend(b);
@@ -43,15 +70,14 @@ pub(super) fn keep_first(mut a: Vec<BrokenPair>, b: Vec<BrokenPair>) -> Vec<Brok
 }
 
 /// Walks every source toward destination port `d` (stamp `tag`). Sources
-/// are taken switch by switch so the first LFT lookup is shared; when the
-/// tables carry no SLs and no VLs every host of a switch takes the same
-/// route, and one walk stands for all of them.
+/// are taken switch by switch so the first LFT lookup is shared, and class
+/// by class ([`super::classes`]): one walk stands for every host of a class.
 pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8], sl_col: &[u8]) {
     let f = ctx.f;
     let dlid = f.lid_of_slot(d);
     let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
-    let sl2vl = ctx.r.sl2vl.as_ref();
-    let uniform = sl2vl.is_none() && ctx.r.path_sl.is_none();
+    // The switch the destination hangs on: only its classes hold `d`.
+    let d_switch = f.switch_index(f.node_of(f.remote(d))).unwrap_or(u32::MAX);
     let mut memo: Vec<(u8, u8, Walk)> = Vec::new();
     // When a summary is wanted, the CAs toward a CA go first and alone, so
     // the states they leave behind carry CA-to-CA edges only; the router
@@ -71,68 +97,53 @@ pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8
             &ctx.switch_ids[..]
         };
         for &si in switches {
-            let hosts = &ctx.hosts
-                [ctx.host_off[si as usize] as usize..ctx.host_off[si as usize + 1] as usize];
-            if hosts.is_empty() {
+            let classes = ctx.classes.of_switch(si);
+            if classes.is_empty() {
                 continue;
             }
             let sw = f.switches()[si as usize];
-            let base = ctx.host_off[si as usize] as usize;
             // Router-to-router pairs are transit through this subnet, which the
             // inter-subnet check owns; every pair with a CA end is checked here.
-            let skip = |k: usize| {
-                hosts[k] == d
-                    || (d_router && ctx.host_router[base + k])
-                    || only.is_some_and(|r| ctx.host_router[base + k] != r)
-            };
-            let others = (0..hosts.len()).filter(|&k| !skip(k)).count() as u64;
-            if others == 0 {
-                continue;
-            }
+            let skip = |c: &Class| (d_router && c.router) || only.is_some_and(|r| c.router != r);
             let out = col[si as usize];
-            let first = if out == NO_PATH || out == 0 || out > f.num_ports(sw) {
+            let o = ctx.sw_slot0[si as usize] + out as Slot;
+            let first = if out == NO_PATH || out == 0 || out > ctx.sw_ports[si as usize] {
                 Err(PairFault::NoRoute {
                     switch: f.desc(sw).to_string(),
                 })
-            } else if f.remote(f.slot(sw, out)) == NONE {
+            } else if ctx.hops[o as usize].remote == NONE {
                 Err(PairFault::DeadPort {
                     switch: f.desc(sw).to_string(),
                     port: out,
                 })
             } else {
-                Ok(f.slot(sw, out))
-            };
-            let o = match first {
-                Ok(o) => o,
-                Err(fault) => {
-                    let src = (0..hosts.len())
-                        .find(|&k| !skip(k))
-                        .map_or(0, |k| f.lid_of_slot(hosts[k]));
-                    record(st, src, dlid, others, fault);
-                    continue;
-                }
+                Ok(o)
             };
             memo.clear();
-            for k in 0..hosts.len() {
-                if skip(k) {
-                    continue;
-                }
-                let (slid, in_port, row) = ctx.host_info[base + k];
-                let sl = if row == u32::MAX {
+            for c in classes.iter().filter(|c| !skip(c)) {
+                let members = ctx.classes.members(c);
+                let o = match &first {
+                    Ok(o) => *o,
+                    Err(fault) => {
+                        record_members(ctx, st, members, d, dlid, fault);
+                        continue;
+                    }
+                };
+                let sl = if c.row == u32::MAX {
                     0
                 } else {
-                    sl_col.get(row as usize).copied().unwrap_or(SL_NONE)
+                    sl_col.get(c.row as usize).copied().unwrap_or(SL_NONE)
                 };
                 if sl == SL_NONE || sl as usize >= NUM_SLS {
-                    record(st, slid, dlid, 1, PairFault::NoSl);
+                    record_members(ctx, st, members, d, dlid, &PairFault::NoSl);
+                    continue;
+                }
+                if si == d_switch && members.len() == 1 && ctx.hosts[members[0] as usize] == d {
                     continue;
                 }
                 st.sl_mask |= 1 << sl;
-                let vo = match sl2vl {
-                    Some(t) => t.switch_vl(si, in_port, out, sl),
-                    None => 0,
-                };
-                // Hosts of one switch that share (SL, first VL) share the walk.
+                let vo = ctx.switch_vl(si, c.in_port, out, sl);
+                // Classes of one switch that share (SL, first VL) share the walk.
                 let res = match memo.iter().find(|m| m.0 == sl && m.1 == vo) {
                     Some(m) => m.2.clone(),
                     None => {
@@ -141,13 +152,9 @@ pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8
                         r
                     }
                 };
-                let count = if uniform { others } else { 1 };
                 match res {
                     Ok(hops) => st.max_hops = st.max_hops.max(hops),
-                    Err(fault) => record(st, slid, dlid, count, fault),
-                }
-                if uniform {
-                    break;
+                    Err(fault) => record_members(ctx, st, members, d, dlid, &fault),
                 }
             }
         }
@@ -189,22 +196,22 @@ fn walk(
     let mut prev_key: Option<usize> = None;
     st.stack.clear();
     let res: Walk = loop {
-        let r = f.remote(c);
-        if r == d {
+        let h = ctx.hops[c as usize];
+        if h.remote == d {
             break Ok(0);
         }
-        let node = f.node_of(r);
-        let Some(swi) = f.switch_index(node) else {
+        if h.switch == NONE {
             break Err(PairFault::Misdelivered {
-                at: f.desc(node).to_string(),
+                at: f.desc(f.node_of(h.remote)).to_string(),
             });
-        };
-        let c_s2s = ctx.is_s2s[c as usize];
-        if c_s2s {
+        }
+        let swi = h.switch;
+        let node = || f.switches()[swi as usize];
+        if h.s2s {
             st.vl_mask |= 1 << vc.min(15);
-            let key = c as usize * sls + if sls == 1 { 0 } else { sl as usize };
+            let key = c as usize * sls + st.sl_dense[sl as usize & 15] as usize;
             if let Some(pk) = prev_key {
-                st.succ[pk] = pack_succ(f.port_of(c), vc);
+                st.succ[pk] = pack_succ(h.port, vc);
             }
             if st.stamp[key] == tag {
                 // Known state: its continuation is done; only the edge out of
@@ -215,10 +222,10 @@ fn walk(
                 }
                 break match st.info[key] {
                     IN_PROGRESS | BROKEN_LOOP => Err(PairFault::Loop {
-                        switch: f.desc(node).to_string(),
+                        switch: f.desc(node()).to_string(),
                     }),
                     BROKEN_ROUTE => Err(PairFault::NoRoute {
-                        switch: f.desc(node).to_string(),
+                        switch: f.desc(node()).to_string(),
                     }),
                     h => Ok(h),
                 };
@@ -231,22 +238,22 @@ fn walk(
         } else {
             prev_key = None;
         }
-        let inp = f.port_of(r);
         let out = col[swi as usize];
-        if out == NO_PATH || out == 0 || out > f.num_ports(node) {
+        if out == NO_PATH || out == 0 || out > ctx.sw_ports[swi as usize] {
             break Err(PairFault::NoRoute {
-                switch: f.desc(node).to_string(),
+                switch: f.desc(node()).to_string(),
             });
         }
-        let o2 = f.slot(node, out);
-        if f.remote(o2) == NONE {
+        let o2 = ctx.sw_slot0[swi as usize] + out as Slot;
+        let h2 = ctx.hops[o2 as usize];
+        if h2.remote == NONE {
             break Err(PairFault::DeadPort {
-                switch: f.desc(node).to_string(),
+                switch: f.desc(node()).to_string(),
                 port: out,
             });
         }
-        let vo2 = ctx.r.switch_vl(swi, inp, out, sl);
-        if c_s2s && ctx.is_s2s[o2 as usize] {
+        let vo2 = ctx.switch_vl(swi, h.remote_port, out, sl);
+        if h.s2s && h2.s2s {
             ctx.add_edge(c, out, vc, vo2, st.local);
         }
         c = o2;

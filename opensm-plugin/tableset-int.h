@@ -1,0 +1,24 @@
+/*
+ * What the text readers (tableset.c) and the compact ones (tableset-bin.c)
+ * share; not part of the plugin's interface.
+ */
+#ifndef IBFABRIC_TABLESET_INT_H
+#define IBFABRIC_TABLESET_INT_H
+
+#include "tableset.h"
+
+/* Orders SL-to-VL entries by (guid, in, out), as ts_find_sl2vl searches. */
+int ts_cmp_sv(const void *a, const void *b);
+
+/* The index in ts->lids of an end port without a path SL row, or
+ * ts->nlids when every one has its row. */
+size_t ts_missing_source(const struct tableset *ts);
+
+/* The compact files, `len` bytes at `b` (checked against the manifest).
+ * The LFTs come first: they give the switches and LIDs the others are
+ * checked against. Path SL rows keep pointing into `b`. */
+int ts_parse_lfts_bin(const uint8_t *b, size_t len, struct tableset *ts, char *err, size_t errlen);
+int ts_parse_sl2vl_bin(const uint8_t *b, size_t len, struct tableset *ts, char *err, size_t errlen);
+int ts_parse_pathsl_bin(const uint8_t *b, size_t len, struct tableset *ts, char *err, size_t errlen);
+
+#endif
