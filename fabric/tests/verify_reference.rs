@@ -262,3 +262,45 @@ proptest! {
         check(&f, &r, e);
     }
 }
+
+/// The pairs within one switch, where destinations walked alike differ:
+/// no SL from one host to its neighbour, and a neighbour's own entry sent
+/// elsewhere.
+#[test]
+fn pairs_within_one_switch_are_checked_as_every_other_pair() {
+    for (f, e) in fabrics() {
+        let r = route(&f, e);
+        let Some(pair) = f.endports().iter().find_map(|&a| {
+            let sw = f.node_of(f.remote(a));
+            f.endports()
+                .iter()
+                .copied()
+                .find(|&b| b != a && f.node_of(f.remote(b)) == sw)
+                .map(|b| (a, b, sw))
+        }) else {
+            continue;
+        };
+        let (a, b, sw) = pair;
+        let (la, lb) = (f.lid_of_slot(a), f.lid_of_slot(b));
+        if let Some(p) = r.path_sl.as_ref() {
+            for (s, d) in [(la, lb), (lb, la)] {
+                let mut damaged = r.clone();
+                let mut q = p.clone();
+                q.set_pair(s, d, SL_NONE);
+                // Its entry toward itself (no pair) alike: the columns of
+                // the two destinations then agree.
+                q.set_pair(s, s, SL_NONE);
+                damaged.path_sl = Some(q);
+                check(&f, &damaged, e);
+            }
+        }
+        let Some(si) = f.switch_index(sw) else {
+            continue;
+        };
+        for port in [NO_PATH, f.port_of(f.remote(a))] {
+            let mut damaged = r.clone();
+            damaged.lfts.set(si, lb, port);
+            check(&f, &damaged, e);
+        }
+    }
+}

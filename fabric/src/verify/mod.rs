@@ -21,8 +21,12 @@
 //! switch-to-switch channel `o` with SL `s` does not depend on how the packet
 //! got there (the next out port depends on the LFT, the next VL on in port,
 //! out port and SL), so each `(o, s)` state is expanded once per destination;
-//! later arrivals only add their own CDG edge.
+//! later arrivals only add their own CDG edge. Sources the tables treat
+//! alike are walked once ([`classes`]), and so are destinations
+//! ([`alike`]): the report is the one a walk of every pair on its own
+//! gives (`fabric/tests/verify_reference.rs`).
 
+mod alike;
 mod classes;
 mod cycle;
 mod parts;
@@ -509,52 +513,100 @@ pub fn part_columns(
 
 /// [`walk_range`] over columns given ([`part_columns`]).
 fn walk_columns(ctx: &Ctx, range: std::ops::Range<usize>, cols: &[u8], sl_cols: &[u8]) -> Walked {
+    let dests = &ctx.f.endports()[range.clone()];
+    let rep = alike::representatives(ctx, dests, cols, sl_cols, ctx.sl_rows);
+    let firsts: Vec<usize> = (0..dests.len()).filter(|&i| rep[i] == i).collect();
+    let (walked, broken) = walk_list(ctx, range.start, &firsts, cols, sl_cols);
+    // The destinations a broken one stood for are walked on their own:
+    // their broken pairs name them.
+    let mut again = vec![false; dests.len()];
+    for i in broken {
+        again[i] = true;
+    }
+    let rest: Vec<usize> = (0..dests.len())
+        .filter(|&i| rep[i] != i && again[rep[i]])
+        .collect();
+    let (mut more, _) = walk_list(ctx, range.start, &rest, cols, sl_cols);
+    // The SLs of the pairs from a representative to those it stood for.
+    let nr = ctx.sl_rows;
+    for i in (0..dests.len()).filter(|&i| rep[i] != i && !again[rep[i]]) {
+        let sl_col = sl_cols.get(i * nr..(i + 1) * nr).unwrap_or(&[]);
+        if let Some(sl) = alike::sl_between(ctx, sl_col, dests[rep[i]]) {
+            more.sl_mask |= 1 << sl;
+        }
+    }
+    walked.merge(more)
+}
+
+/// Walks toward the destinations `list` (indices into the range that
+/// begins at `start`); also returns those with a broken pair.
+fn walk_list(
+    ctx: &Ctx,
+    start: usize,
+    list: &[usize],
+    cols: &[u8],
+    sl_cols: &[u8],
+) -> (Walked, Vec<usize>) {
     let f = ctx.f;
     let n_slots = f.num_slots();
-    let dests = &f.endports()[range.clone()];
+    let dests = &f.endports()[start..];
     let (sl_dense, sls) = dense_sls(sl_cols);
     let nsw = f.switches().len();
     let nr = ctx.sl_rows;
-    dests
-        .par_iter()
-        .enumerate()
+    list.par_iter()
         .fold(
-            || Scratch {
-                sls,
-                sl_dense,
-                stamp: vec![0; n_slots * sls],
-                info: vec![0; n_slots * sls],
-                succ: vec![NO_SUCC; n_slots * sls],
-                stack: Vec::new(),
-                broken: 0,
-                examples: Vec::new(),
-                local: false,
-                vl_mask: 0,
-                sl_mask: 0,
-                max_hops: 0,
+            || {
+                let st = Scratch {
+                    sls,
+                    sl_dense,
+                    stamp: vec![0; n_slots * sls],
+                    info: vec![0; n_slots * sls],
+                    succ: vec![NO_SUCC; n_slots * sls],
+                    stack: Vec::new(),
+                    broken: 0,
+                    examples: Vec::new(),
+                    local: false,
+                    vl_mask: 0,
+                    sl_mask: 0,
+                    max_hops: 0,
+                };
+                (st, Vec::new())
             },
-            |mut st, (di, &d)| {
+            |(mut st, mut broken), &di| {
                 let sl_col = sl_cols.get(di * nr..(di + 1) * nr).unwrap_or(&[]);
+                let before = st.broken;
                 // Stamps are unique per destination across ranges too.
                 route_to(
                     ctx,
                     &mut st,
-                    (range.start + di) as u32 + 1,
-                    d,
+                    (start + di) as u32 + 1,
+                    dests[di],
                     &cols[di * nsw..(di + 1) * nsw],
                     sl_col,
                 );
-                st
+                if st.broken != before {
+                    broken.push(di);
+                }
+                (st, broken)
             },
         )
-        .map(|st| Walked {
-            broken: st.broken,
-            examples: st.examples,
-            vl_mask: st.vl_mask,
-            sl_mask: st.sl_mask,
-            max_hops: st.max_hops,
+        .map(|(st, broken)| {
+            let w = Walked {
+                broken: st.broken,
+                examples: st.examples,
+                vl_mask: st.vl_mask,
+                sl_mask: st.sl_mask,
+                max_hops: st.max_hops,
+            };
+            (w, broken)
         })
-        .reduce(Walked::default, Walked::merge)
+        .reduce(
+            || (Walked::default(), Vec::new()),
+            |(a, mut x), (b, y)| {
+                x.extend(y);
+                (a.merge(b), x)
+            },
+        )
 }
 
 /// A dense number per SL that `sl_cols` holds, and SL 0 (the SL of a
