@@ -31,13 +31,16 @@ pub struct VerifyArgs {
     /// (`GUID:PORT` or a switch `GUID`, as `ibfabric reroute --fail`).
     #[arg(long = "fail", value_name = "GUID[:PORT]", requires = "transition")]
     fail: Vec<String>,
-    /// LFT dump file (opensm-lfts.dump format).
+    /// LFT file: ibfabric-lfts.bin or OpenSM's opensm-lfts.dump (also what
+    /// dump_lfts prints); the first bytes tell which.
     #[arg(long)]
     lfts: Option<PathBuf>,
-    /// SL-to-VL dump (opensm-sl2vl.dump format); absent = VL 0 everywhere.
+    /// SL-to-VL file (ibfabric-sl2vl.bin or opensm-sl2vl.dump); absent = VL
+    /// 0 everywhere.
     #[arg(long)]
     sl2vl: Option<PathBuf>,
-    /// Path SL file (path-sl.txt format); absent = SL 0 for every pair.
+    /// Path SL file (ibfabric-pathsl.bin or path-sl.txt); absent = SL 0 for
+    /// every pair.
     #[arg(long)]
     path_sl: Option<PathBuf>,
     #[command(flatten)]
@@ -265,13 +268,27 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         (None, Some(l)) => (l.clone(), a.sl2vl.clone(), a.path_sl.clone()),
         (None, None) => bail!("give --dir DIR or --lfts FILE"),
     };
+    // Files named one by one may be compact ones: their first bytes say.
+    use fabric::formats::compact::{self, has_magic};
+    let lfts = if has_magic(&lfts_p, compact::lft::MAGIC) {
+        compact::lft::read(&f, &lfts_p)?
+    } else {
+        lft::read(&f, &lfts_p)?
+    };
+    let sl2vl = match sl2vl_p {
+        Some(p) if has_magic(&p, compact::sl2vl::MAGIC) => Some(compact::sl2vl::read(&f, &p)?),
+        Some(p) => Some(sl2vl::read(&f, &p)?),
+        None => None,
+    };
+    let path_sl = match path_p {
+        Some(p) if has_magic(&p, compact::pathsl::MAGIC) => Some(compact::pathsl::read(&f, &p)?),
+        Some(p) => pathsl::read_optional(&f, &p)?,
+        None => None,
+    };
     let routing = Routing {
-        lfts: lft::read(&f, &lfts_p)?,
-        sl2vl: sl2vl_p.map(|p| sl2vl::read(&f, &p)).transpose()?,
-        path_sl: match path_p {
-            Some(p) => pathsl::read_optional(&f, &p)?,
-            None => None,
-        },
+        lfts,
+        sl2vl,
+        path_sl,
         vls_needed: None,
     };
     verify_routing(&a, &f, routing)

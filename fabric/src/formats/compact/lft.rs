@@ -5,7 +5,6 @@ use super::Bin;
 use crate::error::Error;
 use crate::model::{Fabric, NodeKind, Slot};
 use crate::tables::{Lfts, NO_PATH};
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -99,27 +98,12 @@ pub fn parse(f: &Fabric, b: &[u8], file: &Path) -> Result<Lfts, Error> {
     let width = max_lid as usize + 1;
     let blocks = width.div_ceil(BLOCK);
     let n = r.count(12 + blocks * BLOCK, "the switch count")?;
-    let by_guid: HashMap<u64, u32> = f
-        .switches()
-        .iter()
-        .filter_map(|&s| Some((f.guid(s), f.switch_index(s)?)))
-        .collect();
+    let switches = super::Switches::of(f);
     let mut lfts = Lfts::for_fabric(f);
     let identity = remap.iter().enumerate().all(|(l, &t)| l == t as usize) && lfts.width() == width;
     let mut last = None;
     for _ in 0..n {
-        let at = r.at();
-        let g = r.u64("a switch GUID")?;
-        if last.is_some_and(|l| l >= g) {
-            return Err(r.bad(at, format!("switch 0x{g:016x} out of GUID order or twice")));
-        }
-        last = Some(g);
-        let si = *by_guid.get(&g).ok_or_else(|| {
-            r.bad(
-                at,
-                format!("switch GUID 0x{g:016x} is not a switch of the topology"),
-            )
-        })?;
+        let si = r.next_switch(&switches, &mut last)?;
         let at_b = r.at();
         let nb = r.u16("a switch's block count")? as usize;
         if nb != blocks {
@@ -171,14 +155,9 @@ fn read_lid_map(f: &Fabric, r: &mut Bin, max_lid: u16) -> Result<Vec<u16>, Error
     let mut named = vec![false; max_lid as usize + 1];
     let mut last = None;
     for _ in 0..n {
-        let at = r.at();
-        let g = r.u64("a port GUID")?;
+        let (at, g) = r.next_guid(&mut last, "port GUID")?;
         let lid = r.u16("a LID")?;
         r.zero(2, "the bytes after a LID")?;
-        if last.is_some_and(|l| l >= g) {
-            return Err(r.bad(at, format!("port 0x{g:016x} out of GUID order or twice")));
-        }
-        last = Some(g);
         if lid == 0 || lid > max_lid || std::mem::replace(&mut named[lid as usize], true) {
             return Err(r.bad(
                 at + 8,

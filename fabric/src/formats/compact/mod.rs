@@ -117,6 +117,37 @@ impl<'a> Bin<'a> {
         Ok(n)
     }
 
+    /// A GUID that must come after `last` (records sorted by GUID, each
+    /// once); returns it with its offset.
+    pub(crate) fn next_guid(
+        &mut self,
+        last: &mut Option<u64>,
+        what: &'static str,
+    ) -> Result<(usize, u64), Error> {
+        let at = self.at();
+        let g = self.u64(what)?;
+        if last.is_some_and(|l| l >= g) {
+            return Err(self.bad(at, format!("{what} 0x{g:016x} out of order or twice")));
+        }
+        *last = Some(g);
+        Ok((at, g))
+    }
+
+    /// The next switch record's GUID, as a switch index of the topology.
+    pub(crate) fn next_switch(
+        &mut self,
+        switches: &Switches,
+        last: &mut Option<u64>,
+    ) -> Result<u32, Error> {
+        let (at, g) = self.next_guid(last, "switch GUID")?;
+        switches.0.get(&g).copied().ok_or_else(|| {
+            self.bad(
+                at,
+                format!("switch GUID 0x{g:016x} is not a switch of the topology"),
+            )
+        })
+    }
+
     /// The file must end here.
     pub(crate) fn end(&self) -> Result<(), Error> {
         match self.r.left() {
@@ -124,6 +155,30 @@ impl<'a> Bin<'a> {
             n => Err(self.bad(self.at(), format!("{n} bytes after the last section"))),
         }
     }
+}
+
+/// The topology's switches by node GUID.
+pub(crate) struct Switches(std::collections::HashMap<u64, u32>);
+
+impl Switches {
+    pub(crate) fn of(f: &crate::model::Fabric) -> Self {
+        Switches(
+            f.switches()
+                .iter()
+                .filter_map(|&s| Some((f.guid(s), f.switch_index(s)?)))
+                .collect(),
+        )
+    }
+}
+
+/// Whether the file at `path` begins with `magic` (a compact file, as
+/// opposed to OpenSM's text); false when it cannot be read.
+pub fn has_magic(path: &Path, magic: &[u8; 8]) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == magic)
 }
 
 /// Reads a whole table file (the set's manifest has checked its size and

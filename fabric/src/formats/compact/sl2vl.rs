@@ -117,27 +117,12 @@ pub fn parse(f: &Fabric, b: &[u8], file: &Path) -> Result<Sl2Vl, Error> {
             .copied()
             .ok_or_else(|| r.bad(at, format!("table {k} of {}", tables.len())))
     };
-    let by_guid: HashMap<u64, u32> = f
-        .switches()
-        .iter()
-        .filter_map(|&s| Some((f.guid(s), f.switch_index(s)?)))
-        .collect();
+    let switches = super::Switches::of(f);
     let mut out = Sl2Vl::new(f);
     let nsw = r.count(10, "the switch count")?;
     let mut last = None;
     for _ in 0..nsw {
-        let at = r.at();
-        let g = r.u64("a switch GUID")?;
-        if last.is_some_and(|l| l >= g) {
-            return Err(r.bad(at, format!("switch 0x{g:016x} out of GUID order or twice")));
-        }
-        last = Some(g);
-        let si = *by_guid.get(&g).ok_or_else(|| {
-            r.bad(
-                at,
-                format!("switch GUID 0x{g:016x} is not a switch of the topology"),
-            )
-        })?;
+        let si = r.next_switch(&switches, &mut last)?;
         let at_np = r.at();
         let np = r.u8("a port count")?;
         let want = f.num_ports(f.switches()[si as usize]);
@@ -162,12 +147,7 @@ pub fn parse(f: &Fabric, b: &[u8], file: &Path) -> Result<Sl2Vl, Error> {
     let np = r.count(12, "the port count")?;
     let mut last = None;
     for _ in 0..np {
-        let at = r.at();
-        let g = r.u64("a port GUID")?;
-        if last.is_some_and(|l| l >= g) {
-            return Err(r.bad(at, format!("port 0x{g:016x} out of GUID order or twice")));
-        }
-        last = Some(g);
+        let (at, g) = r.next_guid(&mut last, "port GUID")?;
         let t = table(&mut r, "a table index")?;
         r.zero(2, "the bytes after a table index")?;
         match index.get(&g) {
