@@ -150,10 +150,41 @@ fn verify_read_back(fx: &Fixture, name: &str) -> Value {
 }
 
 fn round_trip(gen_args: &[&str], engine: &str, extra: &[&str], sl2vl_reader: bool) {
+    round_trip_in(gen_args, engine, extra, sl2vl_reader, false)
+}
+
+/// Makes the set in `dir` one of an earlier release: OpenSM's text files
+/// only (written with `--opensm-dump`), its manifest naming them alone.
+fn text_only(dir: &Path) {
+    use fabric::formats::tableset;
+    let mut set = tableset::check_dir(dir).expect("a whole set");
+    for e in set.files.iter().filter(|e| e.name.starts_with("ibfabric-")) {
+        std::fs::remove_file(dir.join(&e.name)).expect("remove");
+    }
+    set.files.retain(|e| !e.name.starts_with("ibfabric-"));
+    assert!(
+        set.files.len() >= 2,
+        "the export was written: {:?}",
+        set.files
+    );
+    std::fs::write(dir.join(tableset::MANIFEST_FILE), tableset::write(&set)).expect("manifest");
+    tableset::check_dir(dir).expect("the text set is whole");
+}
+
+/// Routes, programs the switches through the plugin, reads them back:
+/// from the compact set, or with `text` from OpenSM's text files alone.
+fn round_trip_in(gen_args: &[&str], engine: &str, extra: &[&str], sl2vl_reader: bool, text: bool) {
     let mut fx = fixture(gen_args);
     fx.sl2vl_reader = sl2vl_reader;
     let tables = fx.root.join("tables");
-    let routed = route(&fx, engine, extra, &tables);
+    let mut args = extra.to_vec();
+    if text {
+        args.push("--opensm-dump");
+    }
+    let routed = route(&fx, engine, &args, &tables);
+    if text {
+        text_only(&tables);
+    }
     let info: Value =
         serde_json::from_str(&ibfabric(&["info", "--json", fx.net.to_str().unwrap()]).unwrap())
             .unwrap();
@@ -194,6 +225,13 @@ fn round_trip(gen_args: &[&str], engine: &str, extra: &[&str], sl2vl_reader: boo
 #[test]
 fn dfdn_on_a_dragonfly_reaches_the_switches_whole() {
     round_trip(&["dragonfly", "--p", "2"], "dfdn", &[], true);
+}
+
+/// A set of an earlier release (OpenSM's text files, no compact ones)
+/// still reaches the switches whole.
+#[test]
+fn a_text_only_set_reaches_the_switches_whole() {
+    round_trip_in(&["dragonfly", "--p", "2"], "dfdn", &[], true, true);
 }
 
 /// SL-to-VL tables without path SLs: every pair on SL 0, the VL raised by

@@ -41,7 +41,7 @@ impl Classes {
 type Key = (u32, bool, Vec<u8>);
 
 /// The VLs an in port gives, per out port and SL.
-fn vl_rows(f: &Fabric, r: &Routing, si: u32, in_port: u8) -> Vec<u8> {
+pub(super) fn vl_rows(f: &Fabric, r: &Routing, si: u32, in_port: u8) -> Vec<u8> {
     let Some(t) = r.sl2vl.as_ref() else {
         return Vec::new();
     };

@@ -81,6 +81,10 @@ pub(crate) struct Mix<'a> {
     hosts_at: Vec<Vec<Slot>>,
     /// Per destination LID, the sources whose path SL toward it changes.
     sl_changed_to: Vec<Vec<Slot>>,
+    /// Per host slot: the first host of its switch that both sides treat
+    /// alike (the same path-SL rows, kind, and SL-to-VL rows of its in
+    /// port): their walks are the same, so they start from its state.
+    alike: Vec<Slot>,
     /// The switch links, searched backwards from changed entries.
     graph: crate::graph::SwitchGraph,
 }
@@ -100,6 +104,9 @@ pub(crate) enum Changed<'c> {
 pub(crate) struct MixScratch {
     stamp: Vec<u32>,
     tag: u32,
+    /// Per representative host ([`Mix::alike`]), toward the destination
+    /// of tag `.0`: its old and new SL.
+    sls: Vec<(u32, u8, u8)>,
     stack: Vec<(Slot, u8, u8)>,
     /// Per switch: its route toward the destination may meet a changed
     /// entry (see [`Mix::walks_through`]), and the queue of the
@@ -150,10 +157,12 @@ impl<'a> Mix<'a> {
                 }
             }
         }
+        let alike = alike_hosts(f, old, new, &hosts_at);
         Self {
             f,
             old,
             new,
+            alike,
             graph: crate::graph::SwitchGraph::new(f),
             is_s2s: switch_link_flags(f),
             vls,
@@ -167,6 +176,7 @@ impl<'a> Mix<'a> {
     pub(crate) fn scratch(&self) -> MixScratch {
         MixScratch {
             stamp: vec![0; self.f.num_slots() * self.vls * NUM_SLS],
+            sls: vec![(0, 0, 0); self.f.num_slots()],
             ..MixScratch::default()
         }
     }
@@ -258,6 +268,7 @@ impl<'a> Mix<'a> {
         // A fresh tag per destination: walks toward `d` share their states.
         if st.tag == u32::MAX {
             st.stamp.fill(0);
+            st.sls.fill((0, 0, 0));
             st.tag = 0;
         }
         st.tag += 1;
@@ -286,8 +297,16 @@ impl<'a> Mix<'a> {
             if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
                 continue;
             }
-            let slid = f.lid_of_slot(h);
-            let (a, b) = (path_sl(self.old, slid, dlid), path_sl(self.new, slid, dlid));
+            let h0 = self.alike[h as usize];
+            let (a, b) = match st.sls[h0 as usize] {
+                (t, a, b) if t == tag => (a, b),
+                _ => {
+                    let slid = f.lid_of_slot(h0);
+                    let ab = (path_sl(self.old, slid, dlid), path_sl(self.new, slid, dlid));
+                    st.sls[h0 as usize] = (tag, ab.0, ab.1);
+                    ab
+                }
+            };
             if a != b {
                 sls_changed += 1;
             }
@@ -296,10 +315,10 @@ impl<'a> Mix<'a> {
                     continue;
                 }
                 // The host link carries no dependency: its VL is irrelevant.
-                let k = key(h, 0, sl);
+                let k = key(h0, 0, sl);
                 if st.stamp[k] != tag {
                     st.stamp[k] = tag;
-                    st.stack.push((h, 0, sl));
+                    st.stack.push((h0, 0, sl));
                 }
             }
             while let Some((c, vc, sl)) = st.stack.pop() {
@@ -416,6 +435,33 @@ fn sl2vl_rows_changed(f: &Fabric, old: &Routing, new: &Routing) -> u64 {
     n
 }
 
+/// [`Mix::alike`]: per host slot, the first host of its switch with the
+/// same path-SL row on each side, the same kind, and the same SL-to-VL
+/// rows of its in port on each side (other slots map to themselves).
+fn alike_hosts(f: &Fabric, old: &Routing, new: &Routing, hosts_at: &[Vec<Slot>]) -> Vec<Slot> {
+    type Key = (Option<u32>, Option<u32>, bool, Vec<u8>, Vec<u8>);
+    let row = |r: &Routing, lid| r.path_sl.as_ref().and_then(|p| p.row_index(lid));
+    let mut alike: Vec<Slot> = (0..f.num_slots() as Slot).collect();
+    for (si, at) in hosts_at.iter().enumerate() {
+        let mut firsts: Vec<(Key, Slot)> = Vec::new();
+        for &h in at {
+            let (lid, inp) = (f.lid_of_slot(h), f.port_of(f.remote(h)));
+            let key = (
+                row(old, lid),
+                row(new, lid),
+                f.kind(f.node_of(h)) == NodeKind::Router,
+                super::classes::vl_rows(f, old, si as u32, inp),
+                super::classes::vl_rows(f, new, si as u32, inp),
+            );
+            match firsts.iter().find(|(k, _)| *k == key) {
+                Some(&(_, first)) => alike[h as usize] = first,
+                None => firsts.push((key, h)),
+            }
+        }
+    }
+    alike
+}
+
 fn path_sl(r: &Routing, slid: u16, dlid: u16) -> u8 {
     r.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid))
 }
@@ -493,6 +539,43 @@ mod tests {
                 }
                 assert_eq!(given, compared, "{engine} {t:?}");
             }
+        }
+    }
+
+    /// Hosts walked from their switch's first alike host give the very
+    /// walks each host's own would: the same dependencies and counts, with
+    /// path SLs changed for some sources only (rows split within a switch).
+    #[test]
+    fn alike_hosts_walk_as_each_host_would() {
+        let f = generate(&Topology::Dragonfly { p: 3, hosts: None }).expect("dragonfly");
+        let opts = EngineOptions::default();
+        let old = EngineKind::Dfsssp
+            .engine()
+            .route(&f, &opts)
+            .expect("routes");
+        let mut new = EngineKind::Dfdn.engine().route(&f, &opts).expect("routes");
+        if let Some(p) = new.path_sl.as_mut() {
+            let lids: Vec<u16> = f.endports().iter().map(|&e| f.lid_of_slot(e)).collect();
+            for (k, &s) in lids.iter().enumerate().step_by(5) {
+                p.set_pair(s, lids[(k * 7 + 1) % lids.len()], 1);
+            }
+        }
+        for (a, b) in [(&old, &new), (&new, &old)] {
+            let mix = Mix::new(&f, a, b, 8);
+            let mut each = Mix::new(&f, a, b, 8);
+            each.alike = (0..f.num_slots() as Slot).collect();
+            assert!(mix.alike.iter().enumerate().any(|(i, &r)| i as Slot != r));
+            assert_eq!(edges(&mix, &f, false), edges(&each, &f, false));
+            assert_eq!(edges(&mix, &f, true), edges(&each, &f, true));
+            let (mut x, mut y) = (mix.scratch(), each.scratch());
+            for &d in f.endports() {
+                mix.walks_to(&mut x, d, &mut |_, _, _, _| {});
+                each.walks_to(&mut y, d, &mut |_, _, _, _| {});
+            }
+            assert_eq!(
+                (x.sls_changed, x.entries_changed, x.dests_changed),
+                (y.sls_changed, y.entries_changed, y.dests_changed)
+            );
         }
     }
 
