@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole job a user runs, per topology and engine: `ibfabric route
 # --json` into an output directory, timed with /usr/bin/time. Prints one
-# TSV row per (binary, case): route s, verify s (from --json), wall s,
+# TSV row per (binary, case): route s, verify s, write s (from --json; "-"
+# from releases without it), wall s,
 # peak RSS MB, bytes written. Give one or more binaries to compare them
 # in one run (a base commit's, built in its own target dir, and today's).
 #
@@ -15,7 +16,7 @@ if [ "${1:-}" = "--cases" ]; then cases=$2; shift 2; fi
 work=${WHOLE_JOB_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 gen=$1
-printf 'binary\tcase\troute_s\tverify_s\twall_s\tpeak_rss_mb\tbytes\n'
+printf 'binary\tcase\troute_s\tverify_s\twrite_s\twall_s\tpeak_rss_mb\tbytes\n'
 for c in $cases; do
     topo=${c%%:*}
     engine=${c##*:}
@@ -40,7 +41,10 @@ for c in $cases; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 _, _, b, c, wall, rss, nbytes = sys.argv
-print(f"{b}\t{c}\t{d['route_seconds']:.2f}\t{d['verify_seconds']:.2f}\t{float(wall):.2f}\t{int(rss)//1024}\t{int(nbytes)}")
+# Releases before write_seconds: "-".
+w = d.get("write_seconds")
+ws = "-" if w is None else f"{w:.2f}"
+print(f"{b}\t{c}\t{d['route_seconds']:.2f}\t{d['verify_seconds']:.2f}\t{ws}\t{float(wall):.2f}\t{int(rss)//1024}\t{int(nbytes)}")
 PY
         rm -rf "$out"
     done

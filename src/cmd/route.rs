@@ -119,6 +119,9 @@ struct RouteJson {
     vls_needed: u32,
     route_seconds: f64,
     verify_seconds: f64,
+    /// Writing the set (files complete on disk, with their digests); 0
+    /// when nothing was written.
+    write_seconds: f64,
     files: Vec<String>,
     /// Table files of an earlier routing that this engine does not set.
     removed: Vec<String>,
@@ -211,6 +214,7 @@ fn run_with(
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
+    let t = Instant::now();
     let (report, files) = match (&outcome, &a.out) {
         (Ok(v), Some(out)) if !a.dry_run => {
             let _sp = super::spinner(&format!("writing tables to {}", out.display()));
@@ -222,6 +226,7 @@ fn run_with(
         (Ok(v), _) => (v.report(), RoutingFiles::default()),
         (Err(refused), _) => (&*refused.report, RoutingFiles::default()),
     };
+    let write_secs = t.elapsed().as_secs_f64();
     let paths = |ps: &[PathBuf]| ps.iter().map(|p| p.display().to_string()).collect();
     let summary = RouteJson {
         jobs,
@@ -234,6 +239,7 @@ fn run_with(
         vls_needed: vls_needed.map_or(report.vls_used, u32::from),
         route_seconds: route_secs,
         verify_seconds: verify_secs,
+        write_seconds: write_secs,
         files: paths(&files.written),
         removed: paths(&files.removed),
         written: outcome.is_ok() && !a.dry_run,
@@ -325,6 +331,9 @@ fn print_text(
     println!("HCAs            {}", s.hcas);
     println!("routing time    {:.3} s", s.route_seconds);
     println!("verify time     {:.3} s", s.verify_seconds);
+    if s.written {
+        println!("write time      {:.3} s", s.write_seconds);
+    }
     for j in &s.jobs {
         super::report::print_job(j);
     }
