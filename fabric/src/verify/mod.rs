@@ -37,6 +37,7 @@ pub mod gate;
 pub mod global;
 pub mod summary;
 pub mod transition;
+mod transition_alike;
 
 pub use compose::{ComposeError, ComposeReport, CycleStep, Undeliverable, compose};
 pub use gate::{Policy, Refusal, Refused, Step, Verified, accept, accept_step};
