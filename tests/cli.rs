@@ -2031,3 +2031,28 @@ fn certs_renew_keeps_the_identity_and_names_with_a_new_key() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give --out"));
 }
+
+/// `verify --dir` with one file named apart reads the directory's other
+/// files in the form it holds: a compact set's SL-to-VL tables, without
+/// which a layered engine's tables look cyclic.
+#[test]
+fn verify_dir_with_a_file_named_apart_reads_the_compact_rest() {
+    let d = tempfile::tempdir().unwrap();
+    let (net, out) = (d.path().join("t.net"), d.path().join("out"));
+    ok(&["gen", "torus", "--dims", "3x3", "-o", s(&net)]);
+    ok(&["route", "-t", s(&net), "-e", "dfdn", "-o", s(&out)]);
+    assert!(out.join("ibfabric-sl2vl.bin").is_file());
+    let psl = out.join("ibfabric-pathsl.bin");
+    let v = json(&ibf(&[
+        "verify",
+        "-t",
+        s(&net),
+        "-d",
+        s(&out),
+        "--path-sl",
+        s(&psl),
+        "--json",
+    ]));
+    assert_eq!(v["deadlock_free"], true, "{v}");
+    assert!(v["vls"].as_u64().unwrap_or(0) >= 2, "{v}");
+}

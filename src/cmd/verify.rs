@@ -231,38 +231,34 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             );
         }
     }
-    // Without a manifest, the files as they are: the compact ones when
-    // the directory has them.
+    // Without a manifest, the files as they are (the compact ones when
+    // the directory has them).
     if let Some(d) = a
         .dir
         .as_ref()
         .filter(|_| a.sl2vl.is_none() && a.path_sl.is_none())
-        .filter(|d| d.join(fabric::formats::compact::LFTS_FILE).is_file())
     {
-        use fabric::formats::tableset::{Entry, TableSet, read_checked};
-        let files = fabric::formats::ROUTING_FILES
-            .iter()
-            .filter(|n| d.join(n).is_file())
-            .map(|n| Entry {
-                name: n.to_string(),
-                size: 0,
-                digest: 0,
-            })
-            .collect();
-        let as_found = TableSet {
-            engine: String::new(),
-            generation: 0,
-            files,
-        };
-        return verify_routing(&a, &f, read_checked(&f, d, &as_found)?);
+        let routing = fabric::formats::tableset::read_as_found(&f, d)?;
+        return verify_routing(&a, &f, routing);
     }
     let (lfts_p, sl2vl_p, path_p) = match (&a.dir, &a.lfts) {
+        // --dir with --sl2vl or --path-sl given: the directory's other
+        // files, the compact ones where present.
         (Some(d), _) => {
-            let s = d.join("opensm-sl2vl.dump");
+            use fabric::formats::{PATH_SL_FILE, SL2VL_FILE, compact};
+            let prefer = |bin: &str, text: &str| {
+                let b = d.join(bin);
+                if b.is_file() { b } else { d.join(text) }
+            };
+            let s = prefer(compact::SL2VL_FILE, SL2VL_FILE);
             (
-                d.join("opensm-lfts.dump"),
+                prefer(compact::LFTS_FILE, fabric::formats::LFTS_FILE),
                 a.sl2vl.clone().or_else(|| s.exists().then_some(s)),
-                Some(a.path_sl.clone().unwrap_or_else(|| d.join("path-sl.txt"))),
+                Some(
+                    a.path_sl
+                        .clone()
+                        .unwrap_or_else(|| prefer(compact::PATH_SL_FILE, PATH_SL_FILE)),
+                ),
             )
         }
         (None, Some(l)) => (l.clone(), a.sl2vl.clone(), a.path_sl.clone()),

@@ -224,6 +224,29 @@ pub fn read_set(f: &crate::model::Fabric, dir: &Path) -> Result<crate::tables::R
     read_checked(f, dir, &check_dir(dir)?)
 }
 
+/// The routing of the table files `dir` holds, with no manifest to check
+/// them against (a set written by hand or by an older release): the
+/// compact files where present, else OpenSM's text files.
+pub fn read_as_found(
+    f: &crate::model::Fabric,
+    dir: &Path,
+) -> Result<crate::tables::Routing, Error> {
+    let as_found = TableSet {
+        engine: String::new(),
+        generation: 0,
+        files: super::ROUTING_FILES
+            .iter()
+            .filter(|n| dir.join(n).is_file())
+            .map(|n| Entry {
+                name: n.to_string(),
+                size: 0,
+                digest: 0,
+            })
+            .collect(),
+    };
+    read_checked(f, dir, &as_found)
+}
+
 /// [`read_set`] for a set [`check_dir`] already checked (for callers that
 /// also want its manifest, without digesting the files twice).
 pub fn read_checked(

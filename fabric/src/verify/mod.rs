@@ -252,11 +252,6 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// VL of a hop, as [`Routing::switch_vl`] gives it.
-    #[inline]
-    fn switch_vl(&self, si: u32, inp: u8, out: u8, sl: u8) -> u8 {
-        self.r.switch_vl(si, inp, out, sl)
-    }
     #[inline]
     fn edge_bit(&self, c: Slot, out_port: u8, vc: u8, vo: u8) -> usize {
         edge_bit(self.max_ports, self.vls, c, out_port, vc, vo)

@@ -160,7 +160,8 @@ impl<'a> Mix<'a> {
                 }
             }
         }
-        let alike = alike_hosts(f, old, new, &hosts_at);
+        let sl2vl_same = old.sl2vl == new.sl2vl;
+        let alike = alike_hosts(f, old, new, sl2vl_same, &hosts_at);
         Self {
             f,
             old,
@@ -170,7 +171,7 @@ impl<'a> Mix<'a> {
             is_s2s: switch_link_flags(f),
             vls,
             hosts,
-            sl2vl_same: old.sl2vl == new.sl2vl,
+            sl2vl_same,
             hosts_at,
             sl_changed_to,
         }
@@ -467,7 +468,15 @@ fn sl2vl_rows_changed(f: &Fabric, old: &Routing, new: &Routing) -> u64 {
 /// [`Mix::alike`]: per host slot, the first host of its switch with the
 /// same path-SL row on each side, the same kind, and the same SL-to-VL
 /// rows of its in port on each side (other slots map to themselves).
-fn alike_hosts(f: &Fabric, old: &Routing, new: &Routing, hosts_at: &[Vec<Slot>]) -> Vec<Slot> {
+/// `sl2vl_same`: the two sides' SL-to-VL tables are equal, so one side's
+/// rows tell (a reroute keeps the tables in force).
+fn alike_hosts(
+    f: &Fabric,
+    old: &Routing,
+    new: &Routing,
+    sl2vl_same: bool,
+    hosts_at: &[Vec<Slot>],
+) -> Vec<Slot> {
     type Key = (Option<u32>, Option<u32>, bool, Vec<u8>, Vec<u8>);
     let row = |r: &Routing, lid| r.path_sl.as_ref().and_then(|p| p.row_index(lid));
     let mut alike: Vec<Slot> = (0..f.num_slots() as Slot).collect();
@@ -480,7 +489,11 @@ fn alike_hosts(f: &Fabric, old: &Routing, new: &Routing, hosts_at: &[Vec<Slot>])
                 row(new, lid),
                 f.kind(f.node_of(h)) == NodeKind::Router,
                 super::classes::vl_rows(f, old, si as u32, inp),
-                super::classes::vl_rows(f, new, si as u32, inp),
+                if sl2vl_same {
+                    Vec::new()
+                } else {
+                    super::classes::vl_rows(f, new, si as u32, inp)
+                },
             );
             match firsts.iter().find(|(k, _)| *k == key) {
                 Some(&(_, first)) => alike[h as usize] = first,

@@ -142,7 +142,7 @@ pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8
                     continue;
                 }
                 st.sl_mask |= 1 << sl;
-                let vo = ctx.switch_vl(si, c.in_port, out, sl);
+                let vo = ctx.r.switch_vl(si, c.in_port, out, sl);
                 // Classes of one switch that share (SL, first VL) share the walk.
                 let res = match memo.iter().find(|m| m.0 == sl && m.1 == vo) {
                     Some(m) => m.2.clone(),
@@ -252,7 +252,7 @@ fn walk(
                 port: out,
             });
         }
-        let vo2 = ctx.switch_vl(swi, h.remote_port, out, sl);
+        let vo2 = ctx.r.switch_vl(swi, h.remote_port, out, sl);
         if h.s2s && h2.s2s {
             ctx.add_edge(c, out, vc, vo2, st.local);
         }
