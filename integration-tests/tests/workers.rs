@@ -552,12 +552,14 @@ fn dfdn_routed_on_workers_writes_the_one_process_tables() {
     assert_eq!(r["local_parts"], r["parts"], "{r}");
 }
 
-/// A worker that drops a job routed in rounds (it holds one job at a time,
-/// and another caller's job arrives) is sent the job again: its layers
-/// replay the rounds there, it is not given up on, nothing runs here, and
-/// the tables do not change.
+/// A worker that holds one job at a time, routing one in rounds, refuses
+/// another job of the same caller rather than drop the one in use: the
+/// newcomer's verification runs elsewhere (here) and is right, the routing
+/// job is never given up on, nothing of it runs here, and the tables do not
+/// change. (Two jobs that dropped each other in turn reloaded and dropped
+/// each other again until one was given up on.)
 #[test]
-fn a_worker_that_drops_a_job_in_rounds_is_sent_it_again() {
+fn a_worker_keeps_a_job_in_rounds_and_refuses_the_newcomer() {
     let s = Setup::new();
     let (w, addr) = s.worker_cfg("busy", false, "max_jobs = 1\n", "");
     wait_listening(&addr);
@@ -572,8 +574,8 @@ fn a_worker_that_drops_a_job_in_rounds_is_sent_it_again() {
     let one = s.path("nue-one");
     route_json(&net, "nue", &one, &four);
 
-    // Once the worker routed two rounds, another caller's verification
-    // loads its job there, and the worker drops the routing job.
+    // Once the worker routed two rounds, the same caller's verification
+    // asks to load its job there.
     let (log, before) = (w.log.clone(), loads_in(&w.log));
     let intruder = {
         let (small, small_tables) = (small.clone(), small_tables.clone());
@@ -589,12 +591,12 @@ fn a_worker_that_drops_a_job_in_rounds_is_sent_it_again() {
             let t = Instant::now();
             while rounds(&log) < 2 {
                 if t.elapsed() > Duration::from_secs(60) {
-                    return false;
+                    return None;
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            let (v, _) = verify(&small, &small_tables, &extra);
-            v["deadlock_free"] == true
+            let (v, job) = verify(&small, &small_tables, &extra);
+            Some((v["deadlock_free"] == true, job))
         })
     };
     let out = s.path("nue-farm");
@@ -602,21 +604,26 @@ fn a_worker_that_drops_a_job_in_rounds_is_sent_it_again() {
     extra.extend(four.clone());
     extra.extend(client.clone());
     let v = route_json(&net, "nue", &out, &extra);
-    assert!(intruder.join().expect("intruder"), "the other job ran");
+    let (right, vjob) = intruder.join().expect("intruder").expect("rounds seen");
+    assert!(right, "the other job ran, and right");
+    let vjob = vjob.expect("the verification's job");
+    assert_eq!(vjob["local_parts"], vjob["parts"], "it ran here: {vjob}");
+    let why = vjob["workers"][0]["lost"].as_str().unwrap_or("");
+    assert!(why.contains("in use"), "refused, and why: {vjob}");
     assert_eq!(
         tables(&out),
         tables(&one),
-        "nue on a worker that dropped the job"
+        "nue on a worker that refused another job"
     );
     let r = job(&v, "route").expect("nue routed on the worker");
     assert!(lost_in(r).is_empty(), "the worker was not given up on: {r}");
     assert_eq!(r["local_parts"], 0, "nothing ran here: {r}");
-    // The routing job, the other one, the routing job again (and the
-    // verification of the routing job).
-    assert!(
-        loads_in(&w.log) >= before + 3,
-        "the routing job was sent again: {} loads",
-        loads_in(&w.log) - before
+    // The routing job, then its verification's (the routing job idle by
+    // then); never the refused one.
+    assert_eq!(
+        loads_in(&w.log),
+        before + 2,
+        "loads: the routing job once, its verification once"
     );
 }
 

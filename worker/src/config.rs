@@ -3,7 +3,7 @@
 //! ```toml
 //! name = "w1"                          # the name its certificate carries (ibfabric://worker/w1)
 //! listen = "0.0.0.0:7400"              # Worker service
-//! max_jobs = 2                         # optional: jobs held at once (oldest dropped)
+//! max_jobs = 2                         # optional: jobs held per caller (oldest idle one dropped; none in use)
 //! metrics_listen = "127.0.0.1:9467"    # optional: Prometheus /metrics (plain HTTP)
 //! coordinators = ["ibfabric://agent/0xfec0000000000001"]   # optional: agents that may
 //!                                      # route or verify on this worker ("ibfabric://agent/*":

@@ -47,6 +47,8 @@ pub struct Job {
     /// SHA-256 of the topology and tables as loaded: the same job loaded
     /// again keeps this one, with its sessions and plans.
     digest: Vec<u8>,
+    /// When a call last found the job.
+    touched: Mutex<std::time::Instant>,
 }
 
 /// The key a job is held under: its owner's identity and its name.
@@ -69,6 +71,12 @@ struct Session {
     _held: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// How long a job with open sessions counts as in use after its last
+/// call: a coordinator waits for its slowest worker's round before it asks
+/// for the next, so a quiet session is not an abandoned one until long
+/// after a round at the LID limit.
+const SESSION_QUIET: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Sessions a job keeps: a caller that went away leaves its session
 /// behind, and a new one starts for the same units.
 const MAX_SESSIONS: usize = 16;
@@ -87,6 +95,7 @@ impl Job {
             sessions: Mutex::new(VecDeque::new()),
             plans: Mutex::new(Vec::new()),
             digest: Vec::new(),
+            touched: Mutex::new(std::time::Instant::now()),
         }
     }
 }
@@ -224,10 +233,13 @@ impl Worker {
     }
 
     fn job(&self, owner: &str, id: &str) -> Option<Arc<Job>> {
-        self.jobs()
+        let job = self
+            .jobs()
             .iter()
             .find(|(j, _)| j == &held_as(owner, id))
-            .map(|(_, job)| job.clone())
+            .map(|(_, job)| job.clone())?;
+        *job.touched.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now();
+        Some(job)
     }
 
     /// The job `id` of `owner`, or the status that makes the caller load
@@ -290,9 +302,14 @@ impl Worker {
     }
 
     /// Holds `job` for `owner`: at most `max_jobs` per owner (its oldest
-    /// goes) and twice that in all, so one caller cannot evict every
-    /// other's jobs nor hold unbounded memory.
-    fn insert(&self, owner: &str, id: &str, job: Job) {
+    /// idle one goes) and twice that in all, so one caller cannot evict
+    /// every other's jobs nor hold unbounded memory. A job in use (a call
+    /// on it in flight, or sessions between rounds) is never dropped: when
+    /// only such jobs could make room the load is refused, and the caller
+    /// takes its work elsewhere. Two callers that dropped each other's
+    /// jobs in turn would each load again and drop the other's, and
+    /// neither would finish.
+    fn insert(&self, owner: &str, id: &str, job: Job) -> Result<(), Status> {
         let id = held_as(owner, id);
         let mut jobs = self.jobs();
         // The same job again (another caller, or one that found it gone
@@ -305,23 +322,64 @@ impl Worker {
             if let Some(kept) = jobs.remove(at) {
                 jobs.push_back(kept);
             }
-            return;
+            return Ok(());
         }
-        jobs.retain(|(j, _)| *j != id);
-        let mine = format!("{owner}#");
-        while jobs.iter().filter(|(j, _)| j.starts_with(&mine)).count() >= self.max_jobs {
-            match jobs.iter().position(|(j, _)| j.starts_with(&mine)) {
-                Some(at) => {
-                    jobs.remove(at);
-                }
-                None => break,
+        if let Some(at) = jobs.iter().position(|(j, _)| *j == id) {
+            if in_use(&jobs[at].1) {
+                return Err(Status::resource_exhausted(format!(
+                    "{id} is held here with other content and in use"
+                )));
             }
+            jobs.remove(at);
+        }
+        let mine = format!("{owner}#");
+        let held = jobs.iter().filter(|(j, _)| j.starts_with(&mine)).count();
+        let mut drop = Vec::new();
+        let idle = |(j, job): &(String, Arc<Job>), only: Option<&str>| {
+            only.is_none_or(|m| j.starts_with(m)) && !in_use(job)
+        };
+        // The caller's own jobs first, then anyone's for the bound in all.
+        let over_own = (held + 1).saturating_sub(self.max_jobs);
+        drop.extend(
+            (0..jobs.len())
+                .filter(|&k| idle(&jobs[k], Some(&mine)))
+                .take(over_own),
+        );
+        let over_all = (jobs.len() + 1 - drop.len()).saturating_sub(2 * self.max_jobs);
+        let own = drop.len();
+        let others: Vec<usize> = (0..jobs.len())
+            .filter(|k| !drop.contains(k) && idle(&jobs[*k], None))
+            .take(over_all)
+            .collect();
+        drop.extend(others);
+        if own < over_own || drop.len() - own < over_all {
+            return Err(Status::resource_exhausted(format!(
+                "the worker holds {} jobs ({held} of this caller, at most {} each and {} in all) \
+                 and every one it could drop is in use; the work goes elsewhere",
+                jobs.len(),
+                self.max_jobs,
+                2 * self.max_jobs
+            )));
+        }
+        drop.sort_unstable();
+        for k in drop.into_iter().rev() {
+            jobs.remove(k);
         }
         jobs.push_back((id, Arc::new(job)));
-        while jobs.len() > 2 * self.max_jobs {
-            jobs.pop_front();
-        }
+        Ok(())
     }
+}
+
+/// A call on `job` is in flight (it holds the job), or it has sessions a
+/// call touched lately.
+fn in_use(job: &Arc<Job>) -> bool {
+    let sessions = !job
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_empty();
+    let touched = *job.touched.lock().unwrap_or_else(|p| p.into_inner());
+    Arc::strong_count(job) > 1 || (sessions && touched.elapsed() < SESSION_QUIET)
 }
 
 #[cfg(test)]
@@ -340,22 +398,91 @@ mod tests {
             j
         };
         let w = Worker::new("w", 2);
-        w.insert("a", "j", job(1));
+        w.insert("a", "j", job(1)).expect("room");
         let held = w.loaded("a", "j").expect("held");
-        w.insert("a", "j", job(1));
+        w.insert("a", "j", job(1)).expect("the same");
         let again = w.loaded("a", "j").expect("held");
         assert!(Arc::ptr_eq(&held, &again), "its sessions and plans stay");
         // Another caller's job of the same name is its own.
-        w.insert("b", "j", job(2));
+        w.insert("b", "j", job(2)).expect("room");
         assert!(Arc::ptr_eq(&held, &w.loaded("a", "j").expect("held")));
         assert!(!Arc::ptr_eq(&held, &w.loaded("b", "j").expect("held")));
         // A caller that loads many jobs evicts its own, not another's.
         for k in 0..5u8 {
-            w.insert("b", &format!("k{k}"), job(k));
+            w.insert("b", &format!("k{k}"), job(k)).expect("room");
         }
         assert!(w.loaded("a", "j").is_ok(), "a's job stays");
         assert!(w.loaded("b", "j").is_err(), "b's oldest went");
         assert!(w.loaded("b", "k4").is_ok() && w.loaded("b", "k3").is_ok());
+    }
+
+    #[test]
+    fn a_job_in_use_is_never_dropped_and_the_newcomer_is_refused() {
+        let df2 = || {
+            fabric::generate::generate(&fabric::generate::Topology::Dragonfly { p: 2, hosts: None })
+                .expect("df2")
+        };
+        let w = Worker::new("w", 1);
+        w.insert("a", "route", Job::new(df2(), None)).expect("room");
+        // A call on the routing job is in flight: the caller's next job
+        // does not push it out.
+        let call = w.loaded("a", "route").expect("held");
+        let refused = w
+            .insert("a", "verify", Job::new(df2(), None))
+            .expect_err("no room");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused}");
+        assert!(w.loaded("a", "route").is_ok(), "the job in use stays");
+        assert!(w.loaded("a", "verify").is_err());
+        drop(call);
+        // Between rounds: its sessions keep it, until they are quiet long.
+        let held = w.loaded("a", "route").expect("held");
+        let opts = fabric::routing::EngineOptions {
+            max_vls: 2,
+            ..Default::default()
+        };
+        let plan = fabric::routing::rounds::Plan::new(
+            fabric::routing::EngineKind::Nue,
+            &held.fabric,
+            &opts,
+        )
+        .map(Arc::new)
+        .expect("plan");
+        let units = plan.start(&[0]).expect("units");
+        held.sessions.lock().expect("sessions").push_back((
+            1,
+            Arc::new(Mutex::new(Session {
+                plan,
+                units: Some(units),
+                done: Vec::new(),
+                _held: None,
+            })),
+        ));
+        drop(held);
+        assert!(
+            w.insert("a", "verify", Job::new(df2(), None)).is_err(),
+            "a job between rounds stays"
+        );
+        let quiet = std::time::Instant::now()
+            .checked_sub(SESSION_QUIET * 2)
+            .expect("a clock past the quiet time");
+        *w.loaded("a", "route")
+            .expect("held")
+            .touched
+            .lock()
+            .expect("touched") = quiet;
+        w.insert("a", "verify", Job::new(df2(), None))
+            .expect("a quiet job goes");
+        assert!(w.loaded("a", "route").is_err() && w.loaded("a", "verify").is_ok());
+        // An idle job of another caller goes for the bound in all, one in
+        // use does not.
+        let b = w.loaded("a", "verify").expect("held");
+        w.insert("b", "x", Job::new(df2(), None)).expect("room");
+        assert!(
+            w.insert("c", "y", Job::new(df2(), None)).is_ok(),
+            "b's idle job made room"
+        );
+        assert!(w.loaded("b", "x").is_err() && w.loaded("a", "verify").is_ok());
+        drop(b);
     }
 
     #[test]

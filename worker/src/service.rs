@@ -175,7 +175,7 @@ impl WorkerRpc for Service {
         .await
         .map_err(|e| Status::internal(format!("load task: {e}")))?
         .map_err(Status::invalid_argument)?;
-        self.worker.insert(&owner, &job, parsed);
+        self.worker.insert(&owner, &job, parsed)?;
         tracing::info!(%job, secs = t.elapsed().as_secs_f64(), "job loaded");
         Ok(Response::new(v1::LoadReply {
             job,
