@@ -18,6 +18,9 @@
 //!   cargo bench --bench control_plane
 //!   IBF_CP_STORE=etcd IBF_CP_LEAVES=128 IBF_CP_HOSTS=128 IBF_CP_ROUTERS=8 cargo bench --bench control_plane
 
+mod common;
+
+use common::{route, without_last_hosts};
 use fabric::multi::fat_tree_subnets;
 use proto::v1;
 use settings::ConfigFile;
@@ -47,6 +50,7 @@ struct Figures {
 
 async fn one_run(
     reports: &[v1::SubnetReport],
+    changed: &v1::SubnetReport,
     routers: &[(u64, u8)],
     algo: &str,
     etcd: Option<&str>,
@@ -150,10 +154,9 @@ async fn one_run(
     assert!(health.ok && !health.pending, "store: {health:?}");
 
     // One subnet changes (a host leaves): report to tables applied.
-    let mut changed = reports[0].clone();
+    let mut changed = changed.clone();
     changed.session = sessions[0].clone();
     changed.generation = 2;
-    changed.end_ports.pop();
     let t = Instant::now();
     client.report(changed).await.expect("report");
     // The report's answer comes after the write, the recomputation and
@@ -204,19 +207,16 @@ fn main() {
         let net = dir.path().join(format!("{}.net", s.name));
         fabric::formats::write_file(&net, &fabric::formats::ibnetdiscover::write(&s.fabric))
             .expect("write");
-        let cfg = agent::config::AgentConfig::parse(
-            &format!(
-                "agent_id = \"{}\"\nsubnet_prefix = \"{:#018x}\"\ntopology = \"{}\"\nengine = \"minhop\"\ninsecure = true\n",
-                s.name,
-                s.prefix,
-                net.display()
-            ),
-            "bench",
-        )
-        .expect("config");
-        let routed = agent::subnet::route_subnet(&cfg).expect("routes");
-        reports.push(routed.report.clone());
+        reports.push(route(&s.name, s.prefix, &net));
     }
+    // Subnet 0 once one of its hosts left: what its agent reports then.
+    let changed = {
+        let s = &m.subnets[0];
+        let net = dir.path().join(format!("{}-1.net", s.name));
+        let text = fabric::formats::ibnetdiscover::write(&s.fabric);
+        fabric::formats::write_file(&net, &without_last_hosts(&text, 1)).expect("write");
+        route(&s.name, s.prefix, &net)
+    };
     let route_all = t.elapsed().as_secs_f64();
     let routers: Vec<(u64, u8)> = m
         .routers
@@ -232,6 +232,7 @@ fn main() {
     for run in 0..runs {
         figs.push(rt.block_on(one_run(
             &reports,
+            &changed,
             &routers,
             &algo,
             etcd.as_ref().map(|e| e.endpoint()),

@@ -72,7 +72,8 @@ enum Cmd {
     Worker(cmd::runtime::ConfigArgs),
     /// Generate a multi-subnet fabric and run controller, agents and routers in one process.
     Demo(cmd::demo::DemoArgs),
-    /// Simulate traffic (flow level) over inter-subnet routes: HPCC rings, uniform traffic.
+    /// Simulate traffic over inter-subnet routes (packet level by default, flow level with
+    /// `--model flow`): HPCC rings, uniform traffic.
     Sim(cmd::sim::SimArgs),
     /// Make a CA and per-service certificates for mutual TLS between the services.
     Certs(cmd::certs::CertsArgs),

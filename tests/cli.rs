@@ -1655,6 +1655,13 @@ fn help_documents_exit_codes_and_completions_and_man_pages_are_generated() {
     ] {
         assert!(help.contains(line), "{line}: {help}");
     }
+    // The simulator's default model is the packet one, and its help says so.
+    let o = ibf(&["sim", "--help"]);
+    let sim = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        sim.contains("packet level by default") && sim.contains("[default: packet]"),
+        "{sim}"
+    );
     let o = ibf(&["completions", "bash"]);
     assert!(o.status.success());
     let bash = String::from_utf8_lossy(&o.stdout);

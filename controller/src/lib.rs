@@ -401,7 +401,7 @@ impl Controller {
         }
         Ok(v1::ReportAck {
             generation: r.generation,
-            mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version),
+            mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version()),
             left_out,
         })
     }
@@ -494,7 +494,8 @@ impl Controller {
             algorithm = %p.algorithm,
             "inter-subnet routes published"
         );
-        self.published.send_replace(Arc::new(p));
+        drop(self.published.send_replace(Arc::new(p)));
+        give_back_freed_memory();
         Ok(())
     }
 
@@ -654,4 +655,16 @@ fn older_layout(detail: &str) -> ControlError {
          removing the old one (`etcdctl del --prefix <prefix>`): the agents report their \
          subnets again within a lease and the routes are computed afresh"
     ))
+}
+
+/// Returns the pages freed by the last recomputation to the system. At the
+/// LID limit a recomputation builds and drops hundreds of MB across
+/// blocking threads, each with its own malloc arena; without this the
+/// controller's resident size keeps the high mark of every arena.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of glibc's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

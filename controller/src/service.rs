@@ -1,5 +1,6 @@
 //! The `Controller` gRPC service over [`Controller`].
 
+use crate::state::Held;
 use crate::{ControlError, Controller, Published};
 use proto::v1;
 use std::sync::Arc;
@@ -144,19 +145,15 @@ impl From<ControlError> for Status {
 
 /// A pushed result: its version, its repair marker, and how it is cut
 /// into parts.
-trait Pushed: Clone + Send + Sync + prost::Message + 'static {
+trait Pushed: crate::state::Versioned + Clone + Send + Sync + 'static {
     /// The label of the pushes counter.
     const KIND: &'static str;
-    fn version(&self) -> u64;
     fn set_replaces(&mut self, v: u64);
     fn split(&self, max_bytes: usize) -> Result<Vec<Self>, proto::chunk::ChunkError>;
 }
 
 impl Pushed for v1::MappingUpdate {
     const KIND: &'static str = "mapping";
-    fn version(&self) -> u64 {
-        self.version
-    }
     fn set_replaces(&mut self, v: u64) {
         self.replaces = v;
     }
@@ -167,9 +164,6 @@ impl Pushed for v1::MappingUpdate {
 
 impl Pushed for v1::EgressTables {
     const KIND: &'static str = "egress";
-    fn version(&self) -> u64 {
-        self.version
-    }
     fn set_replaces(&mut self, v: u64) {
         self.replaces = v;
     }
@@ -279,7 +273,7 @@ fn push_stream<T, F, M>(
 ) -> ReceiverStream<Result<M::Out, Status>>
 where
     T: Pushed,
-    F: Fn(&Published) -> Option<Arc<T>> + Send + 'static,
+    F: Fn(&Published) -> Option<Arc<Held<T>>> + Send + 'static,
     M: Framing<T>,
 {
     let (tx, rx) = mpsc::channel(4);
@@ -313,7 +307,9 @@ where
                     // async workers, which keep the election lease alive.
                     let f = framing.clone();
                     let framed = tokio::task::spawn_blocking(move || {
-                        let mut item = Arc::unwrap_or_clone(item);
+                        let mut item = item.decode().map_err(|e| {
+                            Status::internal(format!("a published result does not decode: {e}"))
+                        })?;
                         if forged {
                             item.set_replaces(have);
                         }
@@ -388,7 +384,7 @@ impl Service {
     ) -> ReceiverStream<Result<M::Out, Status>>
     where
         T: Pushed,
-        F: Fn(&Published) -> Option<Arc<T>> + Send + 'static,
+        F: Fn(&Published) -> Option<Arc<Held<T>>> + Send + 'static,
         M: Framing<T>,
     {
         push_stream(

@@ -105,6 +105,8 @@ async fn a_subnet_that_does_not_vouch_is_left_out_and_the_others_are_published()
     assert_eq!(before.mappings.len(), 2, "the two that vouch are published");
     assert!(
         before.mappings[&reports[0].subnet_prefix]
+            .decode()
+            .expect("decodes")
             .entries
             .iter()
             .any(|e| e
@@ -112,9 +114,12 @@ async fn a_subnet_that_does_not_vouch_is_left_out_and_the_others_are_published()
                 .is_some_and(|d| d.prefix == reports[1].subnet_prefix))
     );
     assert!(
-        !before.mappings.values().any(|m| m.entries.iter().any(|e| e
-            .destination
-            .is_some_and(|d| d.prefix == reports[2].subnet_prefix))),
+        !before
+            .mappings
+            .values()
+            .any(|m| m.decode().expect("decodes").entries.iter().any(|e| e
+                .destination
+                .is_some_and(|d| d.prefix == reports[2].subnet_prefix))),
         "no route toward the subnet nothing vouches for"
     );
     // Its agent upgrades: the whole fabric checks, routes are published.
@@ -128,6 +133,8 @@ async fn a_subnet_that_does_not_vouch_is_left_out_and_the_others_are_published()
     assert_eq!(p.mappings.len(), 3);
     assert!(
         p.mappings[&reports[0].subnet_prefix]
+            .decode()
+            .expect("decodes")
             .entries
             .iter()
             .any(|e| e

@@ -40,9 +40,13 @@ pub struct Loaded {
 pub type Change<'a> = (&'a str, Option<&'a [u8]>);
 
 fn hex(b: &[u8]) -> String {
+    // A table, not `format!` per byte: a report at the LID limit is 3 MB,
+    // and every accepted one is appended to the journal.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(b.len() * 2);
     for x in b {
-        s.push_str(&format!("{x:02x}"));
+        s.push(DIGITS[usize::from(x >> 4)] as char);
+        s.push(DIGITS[usize::from(x & 15)] as char);
     }
     s
 }

@@ -17,7 +17,10 @@
 
 mod claims;
 pub mod compose;
+mod held;
 mod publish;
+
+pub use held::Held;
 
 pub use publish::*;
 
@@ -70,8 +73,10 @@ impl Default for Limits {
 pub struct Published {
     pub version: u64,
     pub algorithm: String,
-    pub mappings: BTreeMap<u64, Arc<v1::MappingUpdate>>,
-    pub egress: BTreeMap<u64, Arc<v1::EgressTables>>,
+    /// Held encoded ([`Held`]): at the LID limit the decoded results are
+    /// gigabytes.
+    pub mappings: BTreeMap<u64, Arc<Held<v1::MappingUpdate>>>,
+    pub egress: BTreeMap<u64, Arc<Held<v1::EgressTables>>>,
     /// What the store holds of every result published, by store key:
     /// version and digest. A restored snapshot has these and no content
     /// until the first recomputation, which keeps a version wherever the
@@ -516,7 +521,7 @@ impl State {
                     live: now.saturating_duration_since(e.last_seen) < lease,
                     topology: e.report.as_ref().and_then(|r| r.topology),
                     routing: e.report.as_ref().and_then(|r| r.routing.clone()),
-                    mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version),
+                    mapping_version: p.mappings.get(&prefix).map_or(0, |m| m.version()),
                     held_mapping_version: 0,
                     session: e.session.clone(),
                     left_out: self.left_out.get(&prefix).cloned().unwrap_or_default(),
@@ -524,18 +529,18 @@ impl State {
                 .collect(),
             routers: p
                 .egress
-                .values()
-                .map(|t| v1::RouterInfo {
-                    router_guid: t.router_guid,
+                .iter()
+                .map(|(&guid, t)| v1::RouterInfo {
+                    router_guid: guid,
                     desc: self
                         .subnets
                         .values()
                         .filter_map(|e| e.report.as_ref())
                         .flat_map(|r| r.router_ports.iter())
-                        .find(|rp| rp.router_guid == t.router_guid)
+                        .find(|rp| rp.router_guid == guid)
                         .map(|rp| rp.router_desc.clone())
                         .unwrap_or_default(),
-                    egress_version: t.version,
+                    egress_version: t.version(),
                     held_version: 0,
                 })
                 .collect(),

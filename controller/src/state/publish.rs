@@ -35,22 +35,14 @@ pub fn egress_key(router_guid: u64) -> String {
     format!("{ROUTES_KEY}egress/{router_guid:016x}")
 }
 
-/// A published result: versioned, with a content that can be compared in
-/// place and digested without its version.
-pub(super) trait Versioned: Message + Clone {
+/// A published result: versioned, with a content that is digested without
+/// its version.
+pub trait Versioned: Message + Default {
     fn version(&self) -> u64;
     fn set_version(&mut self, v: u64);
-    /// The same content, whatever the versions (compared in place:
-    /// results can be megabytes).
-    fn same_content(&self, other: &Self) -> bool;
-    /// The content alone: version, repair marker and part numbers zeroed.
-    fn content(&self) -> Self;
-
-    /// SHA-256 of [`Versioned::content`].
-    fn digest(&self) -> Vec<u8> {
-        use sha2::{Digest, Sha256};
-        Sha256::digest(self.content().encode_to_vec()).to_vec()
-    }
+    /// Zeroes the version, repair marker and part numbers: the content
+    /// alone.
+    fn strip(&mut self);
 }
 
 impl Versioned for v1::MappingUpdate {
@@ -60,20 +52,8 @@ impl Versioned for v1::MappingUpdate {
     fn set_version(&mut self, v: u64) {
         self.version = v;
     }
-    fn same_content(&self, b: &Self) -> bool {
-        self.subnet_prefix == b.subnet_prefix
-            && self.algorithm == b.algorithm
-            && self.entries == b.entries
-            && self.default_ports == b.default_ports
-    }
-    fn content(&self) -> Self {
-        v1::MappingUpdate {
-            version: 0,
-            replaces: 0,
-            part: 0,
-            parts: 0,
-            ..self.clone()
-        }
+    fn strip(&mut self) {
+        (self.version, self.replaces, self.part, self.parts) = (0, 0, 0, 0);
     }
 }
 
@@ -84,47 +64,33 @@ impl Versioned for v1::EgressTables {
     fn set_version(&mut self, v: u64) {
         self.version = v;
     }
-    fn same_content(&self, b: &Self) -> bool {
-        self.router_guid == b.router_guid
-            && self.algorithm == b.algorithm
-            && self.contexts == b.contexts
-    }
-    fn content(&self) -> Self {
-        v1::EgressTables {
-            version: 0,
-            replaces: 0,
-            part: 0,
-            parts: 0,
-            ..self.clone()
-        }
+    fn strip(&mut self) {
+        (self.version, self.replaces, self.part, self.parts) = (0, 0, 0, 0);
     }
 }
 
 /// Versions one new result `w` (made at `next_version`) against what was
-/// published under `key`: it keeps the old version when its content is
-/// unchanged (compared in place with the result in memory, or by digest
-/// with a restored head); otherwise the new head goes to `writes` and
+/// published under `key`: an unchanged content (the same digest as the
+/// result in memory, or as a restored head) keeps the old version, and the
+/// result in memory itself; otherwise the new head goes to `writes` and
 /// `heads`.
 pub(super) fn place<T: Versioned>(
-    w: &mut T,
-    old: Option<&Arc<T>>,
+    w: T,
+    old: Option<&Arc<Held<T>>>,
     key: String,
     algorithm: &str,
     writes: &mut Vec<Write>,
     heads: &mut BTreeMap<String, v1::StoredRoute>,
-) {
-    let kept = match (old, heads.get(&key)) {
-        (Some(old), _) if old.same_content(w) => Some(old.version()),
-        (None, Some(h)) if h.digest == w.digest() => Some(h.version),
-        _ => None,
-    };
-    match kept {
-        Some(v) => w.set_version(v),
-        None => {
+) -> Arc<Held<T>> {
+    let mut held = Held::of(w);
+    match (old, heads.get(&key)) {
+        (Some(old), _) if old.digest() == held.digest() => return old.clone(),
+        (None, Some(h)) if h.digest == held.digest() => held.set_version(h.version),
+        _ => {
             let head = v1::StoredRoute {
-                version: w.version(),
+                version: held.version(),
                 algorithm: algorithm.to_string(),
-                digest: w.digest(),
+                digest: held.digest().to_vec(),
             };
             writes.push(Write {
                 key: key.clone(),
@@ -133,6 +99,7 @@ pub(super) fn place<T: Versioned>(
             heads.insert(key, head);
         }
     }
+    Arc::new(held)
 }
 
 impl Published {
@@ -173,40 +140,46 @@ impl Published {
     /// Versions new routes against this snapshot: unchanged results keep
     /// their versions, changed ones get the next version of `term` (or of
     /// this snapshot, when that is higher); None when nothing changed
-    /// (nothing to write or publish).
+    /// (nothing to write or publish). Takes the routes by value: each
+    /// result is dropped once its wire form is built, so at the LID limit
+    /// the two forms of all routers' tables are never held at once.
     pub fn next(
         &self,
-        routes: &fabric::intersubnet::InterSubnetRoutes,
+        routes: fabric::intersubnet::InterSubnetRoutes,
         term: u64,
     ) -> Option<Publication> {
         let next_version = (self.version + 1).max(first_version(term));
         let mut writes = Vec::new();
         let mut heads = self.heads.clone();
         let mut mappings = BTreeMap::new();
-        for m in &routes.mappings {
-            let mut w = proto::convert::mapping_to_wire(m, next_version, &routes.algorithm);
-            place(
-                &mut w,
-                self.mappings.get(&m.prefix),
-                mapping_key(m.prefix),
+        for m in routes.mappings {
+            let w = proto::convert::mapping_to_wire(&m, next_version, &routes.algorithm);
+            let prefix = m.prefix;
+            drop(m);
+            let held = place(
+                w,
+                self.mappings.get(&prefix),
+                mapping_key(prefix),
                 &routes.algorithm,
                 &mut writes,
                 &mut heads,
             );
-            mappings.insert(m.prefix, Arc::new(w));
+            mappings.insert(prefix, held);
         }
         let mut egress = BTreeMap::new();
-        for t in &routes.routers {
-            let mut w = proto::convert::table_to_wire(t, next_version, &routes.algorithm);
-            place(
-                &mut w,
-                self.egress.get(&t.router_guid),
-                egress_key(t.router_guid),
+        for t in routes.routers {
+            let w = proto::convert::table_to_wire(&t, next_version, &routes.algorithm);
+            let guid = t.router_guid;
+            drop(t);
+            let held = place(
+                w,
+                self.egress.get(&guid),
+                egress_key(guid),
                 &routes.algorithm,
                 &mut writes,
                 &mut heads,
             );
-            egress.insert(t.router_guid, Arc::new(w));
+            egress.insert(guid, held);
         }
         if writes.is_empty() && !self.restored {
             return None;
@@ -254,7 +227,7 @@ pub fn recompute(
     let routes = algo.route(view)?;
     let refs: Vec<&v1::SubnetReport> = reports.iter().collect();
     compose::check_fabric(&refs, &routes)?;
-    Ok(prev.next(&routes, term))
+    Ok(prev.next(routes, term))
 }
 
 /// The store key of one subnet.

@@ -10,7 +10,7 @@ fn recompute(
     prev: &Published,
     term: u64,
 ) -> Result<Option<Publication>, ControlError> {
-    Ok(prev.next(&algo.route(view)?, term))
+    Ok(prev.next(algo.route(view)?, term))
 }
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -256,7 +256,7 @@ fn a_changed_report_is_written_then_applied_then_published_in_the_term() {
             .published
             .mappings
             .values()
-            .all(|m| m.version == first_version(TERM))
+            .all(|m| m.version() == first_version(TERM))
     );
     assert_eq!(first.published.egress.len(), 1);
 
@@ -277,7 +277,7 @@ fn a_changed_report_is_written_then_applied_then_published_in_the_term() {
         .expect("a new publication");
     let p = &next.published;
     assert_eq!(p.version, first_version(TERM) + 1);
-    let v = |prefix: u64| p.mappings[&prefix].version;
+    let v = |prefix: u64| p.mappings[&prefix].version();
     assert_eq!(
         v(sent[1].subnet_prefix),
         p.version,
@@ -288,7 +288,7 @@ fn a_changed_report_is_written_then_applied_then_published_in_the_term() {
         first_version(TERM),
         "unchanged content keeps its version"
     );
-    assert!(p.egress.values().all(|t| t.version == p.version));
+    assert!(p.egress.values().all(|t| t.version() == p.version));
     assert_eq!(next.writes.len(), 2, "only the changed results are written");
     // The heads are what a new leader restores: recomputing the same view
     // against them, even in a later term, gives the same versions and
@@ -601,7 +601,7 @@ fn recompute_keeps_versions_of_unchanged_and_vanished_results() {
         version: 1,
         ..Default::default()
     };
-    let gone = Arc::new(gone);
+    let gone = Arc::new(Held::of(gone));
     prev.mappings.insert(0xdead, gone.clone());
     prev.version = first_version(TERM) + 6;
     // Only subnet 0 is known now (a new leader that heard from one agent
