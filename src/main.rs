@@ -57,6 +57,9 @@ enum Cmd {
     /// VLs in force (dynamic quick reconfiguration) and write the new set,
     /// with a drain stage first when the one-step update is not safe.
     Reroute(cmd::reroute::RerouteArgs),
+    /// How many successive random link faults a routing survives with
+    /// dynamic quick reconfiguration: the DQR paper's tolerance curve, per k.
+    DqrCurve(cmd::dqr_curve::DqrCurveArgs),
     /// Read the tables a running fabric holds (diags tools through the local
     /// port), verify them, and compare them with a written table set.
     Audit(cmd::audit::AuditArgs),
@@ -126,6 +129,7 @@ fn main() {
         | Cmd::Info(_)
         | Cmd::RouteMulti(_)
         | Cmd::Reroute(_)
+        | Cmd::DqrCurve(_)
         | Cmd::Engines(_)
         | Cmd::Sim(_)
         | Cmd::Certs(_)
@@ -173,6 +177,7 @@ fn main() {
         Cmd::RouteMulti(a) => cmd::route_multi::run(a),
         Cmd::Verify(a) => cmd::verify::run(a),
         Cmd::Reroute(a) => cmd::reroute::run(a),
+        Cmd::DqrCurve(a) => cmd::dqr_curve::run(a),
         Cmd::Audit(a) => cmd::audit::run(a),
         Cmd::Agent(a) => cmd::agent::run(a),
         Cmd::Controller(a) => cmd::controller::run(a),

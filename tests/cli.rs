@@ -2063,3 +2063,90 @@ fn verify_dir_with_a_file_named_apart_reads_the_compact_rest() {
     assert_eq!(v["deadlock_free"], true, "{v}");
     assert!(v["vls"].as_u64().unwrap_or(0) >= 2, "{v}");
 }
+
+/// `dqr-curve` on a written topology gives the library's curve on the
+/// generated fabric (the `dqr` bench's), point for point, for the same
+/// seed; turns that must go up the list make runs stop, and each stop
+/// is counted at its fault.
+#[test]
+fn dqr_curve_reproduces_the_library_curve_point_for_point() {
+    use fabric::dqr::curve::{CurveSetup, ListAfter, tolerance};
+    use fabric::dqr::{ChannelList, Detours, Options, Turns};
+    use fabric::routing::{EngineKind, EngineOptions};
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("m6.net");
+    assert!(
+        ibf(&["gen", "mesh", "--dims", "6x6", "-o", s(&net)])
+            .status
+            .success()
+    );
+    let svg = d.path().join("curve.svg");
+    let o = ibf(&[
+        "dqr-curve",
+        "-t",
+        s(&net),
+        "-e",
+        "updn",
+        "--runs",
+        "12",
+        "--faults",
+        "6",
+        "--seed",
+        "5",
+        "--turns",
+        "none",
+        "--json",
+        "--svg",
+        s(&svg),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+
+    let f = fabric::generate::generate(&fabric::generate::Topology::Mesh {
+        dims: vec![6, 6],
+        torus: false,
+        hosts: 1,
+    })
+    .expect("mesh");
+    let r = EngineKind::Updn
+        .engine()
+        .route(&f, &EngineOptions::default())
+        .expect("routes");
+    let (list, _) = ChannelList::build(&f, &r).expect("list");
+    let setup = CurveSetup {
+        runs: 12,
+        faults: 6,
+        seed: 5,
+        options: Options {
+            turns: Turns::None,
+            detours: Detours::None,
+            ..Options::default()
+        },
+        list: ListAfter::Pruned,
+    };
+    let c = tolerance(&f, &r, &list, &setup, |_| {});
+    let got: Vec<usize> = j["tolerated"]
+        .as_array()
+        .expect("tolerated")
+        .iter()
+        .map(|v| v.as_u64().expect("count") as usize)
+        .collect();
+    assert_eq!(got, c.tolerated, "{j}");
+    assert!(c.tolerated[0] < 12, "some runs stop: {c:?}");
+    let stops: u64 = j["stopped"]
+        .as_array()
+        .expect("stopped")
+        .iter()
+        .map(|s| s["runs"].as_u64().expect("runs"))
+        .sum();
+    assert_eq!(stops as usize + c.tolerated[5], 12, "{j}");
+    let drawn = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        drawn.starts_with("<svg") && drawn.contains("polyline"),
+        "{drawn}"
+    );
+    // No run asked for: said, not an empty curve.
+    let o = ibf(&["dqr-curve", "-t", s(&net), "-e", "updn", "--runs", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--runs"));
+}

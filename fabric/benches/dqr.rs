@@ -38,9 +38,10 @@
 //!
 //! `IBF_BENCH_SETUPS="mesh10-updn" cargo bench -p fabric --bench dqr`
 
+use fabric::dqr::curve::{self, CurveSetup, ListAfter, bridges};
 use fabric::dqr::{self, ChannelList, Detours, Fault, Options, Turns};
 use fabric::generate::{Topology, generate};
-use fabric::model::{Fabric, Slot};
+use fabric::model::Fabric;
 use fabric::routing::{EngineKind, EngineOptions};
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
@@ -94,58 +95,6 @@ fn setup(name: &str) -> (Topology, EngineKind) {
     (t, engine)
 }
 
-/// The switch-to-switch links whose loss cuts the switches apart
-/// (bridges, by Tarjan's low-link numbers; a parallel link is no bridge).
-fn bridges(f: &Fabric) -> std::collections::HashSet<Slot> {
-    let n = f.switches().len();
-    let mut adj: Vec<Vec<(usize, Slot)>> = vec![Vec::new(); n];
-    for l in f.switch_links() {
-        let a = f.switch_index(f.node_of(l)).expect("switch") as usize;
-        let b = f.switch_index(f.node_of(f.remote(l))).expect("switch") as usize;
-        adj[a].push((b, l));
-        adj[b].push((a, l));
-    }
-    let (mut disc, mut low) = (vec![usize::MAX; n], vec![0usize; n]);
-    let mut out = std::collections::HashSet::new();
-    let mut time = 0;
-    for root in 0..n {
-        if disc[root] != usize::MAX {
-            continue;
-        }
-        // (node, the link it was entered by, next neighbour to look at)
-        let mut stack: Vec<(usize, Slot, usize)> = vec![(root, Slot::MAX, 0)];
-        disc[root] = time;
-        low[root] = time;
-        time += 1;
-        while let Some(&mut (v, via, ref mut i)) = stack.last_mut() {
-            if *i < adj[v].len() {
-                let (w, l) = adj[v][*i];
-                *i += 1;
-                if l == via {
-                    continue;
-                }
-                if disc[w] == usize::MAX {
-                    disc[w] = time;
-                    low[w] = time;
-                    time += 1;
-                    stack.push((w, l, 0));
-                } else {
-                    low[v] = low[v].min(disc[w]);
-                }
-            } else {
-                stack.pop();
-                if let Some(&(u, _, _)) = stack.last() {
-                    low[u] = low[u].min(low[v]);
-                    if low[v] > disc[u] {
-                        out.insert(via);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The setup's fabric, routed by its engine, and the tables' channel list.
 fn routed(name: &str) -> (Fabric, fabric::tables::Routing, ChannelList) {
     let (t, engine) = setup(name);
@@ -161,97 +110,43 @@ fn routed(name: &str) -> (Fabric, fabric::tables::Routing, ChannelList) {
 
 fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Detours) {
     let (f0, r0, list0) = routed(name);
-    let mut survived = vec![0usize; faults + 1];
-    let mut broken_share = vec![(0f64, 0usize); faults + 1];
-    let opts = Options {
-        turns,
-        detours,
-        ..Options::default()
-    };
     let variant = match detours {
         Detours::None => format!("{turns:?}"),
         Detours::Local => format!("{turns:?}+local"),
         Detours::Mesh => format!("{turns:?}+mesh"),
     };
-    // The list pruned to the new tables' dependencies after each reroute,
-    // unless one ever moved flows to other SLs (as the agent does in the
-    // background once the update is in force), its order kept;
-    // `IBF_BENCH_REBUILD=1` orders it afresh, `0` carries it with the old
-    // routing's and the transition's dependencies.
-    let keep = env("IBF_BENCH_REBUILD", "prune");
-    let (prune, rebuild) = (keep == "prune", keep != "0");
-    let variant = match keep.as_str() {
-        "prune" => variant,
-        "0" => format!("{variant}/carried"),
-        _ => format!("{variant}/rebuilt"),
+    // `IBF_BENCH_REBUILD=1` orders the list afresh after each reroute,
+    // `0` carries it; else it is pruned (as the agent does).
+    let (list, variant) = match env("IBF_BENCH_REBUILD", "prune").as_str() {
+        "prune" => (ListAfter::Pruned, variant),
+        "0" => (ListAfter::Carried, format!("{variant}/carried")),
+        _ => (ListAfter::Rebuilt, format!("{variant}/rebuilt")),
     };
-    let mut why: std::collections::BTreeMap<(usize, &str), usize> = Default::default();
+    let setup = CurveSetup {
+        runs,
+        faults,
+        seed: 0,
+        options: Options {
+            turns,
+            detours,
+            ..Options::default()
+        },
+        list,
+    };
     let t0 = Instant::now();
-    for run in 0..runs {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run as u64);
-        let mut f = f0.clone();
-        let mut r = r0.clone();
-        let mut list = list0.clone();
-        survived[0] += 1;
-        for k in 1..=faults {
-            let cut = bridges(&f);
-            let cand: Vec<Slot> = f
-                .switch_links()
-                .into_iter()
-                .filter(|l| !cut.contains(l))
-                .collect();
-            if cand.is_empty() {
-                break;
-            }
-            let l = cand[rng.gen_range(0..cand.len())];
-            let f1 = dqr::apply_faults(&f, &[Fault::Link(l)]);
-            match dqr::reroute_from(&f, &f1, &r, &mut list, &opts) {
-                Ok(o) => {
-                    survived[k] += 1;
-                    let s = &o.stats;
-                    broken_share[k].0 += s.flows_broken as f64 / s.flows.max(1) as f64;
-                    broken_share[k].1 += 1;
-                    if prune {
-                        list.prune_to(&f1, &o.routing).expect("channel list");
-                    } else if rebuild && !list.holds_cached_sl_walks() {
-                        list = ChannelList::build(&f1, &o.routing).expect("channel list").0;
-                    }
-                    f = f1;
-                    r = o.routing;
-                }
-                Err(e) => {
-                    let kind = match e {
-                        dqr::DqrError::NoPath { .. } => "no path",
-                        dqr::DqrError::Transition(_) => "transition",
-                        dqr::DqrError::Verify(_) => "verify",
-                        dqr::DqrError::MoreVls { .. } => "more VLs",
-                        dqr::DqrError::OtherFabric { .. } => "other fabric",
-                    };
-                    *why.entry((k, kind)).or_insert(0usize) += 1;
-                    break;
-                }
-            }
-        }
-    }
+    let c = curve::tolerance(&f0, &r0, &list0, &setup, |_| {});
     let secs = t0.elapsed().as_secs_f64();
-    // In fault order (the map's), not as text: k=10 after k=9.
-    let whys: Vec<String> = why
+    let whys: Vec<String> = c
+        .stopped
         .iter()
-        .map(|((k, kind), n)| format!("k={k} {kind}: {n}"))
+        .map(|s| format!("k={} {}: {}", s.k, s.reason, s.runs))
         .collect();
     println!("{name}   failures: {}", whys.join(", "));
-    let pts: Vec<String> = (1..=faults)
-        .map(|k| format!("{:.0}%", 100.0 * survived[k] as f64 / runs as f64))
-        .collect();
-    let rer: Vec<String> = (1..=faults)
-        .map(|k| {
-            let (s, n) = broken_share[k];
-            if n == 0 {
-                "-".into()
-            } else {
-                format!("{:.2}%", 100.0 * s / n as f64)
-            }
-        })
+    let pts: Vec<String> = c.percent.iter().map(|p| format!("{p:.0}%")).collect();
+    let rer: Vec<String> = c
+        .flows_rerouted_percent
+        .iter()
+        .map(|p| p.map_or_else(|| "-".into(), |p| format!("{p:.2}%")))
         .collect();
     println!(
         "{name} {variant} runs={runs}: P(k faults tolerated) k=1..{faults}: {}",
@@ -261,16 +156,13 @@ fn tolerance(name: &str, runs: usize, faults: usize, turns: Turns, detours: Deto
         "{name}   flows rerouted per fault k=1..{faults}: {}   ({secs:.1} s)",
         rer.join(" ")
     );
-    let ps: Vec<String> = (1..=faults)
-        .map(|k| format!("{:.1}", 100.0 * survived[k] as f64 / runs as f64))
-        .collect();
+    let ps: Vec<String> = c.percent.iter().map(|p| format!("{p:.1}")).collect();
     println!("csv,{name},{variant},{runs},{}", ps.join(","));
 }
 
 /// Draws the curves of `csv,NAME,VARIANT,RUNS,P1,...` lines: P(k faults
 /// tolerated) against k, one polyline per line.
 fn plot(csv: &str, svg: &str) {
-    use std::fmt::Write;
     let text = std::fs::read_to_string(csv).expect("plot: CSV input");
     let curves: Vec<(String, Vec<f64>)> = text
         .lines()
@@ -282,80 +174,7 @@ fn plot(csv: &str, svg: &str) {
             (label, ps)
         })
         .collect();
-    let kmax = curves.iter().map(|c| c.1.len()).max().unwrap_or(1).max(2);
-    let (left, top, pw, ph) = (60.0, 40.0, 520.0, 320.0);
-    let legend_h = 16.0 * curves.len() as f64;
-    let (w, h) = (left + pw + 30.0, top + ph + 50.0 + legend_h);
-    let x = |k: usize| left + (k - 1) as f64 / (kmax - 1) as f64 * pw;
-    let y = |p: f64| top + ph - p / 100.0 * ph;
-    let colors = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-        "#bcbd22", "#17becf",
-    ];
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">
-<rect width="{w}" height="{h}" fill="white"/>
-<text x="{left}" y="22" font-size="14" font-weight="bold">DQR: probability of tolerating k successive link faults</text>"##
-    );
-    for i in 0..=4 {
-        let p = 25.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" y1="{yy}" x2="{}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{p:.0}%</text>"##,
-            left + pw,
-            left - 4.0,
-            y(p) + 4.0,
-            yy = y(p)
-        );
-    }
-    for k in 1..=kmax {
-        let _ = writeln!(
-            s,
-            r##"<text x="{}" y="{}" text-anchor="middle">{k}</text>"##,
-            x(k),
-            top + ph + 14.0
-        );
-    }
-    let _ = writeln!(
-        s,
-        r##"<text x="{}" y="{}" text-anchor="middle">link faults k</text>"##,
-        left + pw / 2.0,
-        top + ph + 30.0
-    );
-    for (i, (label, ps)) in curves.iter().enumerate() {
-        let c = colors[i % colors.len()];
-        let dash = if label.contains("paper") { "6,3" } else { "" };
-        let pts: Vec<String> = ps
-            .iter()
-            .enumerate()
-            .map(|(k, &p)| format!("{:.1},{:.1}", x(k + 1), y(p)))
-            .collect();
-        // Markers: a curve of one point (a figure the paper states alone)
-        // shows too.
-        for (k, &p) in ps.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                r##"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"##,
-                x(k + 1),
-                y(p)
-            );
-        }
-        let ly = top + ph + 48.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r##"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2" stroke-dasharray="{dash}"><title>{label}</title></polyline>
-<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="{c}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{}" y="{ly}">{label}</text>"##,
-            pts.join(" "),
-            ly - 4.0,
-            left + 24.0,
-            ly - 4.0,
-            left + 30.0
-        );
-    }
-    s.push_str("</svg>\n");
-    std::fs::write(svg, s).expect("plot: SVG output");
+    std::fs::write(svg, dqr::curve_svg::svg(&curves)).expect("plot: SVG output");
 }
 
 fn speed(name: &str, runs: usize) {

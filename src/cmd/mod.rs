@@ -6,6 +6,7 @@ pub mod certs;
 pub mod controller;
 pub mod demo;
 pub mod docs;
+pub mod dqr_curve;
 pub mod engines;
 pub mod exit;
 pub mod forget;

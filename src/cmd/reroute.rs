@@ -58,10 +58,20 @@ pub struct RerouteArgs {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum TurnsArg {
+pub(super) enum TurnsArg {
     None,
     Single,
     All,
+}
+
+impl TurnsArg {
+    pub(super) fn turns(self) -> Turns {
+        match self {
+            TurnsArg::None => Turns::None,
+            TurnsArg::Single => Turns::Single,
+            TurnsArg::All => Turns::All,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -146,11 +156,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     }
     let f1 = dqr::apply_faults(&f0, &faults);
     let opts = Options {
-        turns: match a.turns {
-            TurnsArg::None => Turns::None,
-            TurnsArg::Single => Turns::Single,
-            TurnsArg::All => Turns::All,
-        },
+        turns: a.turns.turns(),
         layers: !a.no_layers,
         check_transition: true,
         // The gate below verifies the new tables in full before writing.

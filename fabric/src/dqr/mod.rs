@@ -27,6 +27,8 @@
 //! inserted into the same list.
 
 pub mod channel_list;
+pub mod curve;
+pub mod curve_svg;
 pub mod detour;
 pub mod diff;
 mod links;

@@ -1,0 +1,200 @@
+//! `ibfabric dqr-curve`: how many successive random link faults a routing
+//! survives with dynamic quick reconfiguration (the DQR paper's tolerance
+//! curves), from a topology file; the same figures as the `dqr` bench for
+//! the same fabric, engine, variant and seed.
+
+use super::reroute::TurnsArg;
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use fabric::dqr::curve::{self, Curve, CurveSetup, ListAfter};
+use fabric::dqr::{self, ChannelList, Options};
+use fabric::routing::{EngineKind, EngineOptions};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct DqrCurveArgs {
+    /// Topology file (ibnetdiscover grammar).
+    #[arg(long, short)]
+    topology: PathBuf,
+    /// Routing engine of the tables the faults hit.
+    #[arg(long, short)]
+    engine: EngineKind,
+    /// Link faults per run at most (k = 1..FAULTS).
+    #[arg(long, default_value_t = 10)]
+    faults: usize,
+    /// Runs (each from the routed fabric, faults drawn anew).
+    #[arg(long, default_value_t = 100)]
+    runs: usize,
+    /// Run r draws its faults from ChaCha8 seeded with SEED + r (the `dqr`
+    /// bench uses 0).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// How turns that go down the channel list are admitted.
+    #[arg(long, value_enum, default_value = "all")]
+    turns: TurnsArg,
+    /// Local detours around each failed link before the search (default:
+    /// `mesh` for `dor` and `ecube`, `none` otherwise, as `reroute`).
+    #[arg(long, value_enum)]
+    detours: Option<dqr::Detours>,
+    /// The channel list after each reroute: pruned to the new tables (as
+    /// the agent does), rebuilt afresh, or carried.
+    #[arg(long, value_enum, default_value = "pruned")]
+    list: ListArg,
+    /// Also draw the curve as an SVG to this file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ListArg {
+    Pruned,
+    Rebuilt,
+    Carried,
+}
+
+#[derive(Serialize)]
+struct CurveJson<'a> {
+    topology: &'a std::path::Path,
+    engine: &'static str,
+    turns: dqr::Turns,
+    detours: dqr::Detours,
+    list: ListAfter,
+    route_seconds: f64,
+    curve_seconds: f64,
+    #[serde(flatten)]
+    curve: &'a Curve,
+}
+
+pub fn run(a: DqrCurveArgs) -> Result<i32> {
+    if a.runs == 0 || a.faults == 0 {
+        bail!("--runs and --faults must be at least 1");
+    }
+    let f = super::read_fabric_to_route(&a.topology)?;
+    let t = Instant::now();
+    let routing = a
+        .engine
+        .engine()
+        .route(&f, &EngineOptions::default())
+        .with_context(|| format!("{}: routing with {}", a.topology.display(), a.engine.name()))?;
+    let (list, report) = ChannelList::build(&f, &routing)
+        .with_context(|| format!("{}: the channel list", a.topology.display()))?;
+    if !report.all_pairs_routed() {
+        bail!(
+            "{}: {} left {} pairs unrouted; DQR reroutes faults of a connected routing",
+            a.topology.display(),
+            a.engine.name(),
+            report.broken_pairs
+        );
+    }
+    let route_seconds = t.elapsed().as_secs_f64();
+    let detours = a.detours.unwrap_or(dqr::Detours::default_for(a.engine));
+    let setup = CurveSetup {
+        runs: a.runs,
+        faults: a.faults,
+        seed: a.seed,
+        options: Options {
+            turns: a.turns.turns(),
+            detours,
+            ..Options::default()
+        },
+        list: match a.list {
+            ListArg::Pruned => ListAfter::Pruned,
+            ListArg::Rebuilt => ListAfter::Rebuilt,
+            ListArg::Carried => ListAfter::Carried,
+        },
+    };
+    let pb = super::progress_bar("runs");
+    if let Some(pb) = &pb {
+        pb.set_length(a.runs as u64);
+    }
+    let t = Instant::now();
+    let c = curve::tolerance(&f, &routing, &list, &setup, |_| {
+        if let Some(pb) = &pb {
+            pb.inc(1);
+        }
+    });
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let curve_seconds = t.elapsed().as_secs_f64();
+    tracing::info!(runs = a.runs, secs = curve_seconds, "curve computed");
+    let label = format!(
+        "{} {} ({:?}, {} runs, seed {})",
+        a.topology.display(),
+        a.engine.name(),
+        setup.options.turns,
+        a.runs,
+        a.seed
+    );
+    if let Some(svg) = &a.svg {
+        fabric::formats::write_file(svg, &dqr::curve_svg::svg(&[(label, c.percent.clone())]))
+            .with_context(|| format!("writing {}", svg.display()))?;
+    }
+    if a.json {
+        super::print_json(
+            "dqr-curve",
+            &CurveJson {
+                topology: &a.topology,
+                engine: a.engine.name(),
+                turns: setup.options.turns,
+                detours,
+                list: setup.list,
+                route_seconds,
+                curve_seconds,
+                curve: &c,
+            },
+        )?;
+    } else {
+        print_text(&a, &c, route_seconds, curve_seconds)?;
+    }
+    Ok(0)
+}
+
+fn print_text(a: &DqrCurveArgs, c: &Curve, route_seconds: f64, curve_seconds: f64) -> Result<()> {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    writeln!(
+        o,
+        "{}: {} routed and its channel list built in {route_seconds:.2} s; {} runs of up to {} link faults in {curve_seconds:.1} s",
+        a.topology.display(),
+        a.engine.name(),
+        c.runs,
+        c.faults
+    )?;
+    writeln!(
+        o,
+        "{:>3} {:>10} {:>8} {:>15}",
+        "k", "tolerated", "P(k)", "flows rerouted"
+    )?;
+    for k in 0..c.faults {
+        let rer =
+            c.flows_rerouted_percent[k].map_or_else(|| "-".to_string(), |p| format!("{p:.2}%"));
+        writeln!(
+            o,
+            "{:>3} {:>10} {:>7.1}% {:>15}",
+            k + 1,
+            c.tolerated[k],
+            c.percent[k],
+            rer
+        )?;
+    }
+    for s in &c.stopped {
+        writeln!(o, "stopped at k={}: {} ({} runs)", s.k, s.reason, s.runs)?;
+    }
+    let ps: Vec<String> = c.percent.iter().map(|p| format!("{p:.1}")).collect();
+    writeln!(
+        o,
+        "csv,{},{},{},{}",
+        a.topology.display(),
+        a.engine.name(),
+        c.runs,
+        ps.join(",")
+    )?;
+    o.flush()?;
+    Ok(())
+}
