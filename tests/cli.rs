@@ -519,9 +519,35 @@ fn gen_multi_writes_a_manifest_that_sim_reads_and_ranks_the_algorithms() {
     );
     for r in res {
         let nor = r["traffic"]["nor_mbs"].as_f64().expect("NOR");
-        assert!(nor > 1900.0 && nor <= 2000.0, "{r}");
+        // 66 bytes of headers per 2048-byte packet.
+        assert!(nor > 1850.0 && nor <= 2000.0 * 2048.0 / 2114.0, "{r}");
         let u = r["traffic"]["uniform"][0][1].as_f64().expect("uniform");
         assert!(u > 0.0 && u <= 100.0, "{r}");
+    }
+    assert_eq!(v["packet"]["overhead"], 66, "{}", v["packet"]);
+    // The ideal link carries payload only: the natural ring is as much
+    // faster as the headers took.
+    let o = sim(&[
+        "--rings",
+        "0",
+        "--message-kb",
+        "64",
+        "--isp",
+        "",
+        "--ideal-link",
+    ]);
+    let ideal = json(&o);
+    assert_eq!(ideal["packet"]["overhead"], 0);
+    for (r, i) in res
+        .iter()
+        .zip(ideal["setups"][0]["results"].as_array().expect("results"))
+    {
+        let (with, without) = (
+            r["traffic"]["nor_mbs"].as_f64().expect("NOR"),
+            i["traffic"]["nor_mbs"].as_f64().expect("NOR"),
+        );
+        let ratio = without / with;
+        assert!((ratio - 2114.0 / 2048.0).abs() < 0.005, "{with} {without}");
     }
     // --isp "" skips uniform traffic, as the help says.
     let o = sim(&["--rings", "5", "--message-kb", "64", "--isp", ""]);

@@ -49,17 +49,29 @@ pub struct Config {
     pub mtu: u32,
     /// Time between deadlock checks while traffic flows.
     pub check_every: u64,
+    /// Bytes each packet carries on the wire besides its payload (headers
+    /// and CRCs): they take link time and buffer space and are not
+    /// delivered. 0 is the ideal link; [`IB_PACKET_OVERHEAD`] is
+    /// InfiniBand's for a routed packet.
+    pub overhead: u32,
 }
+
+/// InfiniBand's bytes per packet besides the payload, for a packet that
+/// crosses subnets: LRH 8, GRH 40, BTH 12, ICRC 4, VCRC 2 (IBA vol. 1,
+/// ch. 7 and 9).
+pub const IB_PACKET_OVERHEAD: u32 = 8 + 40 + 12 + 4 + 2;
 
 impl Default for Config {
     /// 2048-byte packets (the inter-subnet paper's MTU), four of them per
-    /// buffer and VL, 200 ns per hop at 4x DDR's 2 GB/s.
+    /// buffer and VL, 200 ns per hop at 4x DDR's 2 GB/s; the ideal link
+    /// (no header bytes).
     fn default() -> Self {
         Self {
             buffer: 4 * 2048,
             latency: 400,
             mtu: 2048,
             check_every: 64 * 2048,
+            overhead: 0,
         }
     }
 }
@@ -85,7 +97,9 @@ struct Packet {
     msg: u32,
     /// Index in the path of the channel the packet is sent on next.
     hop: u16,
+    /// On the wire: the payload and the overhead.
     size: u32,
+    payload: u32,
 }
 
 struct Message {
@@ -232,13 +246,14 @@ pub struct Sim<'a, P: Paths + ?Sized> {
 
 impl<'a, P: Paths + ?Sized> Sim<'a, P> {
     pub fn new(net: &'a P, cfg: Config) -> Result<Self> {
-        if cfg.mtu == 0 || cfg.buffer < cfg.mtu {
+        let largest = u64::from(cfg.mtu) + u64::from(cfg.overhead);
+        if cfg.mtu == 0 || u64::from(cfg.buffer) < largest {
             return Err(sim_err(format!(
-                "a buffer of {} bytes cannot hold a {}-byte packet",
-                cfg.buffer, cfg.mtu
+                "a buffer of {} bytes cannot hold a {largest}-byte packet (MTU {} and {} bytes of headers)",
+                cfg.buffer, cfg.mtu, cfg.overhead
             )));
         }
-        // The event wheel spans an MTU plus a latency.
+        // The event wheel spans the largest packet plus a latency.
         if cfg.latency > 1 << 24 {
             return Err(sim_err(format!(
                 "a latency of {} byte times is beyond the model's 2^24",
@@ -261,7 +276,7 @@ impl<'a, P: Paths + ?Sized> Sim<'a, P> {
             cfg,
             links,
             now: 0,
-            events: Wheel::new(cfg.mtu as u64 + cfg.latency),
+            events: Wheel::new(largest + cfg.latency),
             queues: vec![VecDeque::new(); ports * VLS],
             credit: vec![cfg.buffer; links * VLS],
             pending_credit: vec![0; links * VLS],
@@ -348,7 +363,12 @@ impl<'a, P: Paths + ?Sized> Sim<'a, P> {
         for _ in 0..count {
             let size = rest.min(packet as u64) as u32;
             rest -= size as u64;
-            let p = Packet { msg, hop: 0, size };
+            let p = Packet {
+                msg,
+                hop: 0,
+                size: size + self.cfg.overhead,
+                payload: size,
+            };
             let id = match self.free_packets.pop() {
                 Some(id) => {
                     self.packets[id as usize] = p;
@@ -537,7 +557,7 @@ impl<'a, P: Paths + ?Sized> Sim<'a, P> {
         let p = self.packets[id as usize];
         self.free_packets.push(id);
         self.live -= 1;
-        self.delivered_bytes += p.size as u64;
+        self.delivered_bytes += p.payload as u64;
         let m = &mut self.messages[p.msg as usize];
         m.left -= 1;
         if m.left == 0 {
@@ -702,6 +722,28 @@ mod tests {
         // crosses four hops, its tail arrives one packet time later.
         assert_eq!(run_out(&mut sim), vec![(7, 100 * 2048 + 4 * cfg.latency)]);
         assert_eq!(sim.delivered_bytes(), 100 * 2048);
+    }
+
+    #[test]
+    fn headers_take_link_time_and_buffer_space_but_are_not_delivered() {
+        let (f, r) = fat_tree();
+        let net = SubnetPaths::new(&f, &r);
+        let cfg = Config {
+            overhead: IB_PACKET_OVERHEAD,
+            ..Config::default()
+        };
+        let mut sim = Sim::new(&net, cfg).expect("sim");
+        sim.send(0, 15, 100 * 2048, 2048, 7).expect("send");
+        // Each packet is 2048 + 66 bytes on the wire.
+        let wire = 2048 + u64::from(IB_PACKET_OVERHEAD);
+        assert_eq!(run_out(&mut sim), vec![(7, 100 * wire + 4 * cfg.latency)]);
+        assert_eq!(sim.delivered_bytes(), 100 * 2048, "payload only");
+        // A buffer must hold a whole packet, headers too.
+        let small = Config {
+            buffer: 2048 + 10,
+            ..cfg
+        };
+        assert!(Sim::new(&net, small).is_err());
     }
 
     #[test]

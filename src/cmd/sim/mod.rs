@@ -102,6 +102,11 @@ pub struct SimArgs {
     /// Packet model: cable and switch latency per hop, in ns.
     #[arg(long, default_value_t = 200.0)]
     latency_ns: f64,
+    /// Packet model: the ideal link, payload only. By default every packet
+    /// also carries InfiniBand's 66 bytes of headers and CRCs (LRH, GRH,
+    /// BTH, ICRC, VCRC), which take link time and buffer space.
+    #[arg(long)]
+    ideal_link: bool,
     /// Packet model, uniform traffic: simulated time before measuring, µs.
     #[arg(long, default_value_t = 50.0)]
     warmup_us: f64,
@@ -344,10 +349,15 @@ fn packet_config(a: &SimArgs) -> Result<Config> {
     if a.message_kb == 0 {
         bail!("--message-kb must be at least 1");
     }
+    let overhead = if a.ideal_link {
+        0
+    } else {
+        fabric::sim::packet::IB_PACKET_OVERHEAD
+    };
     let buffer = a.buffer.unwrap_or(4 * a.mtu);
-    if buffer < a.mtu {
+    if u64::from(buffer) < u64::from(a.mtu) + u64::from(overhead) {
         bail!(
-            "--buffer ({buffer} bytes) must hold one MTU ({} bytes)",
+            "--buffer ({buffer} bytes) must hold one packet: an MTU ({} bytes) and {overhead} bytes of headers",
             a.mtu
         );
     }
@@ -361,6 +371,7 @@ fn packet_config(a: &SimArgs) -> Result<Config> {
         latency: (a.latency_ns * bytes_per_ns).round() as u64,
         mtu: a.mtu,
         check_every: 64 * a.mtu as u64,
+        overhead,
     })
 }
 
