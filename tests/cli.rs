@@ -597,8 +597,10 @@ fn sim_shows_minhop_deadlock_on_a_torus_only_when_cycles_are_allowed() {
         "0",
         "--samples",
         "1",
+        // One packet per buffer: a 2048-byte payload and its 66 bytes of
+        // headers.
         "--buffer",
-        "2048",
+        "2114",
         "--json",
     ];
     // The gate refuses cyclic tables unless asked.
