@@ -306,8 +306,13 @@ impl FabricBuilder {
                 }
             }
         }
+        // Nodes by GUID (stable: the first of equal GUIDs first), for
+        // lookups by GUID in readers that name a node per line or entry.
+        let mut by_guid: Vec<NodeId> = (0..n as NodeId).collect();
+        by_guid.sort_by_key(|&i| self.guids[i as usize]);
         Ok(Fabric {
             subnet_prefix: self.subnet_prefix.unwrap_or(DEFAULT_SUBNET_PREFIX),
+            by_guid,
             kinds: self.kinds,
             guids: self.guids,
             descs: self.descs,
@@ -342,6 +347,8 @@ pub struct Fabric {
     switches: Vec<NodeId>,
     switch_index: Vec<u32>,
     endports: Vec<Slot>,
+    /// Node ids in ascending GUID order.
+    by_guid: Vec<NodeId>,
 }
 
 impl Fabric {
@@ -505,10 +512,16 @@ impl Fabric {
         Ok(f)
     }
     pub fn find_node_by_guid(&self, guid: u64) -> Option<NodeId> {
-        self.guids
-            .iter()
-            .position(|&g| g == guid)
-            .map(|i| i as NodeId)
+        // A binary search: readers look up a node per line (an LFT dump's
+        // switch blocks, an audit's entries), a scan per lookup was
+        // quadratic at the LID limit.
+        let at = self
+            .by_guid
+            .partition_point(|&n| self.guids[n as usize] < guid);
+        self.by_guid
+            .get(at)
+            .copied()
+            .filter(|&n| self.guids[n as usize] == guid)
     }
     /// Map from port GUID to slot for every addressable port (switch port 0
     /// and connected CA/router ports); used by readers that key entries by

@@ -673,3 +673,24 @@ fn dfdn_on_sssp_is_deadlock_free_with_diameter_vls() {
     assert!(rep.ok());
     assert_eq!(rep.vls_used, 3);
 }
+
+/// A node found by GUID is the node with that GUID, for every node of a
+/// fabric and its hosts; a GUID the fabric lacks finds nothing.
+#[test]
+fn every_node_is_found_by_its_guid_and_no_other() {
+    let f =
+        fabric::generate::generate(&fabric::generate::Topology::Dragonfly { p: 3, hosts: None })
+            .expect("df3");
+    for n in 0..f.num_nodes() as u32 {
+        assert_eq!(f.find_node_by_guid(f.guid(n)), Some(n));
+    }
+    let max = (0..f.num_nodes() as u32)
+        .map(|n| f.guid(n))
+        .max()
+        .unwrap_or(0);
+    assert_eq!(f.find_node_by_guid(max + 1), None);
+    assert_eq!(f.find_node_by_guid(0), None);
+    // Links cut keep the index: the nodes are the same.
+    let cut = f.without_links(&f.switch_links()[..1]);
+    assert_eq!(cut.find_node_by_guid(f.guid(5)), Some(5));
+}
