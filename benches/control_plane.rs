@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{route, without_last_hosts};
+use common::{register, route, without_last_hosts};
 use fabric::multi::fat_tree_subnets;
 use proto::v1;
 use settings::ConfigFile;
@@ -110,16 +110,7 @@ async fn one_run(
         .expect("connect");
     let mut sessions = Vec::new();
     for r in reports {
-        let reg = client
-            .register(v1::RegisterRequest {
-                agent_id: format!("agent-{:x}", r.subnet_prefix),
-                subnet_prefix: r.subnet_prefix,
-                query_addr: String::new(),
-            })
-            .await
-            .expect("register")
-            .into_inner();
-        sessions.push(reg.session);
+        sessions.push(register(&mut client, r.subnet_prefix).await);
     }
     let wait_all = |version: u64| {
         let fws = fws.clone();

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{route, without_last_hosts};
+use common::{register, route, without_last_hosts};
 use fabric::multi::fat_tree_subnets;
 use proto::v1;
 use std::process::{Child, Command, Stdio};
@@ -169,22 +169,14 @@ fn main() {
         println!("| 0 | - | {idle:.0} | - |");
         let mut sessions = Vec::new();
         for (k, r) in reports.iter().enumerate() {
-            let reg = client
-                .register(v1::RegisterRequest {
-                    agent_id: format!("agent-{:x}", r.subnet_prefix),
-                    subnet_prefix: r.subnet_prefix,
-                    query_addr: String::new(),
-                })
-                .await
-                .expect("register")
-                .into_inner();
+            let session = register(&mut client, r.subnet_prefix).await;
             let mut r = r.clone();
-            r.session = reg.session.clone();
+            r.session = session.clone();
             r.generation = 1;
             let t = Instant::now();
             client.report(r).await.expect("report");
             let secs = t.elapsed().as_secs_f64();
-            sessions.push(reg.session);
+            sessions.push(session);
             let (rss, hwm) = memory(pid);
             println!("| {} | {secs:.2} | {rss:.0} | {hwm:.0} |", k + 1);
         }

@@ -3,6 +3,7 @@
 
 use proto::v1;
 use settings::ConfigFile;
+use tonic::transport::Channel;
 
 /// `text` (ibnetdiscover) without its last `k` hosts: their blocks and
 /// the switch lines that link them, as a discovery run after their cables
@@ -48,4 +49,22 @@ pub fn route(name: &str, prefix: u64, net: &std::path::Path) -> v1::SubnetReport
     )
     .expect("config");
     agent::subnet::route_subnet(&cfg).expect("routes").report
+}
+
+/// Registers the agent of `prefix` with the controller `client` talks to;
+/// the session its reports carry.
+pub async fn register(
+    client: &mut v1::controller_client::ControllerClient<Channel>,
+    prefix: u64,
+) -> String {
+    client
+        .register(v1::RegisterRequest {
+            agent_id: format!("agent-{prefix:x}"),
+            subnet_prefix: prefix,
+            query_addr: String::new(),
+        })
+        .await
+        .expect("register")
+        .into_inner()
+        .session
 }

@@ -3,11 +3,10 @@
 //! curves), from a topology file; the same figures as the `dqr` bench for
 //! the same fabric, engine, variant and seed.
 
-use super::reroute::TurnsArg;
 use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use fabric::dqr::curve::{self, Curve, CurveSetup, ListAfter};
-use fabric::dqr::{self, ChannelList, Options};
+use fabric::dqr::{self, ChannelList, Options, Turns};
 use fabric::routing::{EngineKind, EngineOptions};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -33,7 +32,7 @@ pub struct DqrCurveArgs {
     seed: u64,
     /// How turns that go down the channel list are admitted.
     #[arg(long, value_enum, default_value = "all")]
-    turns: TurnsArg,
+    turns: Turns,
     /// Local detours around each failed link before the search (default:
     /// `mesh` for `dor` and `ecube`, `none` otherwise, as `reroute`).
     #[arg(long, value_enum)]
@@ -41,20 +40,13 @@ pub struct DqrCurveArgs {
     /// The channel list after each reroute: pruned to the new tables (as
     /// the agent does), rebuilt afresh, or carried.
     #[arg(long, value_enum, default_value = "pruned")]
-    list: ListArg,
+    list: ListAfter,
     /// Also draw the curve as an SVG to this file.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum ListArg {
-    Pruned,
-    Rebuilt,
-    Carried,
 }
 
 #[derive(Serialize)]
@@ -98,15 +90,11 @@ pub fn run(a: DqrCurveArgs) -> Result<i32> {
         faults: a.faults,
         seed: a.seed,
         options: Options {
-            turns: a.turns.turns(),
+            turns: a.turns,
             detours,
             ..Options::default()
         },
-        list: match a.list {
-            ListArg::Pruned => ListAfter::Pruned,
-            ListArg::Rebuilt => ListAfter::Rebuilt,
-            ListArg::Carried => ListAfter::Carried,
-        },
+        list: a.list,
     };
     let pb = super::progress_bar("runs");
     if let Some(pb) = &pb {

@@ -41,7 +41,7 @@ pub struct RerouteArgs {
     engine: Option<EngineKind>,
     /// How turns that go down the channel list are admitted.
     #[arg(long, value_enum, default_value = "all")]
-    turns: TurnsArg,
+    turns: Turns,
     /// Keep every flow on its SL (do not search the other VL layers).
     #[arg(long)]
     no_layers: bool,
@@ -55,23 +55,6 @@ pub struct RerouteArgs {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub(super) enum TurnsArg {
-    None,
-    Single,
-    All,
-}
-
-impl TurnsArg {
-    pub(super) fn turns(self) -> Turns {
-        match self {
-            TurnsArg::None => Turns::None,
-            TurnsArg::Single => Turns::Single,
-            TurnsArg::All => Turns::All,
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -156,7 +139,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     }
     let f1 = dqr::apply_faults(&f0, &faults);
     let opts = Options {
-        turns: a.turns.turns(),
+        turns: a.turns,
         layers: !a.no_layers,
         check_transition: true,
         // The gate below verifies the new tables in full before writing.

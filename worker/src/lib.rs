@@ -334,25 +334,25 @@ impl Worker {
         }
         let mine = format!("{owner}#");
         let held = jobs.iter().filter(|(j, _)| j.starts_with(&mine)).count();
-        let mut drop = Vec::new();
+        let mut evict = Vec::new();
         let idle = |(j, job): &(String, Arc<Job>), only: Option<&str>| {
             only.is_none_or(|m| j.starts_with(m)) && !in_use(job)
         };
         // The caller's own jobs first, then anyone's for the bound in all.
         let over_own = (held + 1).saturating_sub(self.max_jobs);
-        drop.extend(
+        evict.extend(
             (0..jobs.len())
                 .filter(|&k| idle(&jobs[k], Some(&mine)))
                 .take(over_own),
         );
-        let over_all = (jobs.len() + 1 - drop.len()).saturating_sub(2 * self.max_jobs);
-        let own = drop.len();
+        let over_all = (jobs.len() + 1 - evict.len()).saturating_sub(2 * self.max_jobs);
+        let own = evict.len();
         let others: Vec<usize> = (0..jobs.len())
-            .filter(|k| !drop.contains(k) && idle(&jobs[*k], None))
+            .filter(|k| !evict.contains(k) && idle(&jobs[*k], None))
             .take(over_all)
             .collect();
-        drop.extend(others);
-        if own < over_own || drop.len() - own < over_all {
+        evict.extend(others);
+        if own < over_own || evict.len() - own < over_all {
             return Err(Status::resource_exhausted(format!(
                 "the worker holds {} jobs ({held} of this caller, at most {} each and {} in all) \
                  and every one it could drop is in use; the work goes elsewhere",
@@ -361,8 +361,8 @@ impl Worker {
                 2 * self.max_jobs
             )));
         }
-        drop.sort_unstable();
-        for k in drop.into_iter().rev() {
+        evict.sort_unstable();
+        for k in evict.into_iter().rev() {
             jobs.remove(k);
         }
         jobs.push_back((id, Arc::new(job)));

@@ -51,11 +51,6 @@ impl<T: Versioned + Default> Held<T> {
         &self.digest
     }
 
-    /// Bytes the content takes encoded.
-    pub fn encoded_len(&self) -> usize {
-        self.content.len()
-    }
-
     /// The result as it is sent: its content at its version.
     pub fn decode(&self) -> Result<T, prost::DecodeError> {
         let mut t = T::decode(self.content.as_slice())?;

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 
 /// What the channel list becomes after a reroute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum ListAfter {
     /// Pruned to the new tables' dependencies, its order kept, unless a

@@ -76,6 +76,7 @@ const DEST_RETRIES: usize = 8;
 
 /// How illegal turns (down the channel list) are admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Turns {
     /// Only turns that go up the list as it stands.
