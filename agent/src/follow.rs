@@ -132,42 +132,18 @@ pub fn confirm(
                 &lfts_only
             }
         };
-        let last = match read {
-            Ok(rb) => {
-                let c = fabric::audit::compare(wf, expect, &rb.fabric, &rb.routing, sampled, 3);
-                if c.matches() {
-                    if step == Step::Final {
-                        let tables = fabric::audit::verifiable(
-                            wf,
-                            written,
-                            &rb.fabric,
-                            &rb.routing,
-                            sampled,
-                        );
-                        let r = fabric::verify::verify(&rb.fabric, &tables);
-                        if !r.ok() {
-                            return Err(FollowError::LiveUnsafe(format!(
-                                "{} broken pairs, cycle: {}",
-                                r.broken_pairs,
-                                if r.deadlock_free() { "none" } else { "yes" }
-                            )));
-                        }
-                    }
-                    return Ok(Confirmed {
-                        generation,
-                        seconds: t0.elapsed().as_secs_f64(),
-                        lft_entries: c.lft_entries,
-                        sl2vl_rows: c.sl2vl_rows,
-                        path_sls: c.path_sls,
-                    });
-                }
-                format!(
-                    "{} of {} entries differ, first {:?}",
-                    c.differences,
-                    c.lft_entries + c.sl2vl_rows + c.path_sls,
-                    c.first.first()
-                )
+        let last = match read.map(|rb| matches_written(wf, written, expect, step, &rb, sampled)) {
+            Ok(Ok(c)) => {
+                return Ok(Confirmed {
+                    generation,
+                    seconds: t0.elapsed().as_secs_f64(),
+                    lft_entries: c.lft_entries,
+                    sl2vl_rows: c.sl2vl_rows,
+                    path_sls: c.path_sls,
+                });
             }
+            Ok(Err(Differ::Unsafe(why))) => return Err(FollowError::LiveUnsafe(why)),
+            Ok(Err(Differ::Not(last))) => last,
             Err(e) => e.to_string(),
         };
         if Instant::now() >= deadline {
@@ -179,6 +155,47 @@ pub fn confirm(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Why a read-back does not confirm the written tables.
+enum Differ {
+    /// Not (yet) what was written: the reason, for the last attempt.
+    Not(String),
+    /// What was written is in force, and it is not safe as read.
+    Unsafe(String),
+}
+
+/// Compares one read-back with `expect` (the written tables, or their
+/// LFTs alone for a drain stage); final tables are verified as read too.
+fn matches_written(
+    wf: &Fabric,
+    written: &Routing,
+    expect: &Routing,
+    step: Step,
+    rb: &crate::live::ReadBack,
+    sampled: bool,
+) -> Result<fabric::audit::Comparison, Differ> {
+    let c = fabric::audit::compare(wf, expect, &rb.fabric, &rb.routing, sampled, 3);
+    if !c.matches() {
+        return Err(Differ::Not(format!(
+            "{} of {} entries differ, first {:?}",
+            c.differences,
+            c.lft_entries + c.sl2vl_rows + c.path_sls,
+            c.first.first()
+        )));
+    }
+    if step == Step::Final {
+        let tables = fabric::audit::verifiable(wf, written, &rb.fabric, &rb.routing, sampled);
+        let r = fabric::verify::verify(&rb.fabric, &tables);
+        if !r.ok() {
+            return Err(Differ::Unsafe(format!(
+                "{} broken pairs, cycle: {}",
+                r.broken_pairs,
+                if r.deadlock_free() { "none" } else { "yes" }
+            )));
+        }
+    }
+    Ok(c)
 }
 
 fn signal_opensm(pid_file: &Path) {
@@ -401,19 +418,21 @@ pub async fn follow_fabric(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool
     }
 }
 
-/// At start: the fabric's topology into the `topology` file. When the
-/// fabric cannot be read and a topology file exists, that file serves.
-pub async fn initial_discovery(agent: &Arc<Agent>) -> Result<(), AgentError> {
+/// At start: the fabric's topology into the `topology` file, and the
+/// fabric as parsed, for the first route to take in memory. When the
+/// fabric cannot be read and a topology file exists, that file serves
+/// (None: the first route reads it).
+pub async fn initial_discovery(agent: &Arc<Agent>) -> Result<Option<Fabric>, AgentError> {
     let Some(live) = agent.cfg.fabric.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     let cfg = agent.cfg.clone();
     let res = tokio::task::spawn_blocking(move || discover_into(&cfg, &live, None)).await?;
     match res {
-        Ok(_) => Ok(()),
+        Ok(found) => Ok(found),
         Err(e) if agent.cfg.topology.exists() => {
             tracing::warn!(topology = %agent.cfg.topology.display(), "cannot read the fabric ({e}); routing the topology file until it can");
-            Ok(())
+            Ok(None)
         }
         Err(e) => Err(AgentError::Follow(e)),
     }

@@ -32,11 +32,11 @@ pub async fn run(
         )?),
         None => None,
     };
-    follow::initial_discovery(&agent).await?;
+    let found = follow::initial_discovery(&agent).await?;
     // Looked at before the first route reads it, so that a change made
     // while the agent starts is a change the watch sees.
     let seen = FileLook::take(&agent.cfg.topology);
-    agent.reroute().await?;
+    agent.reroute_with(found).await?;
     let mut tasks = Vec::new();
     if agent.cfg.fabric.is_some() {
         let a = agent.clone();

@@ -99,56 +99,14 @@ pub fn compare(
         let (Some(wsi), Some(lsi)) = (wf.switch_index(sw), lf.switch_index(lsw)) else {
             continue;
         };
-        for &(dg, wlid) in &dests {
-            c.lft_entries += 1;
-            let w = written.lfts.get(wsi, wlid);
-            let l = match live_lid(dg) {
-                Some(ll) => live.lfts.get(lsi, ll),
-                None => {
-                    c.differ(
-                        Difference::Missing {
-                            what: format!("port 0x{dg:016x}"),
-                        },
-                        limit,
-                    );
-                    continue;
-                }
-            };
-            if w != l {
-                c.differ(
-                    Difference::Lft {
-                        switch: g,
-                        destination: dg,
-                        written: w,
-                        live: l,
-                    },
-                    limit,
-                );
-            }
-        }
+        let at = Switches {
+            guid: g,
+            written: (wf, sw, wsi),
+            live: lsi,
+        };
+        compare_lfts(&mut c, &at, &dests, written, live, &live_lid, limit);
         if let (Some(wt), Some(lt)) = (&written.sl2vl, &live.sl2vl) {
-            let np = wf.num_ports(sw);
-            for out in 1..=np {
-                if wf.remote(wf.slot(sw, out)) == NONE {
-                    continue;
-                }
-                for inp in 0..=np {
-                    c.sl2vl_rows += 1;
-                    let (w, l) = (wt.switch_row(wsi, inp, out), lt.switch_row(lsi, inp, out));
-                    if w != l {
-                        c.differ(
-                            Difference::Sl2Vl {
-                                guid: g,
-                                in_port: inp,
-                                out_port: out,
-                                written: w,
-                                live: l,
-                            },
-                            limit,
-                        );
-                    }
-                }
-            }
+            compare_switch_sl2vl(&mut c, &at, wt, lt, limit);
         }
     }
     if let (Some(wt), Some(lt)) = (&written.sl2vl, &live.sl2vl) {
@@ -175,6 +133,79 @@ pub fn compare(
     }
     compare_path_sls(&mut c, wf, written, live, &live_lid, sampled_paths, limit);
     c
+}
+
+/// One switch on both sides: its GUID, the written fabric with the
+/// switch's index there, and the live switch's node and index.
+struct Switches<'a> {
+    guid: u64,
+    written: (&'a Fabric, crate::model::NodeId, u32),
+    live: u32,
+}
+
+/// A switch's LFT entry for every written destination, written against
+/// live (destinations matched by port GUID).
+fn compare_lfts(
+    c: &mut Comparison,
+    at: &Switches<'_>,
+    dests: &[(u64, u16)],
+    written: &Routing,
+    live: &Routing,
+    live_lid: &dyn Fn(u64) -> Option<u16>,
+    limit: usize,
+) {
+    let (wsi, lsi) = (at.written.2, at.live);
+    for &(dg, wlid) in dests {
+        c.lft_entries += 1;
+        let w = written.lfts.get(wsi, wlid);
+        let Some(ll) = live_lid(dg) else {
+            let what = format!("port 0x{dg:016x}");
+            c.differ(Difference::Missing { what }, limit);
+            continue;
+        };
+        let l = live.lfts.get(lsi, ll);
+        if w != l {
+            let d = Difference::Lft {
+                switch: at.guid,
+                destination: dg,
+                written: w,
+                live: l,
+            };
+            c.differ(d, limit);
+        }
+    }
+}
+
+/// A switch's SL-to-VL row for every (input, linked output) port pair.
+fn compare_switch_sl2vl(
+    c: &mut Comparison,
+    at: &Switches<'_>,
+    wt: &crate::tables::Sl2Vl,
+    lt: &crate::tables::Sl2Vl,
+    limit: usize,
+) {
+    let (wf, sw, wsi) = at.written;
+    let lsi = at.live;
+    let np = wf.num_ports(sw);
+    for out in 1..=np {
+        if wf.remote(wf.slot(sw, out)) == NONE {
+            continue;
+        }
+        for inp in 0..=np {
+            c.sl2vl_rows += 1;
+            let (w, l) = (wt.switch_row(wsi, inp, out), lt.switch_row(lsi, inp, out));
+            if w != l {
+                let d = Difference::Sl2Vl {
+                    guid: at.guid,
+                    in_port: inp,
+                    out_port: out,
+                    written: w,
+                    live: l,
+                };
+                c.differ(d, limit);
+            }
+        }
+    }
 }
 
 /// The path SL of every CA pair, written against live (end ports matched

@@ -178,61 +178,18 @@ pub fn run(a: RouteMultiArgs) -> Result<i32> {
     );
     let global = verdict(&composed, exhaustive.as_ref());
 
-    let mapping_of = |prefix: u64| routes.mappings.iter().find(|mp| mp.prefix == prefix);
-    let mut files = Vec::new();
-    let mut removed = Vec::new();
-    if global.ok() {
-        let subnets = m
-            .subnets
-            .iter()
-            .zip(&routed.routings)
-            .map(|(s, v)| {
-                let dir = a.out.join(&s.name);
-                Ok(routes_files::SubnetOut {
-                    tables: fabric::formats::stage_routing(
-                        &s.fabric,
-                        v,
-                        &dir,
-                        fabric::formats::Export {
-                            opensm_dump: a.opensm_dump,
-                        },
-                    )?,
-                    dir,
-                    fabric: &s.fabric,
-                    prefix: s.prefix,
-                })
-            })
-            .collect::<Result<Vec<_>, fabric::Error>>()?;
-        let done = routes_files::write_fabric(&a.out, subnets, &routes)?;
-        files = done.written;
-        removed = done.removed;
-    }
+    let (files, removed) = if global.ok() {
+        write_all(&a, m, &routed, &routes)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let summary = Summary {
         algorithm: routes.algorithm.clone(),
         transit: match a.transit {
             TransitArg::Updown => "updown",
             TransitArg::Shortest => "shortest",
         },
-        subnets: m
-            .subnets
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let rep = routed.routings[i].report();
-                let mp = mapping_of(s.prefix);
-                SubnetOut {
-                    name: s.name.clone(),
-                    prefix: format!("{:#018x}", s.prefix),
-                    engine: engines[i],
-                    hcas: s.fabric.num_cas(),
-                    switches: s.fabric.switches().len(),
-                    vls: rep.vls_used,
-                    deadlock_free: rep.deadlock_free(),
-                    mapping_entries: mp.map_or(0, |mp| mp.entries.len()),
-                    default_routes: mp.map_or(0, |mp| mp.defaults.len()),
-                }
-            })
-            .collect(),
+        subnets: subnet_rows(m, &routed, &routes, &engines),
         routers: routes.routers.len(),
         router_rules: routes
             .routers
@@ -276,6 +233,61 @@ fn route_subnets(
         Err(e) => Err(anyhow::Error::from(e)
             .context(format!("routing the subnets of {}", a.manifest.display()))),
     }
+}
+
+/// Stages every subnet's table set and commits the whole fabric's files:
+/// what was written and what an earlier run left that was removed.
+fn write_all(
+    a: &RouteMultiArgs,
+    m: &fabric::multi::MultiFabric,
+    routed: &pipeline::Routed,
+    routes: &fabric::intersubnet::InterSubnetRoutes,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let export = fabric::formats::Export {
+        opensm_dump: a.opensm_dump,
+    };
+    let mut subnets = Vec::with_capacity(m.subnets.len());
+    for (s, v) in m.subnets.iter().zip(&routed.routings) {
+        let dir = a.out.join(&s.name);
+        subnets.push(routes_files::SubnetOut {
+            tables: fabric::formats::stage_routing(&s.fabric, v, &dir, export)?,
+            dir,
+            fabric: &s.fabric,
+            prefix: s.prefix,
+        });
+    }
+    let done = routes_files::write_fabric(&a.out, subnets, routes)?;
+    Ok((done.written, done.removed))
+}
+
+/// One summary row per subnet.
+fn subnet_rows(
+    m: &fabric::multi::MultiFabric,
+    routed: &pipeline::Routed,
+    routes: &fabric::intersubnet::InterSubnetRoutes,
+    engines: &[EngineKind],
+) -> Vec<SubnetOut> {
+    let mapping_of = |prefix: u64| routes.mappings.iter().find(|mp| mp.prefix == prefix);
+    m.subnets
+        .iter()
+        .zip(&routed.routings)
+        .zip(engines)
+        .map(|((s, v), &engine)| {
+            let rep = v.report();
+            let mp = mapping_of(s.prefix);
+            SubnetOut {
+                name: s.name.clone(),
+                prefix: format!("{:#018x}", s.prefix),
+                engine,
+                hcas: s.fabric.num_cas(),
+                switches: s.fabric.switches().len(),
+                vls: rep.vls_used,
+                deadlock_free: rep.deadlock_free(),
+                mapping_entries: mp.map_or(0, |mp| mp.entries.len()),
+                default_routes: mp.map_or(0, |mp| mp.defaults.len()),
+            }
+        })
+        .collect()
 }
 
 /// The all-pairs check of the whole fabric (hosts squared), with progress.

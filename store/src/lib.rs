@@ -440,42 +440,66 @@ pub async fn observe_leader(
         loop {
             let ended = tokio::select! {
                 _ = tx.closed() => return,
-                ev = w.next() => match ev {
-                    Some(Ok(ev)) if ev.key == key => {
-                        let v = match ev.kind {
-                            EventKind::Put => candidate_id(store.namespace(), &election, ev.value).ok(),
-                            EventKind::Delete => None,
-                        };
-                        tx.send_replace(v);
-                        None
-                    }
-                    Some(Ok(_)) => None,
-                    Some(Err(e)) => Some(e.to_string()),
-                    None => Some("watch ended".to_string()),
-                },
+                ev = w.next() => leader_event(ev, &key, store.namespace(), &election, &tx),
             };
             let Some(why) = ended else { continue };
             tracing::warn!(election = %election, error = %why, "following the leader: resyncing");
-            loop {
-                tx.send_replace(None);
-                tokio::select! {
-                    _ = tx.closed() => return,
-                    _ = tokio::time::sleep(retry) => {}
-                }
-                match leader_snapshot(store.as_ref(), &key, &election).await {
-                    Ok((nw, cur)) => {
-                        w = nw;
-                        tx.send_replace(cur);
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(election = %election, error = %e, "following the leader")
-                    }
-                }
+            match resync_leader(store.as_ref(), &key, &election, retry, &tx).await {
+                Some(nw) => w = nw,
+                None => return,
             }
         }
     });
     Ok(rx)
+}
+
+/// Applies one event of the leader watch to `tx`; Some(why) when the
+/// watch failed or ended and must be synced again.
+fn leader_event(
+    ev: Option<Result<Event, StoreError>>,
+    key: &str,
+    namespace: &str,
+    election: &str,
+    tx: &watch::Sender<Option<String>>,
+) -> Option<String> {
+    match ev {
+        Some(Ok(ev)) if ev.key == key => {
+            let v = match ev.kind {
+                EventKind::Put => candidate_id(namespace, election, ev.value).ok(),
+                EventKind::Delete => None,
+            };
+            tx.send_replace(v);
+            None
+        }
+        Some(Ok(_)) => None,
+        Some(Err(e)) => Some(e.to_string()),
+        None => Some("watch ended".to_string()),
+    }
+}
+
+/// Names no leader until the store answers again, every `retry`; the new
+/// watch, or None when every receiver is gone.
+async fn resync_leader(
+    store: &dyn Store,
+    key: &str,
+    election: &str,
+    retry: Duration,
+    tx: &watch::Sender<Option<String>>,
+) -> Option<Watch> {
+    loop {
+        tx.send_replace(None);
+        tokio::select! {
+            _ = tx.closed() => return None,
+            _ = tokio::time::sleep(retry) => {}
+        }
+        match leader_snapshot(store, key, election).await {
+            Ok((nw, cur)) => {
+                tx.send_replace(cur);
+                return Some(nw);
+            }
+            Err(e) => tracing::warn!(election = %election, error = %e, "following the leader"),
+        }
+    }
 }
 
 /// Watch first, then read: no change between the two is missed.

@@ -396,36 +396,12 @@ fn traffic(net: &Network<'_>, a: &SimArgs, cfg: Config, name: &str, alg: &str) -
     }
     .with_context(|| format!("{name}, {alg}: ring traffic"))?;
     let mut uniform = Vec::new();
-    let us = |x: f64| (x * a.link_mbs).round() as u64;
     for &isp in &a.isp.0 {
-        let u = Uniform {
-            isp: isp as f64 / 100.0,
-            hot_spot: a.hot_spot,
-            samples: a.samples,
-            seed: a.seed,
-        };
-        let t = match a.model {
-            Model::Flow => sim::uniform(net, &u),
-            Model::Packet => {
-                let s = Saturate {
-                    traffic: u,
-                    message: 2048,
-                    min_packet: a.min_packet.unwrap_or(a.mtu),
-                    warmup: us(a.warmup_us),
-                    window: us(a.window_us),
-                    skip_unroutable: false,
-                };
-                workload::saturate(net, cfg, &s).map(|t| {
-                    if let Some(d) = t.deadlock {
-                        if deadlock.is_none() {
-                            deadlock = Some(seen(format!("uniform ISP {isp}%"), d));
-                        }
-                    }
-                    t.throughput
-                })
-            }
+        let (t, d) = uniform_at(net, a, cfg, isp)
+            .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
+        if deadlock.is_none() {
+            deadlock = d.map(|d| seen(format!("uniform ISP {isp}%"), d));
         }
-        .with_context(|| format!("{name}, {alg}: uniform traffic at ISP {isp}%"))?;
         uniform.push((isp, t * 100.0));
     }
     let mbs = |x: f64| x * a.link_mbs;
@@ -439,6 +415,38 @@ fn traffic(net: &Network<'_>, a: &SimArgs, cfg: Config, name: &str, alg: &str) -
         uniform,
         deadlock,
     })
+}
+
+/// Uniform traffic at inter-subnet share `isp` (percent): the accepted
+/// throughput (a share of the link rate) and the deadlock the packet
+/// model saw, if any.
+fn uniform_at(
+    net: &Network<'_>,
+    a: &SimArgs,
+    cfg: Config,
+    isp: u32,
+) -> Result<(f64, Option<workload::Deadlocked>), fabric::Error> {
+    let u = Uniform {
+        isp: isp as f64 / 100.0,
+        hot_spot: a.hot_spot,
+        samples: a.samples,
+        seed: a.seed,
+    };
+    match a.model {
+        Model::Flow => sim::uniform(net, &u).map(|t| (t, None)),
+        Model::Packet => {
+            let us = |x: f64| (x * a.link_mbs).round() as u64;
+            let s = Saturate {
+                traffic: u,
+                message: 2048,
+                min_packet: a.min_packet.unwrap_or(a.mtu),
+                warmup: us(a.warmup_us),
+                window: us(a.window_us),
+                skip_unroutable: false,
+            };
+            workload::saturate(net, cfg, &s).map(|t| (t.throughput, t.deadlock))
+        }
+    }
 }
 
 fn progress(n: usize) -> Option<indicatif::ProgressBar> {
@@ -462,6 +470,60 @@ fn rings_of(r: &SimReport) -> usize {
         .unwrap_or(0)
 }
 
+fn print_result(x: &AlgResult) {
+    let g = &x.global;
+    let check = if g.ok() {
+        format!("ok, {} VL", g.vls_used)
+    } else if g.cycle.is_some() {
+        "CYCLE".to_string()
+    } else {
+        format!("{} unreach.", g.unreachable)
+    };
+    match &x.traffic {
+        Some(t) => {
+            let u: Vec<String> = t
+                .uniform
+                .iter()
+                .map(|(isp, v)| format!("{isp}%:{v:.1}"))
+                .collect();
+            let ror = format!(
+                "{:.0}/{:.0}/{:.0}",
+                t.ror_min_mbs, t.ror_max_mbs, t.ror_avg_mbs
+            );
+            println!(
+                "  {:<9} {:>10} {:>9.0} {:>22} {:>13.0}   {}",
+                x.algorithm,
+                check,
+                t.nor_mbs,
+                ror,
+                t.ror_flow_avg_mbs,
+                u.join(" ")
+            );
+        }
+        None => println!(
+            "  {:<9} {:>10}   (no traffic: unreachable pairs)",
+            x.algorithm, check
+        ),
+    }
+    if let Some(c) = &g.cycle {
+        println!("    dependency cycle: {}", c.join(" => "));
+    }
+    if let Some(d) = x.traffic.as_ref().and_then(|t| t.deadlock.as_ref()) {
+        println!(
+            "    DEADLOCK in {} after {:.1} µs, full buffers waiting in a cycle: {}",
+            d.traffic,
+            d.at_us,
+            d.channels.join(" => ")
+        );
+    }
+    if let Some(w) = &g.first_unreachable {
+        println!(
+            "    {} of {} pairs unreachable, e.g. {w}",
+            g.unreachable, g.pairs
+        );
+    }
+}
+
 fn print_text(r: &SimReport) {
     println!(
         "{} model, engine {} (where a manifest names none), links {} MB/s, seed {}, {} random rings; uniform: hot spot {}, {} samples",
@@ -483,56 +545,7 @@ fn print_text(r: &SimReport) {
             "algorithm", "global", "NOR MB/s", "ROR min/max/avg MB/s", "flow avg MB/s"
         );
         for x in &s.results {
-            let g = &x.global;
-            let check = if g.ok() {
-                format!("ok, {} VL", g.vls_used)
-            } else if g.cycle.is_some() {
-                "CYCLE".to_string()
-            } else {
-                format!("{} unreach.", g.unreachable)
-            };
-            match &x.traffic {
-                Some(t) => {
-                    let u: Vec<String> = t
-                        .uniform
-                        .iter()
-                        .map(|(isp, v)| format!("{isp}%:{v:.1}"))
-                        .collect();
-                    println!(
-                        "  {:<9} {:>10} {:>9.0} {:>22} {:>13.0}   {}",
-                        x.algorithm,
-                        check,
-                        t.nor_mbs,
-                        format!(
-                            "{:.0}/{:.0}/{:.0}",
-                            t.ror_min_mbs, t.ror_max_mbs, t.ror_avg_mbs
-                        ),
-                        t.ror_flow_avg_mbs,
-                        u.join(" ")
-                    );
-                }
-                None => println!(
-                    "  {:<9} {:>10}   (no traffic: unreachable pairs)",
-                    x.algorithm, check
-                ),
-            }
-            if let Some(c) = &g.cycle {
-                println!("    dependency cycle: {}", c.join(" => "));
-            }
-            if let Some(d) = x.traffic.as_ref().and_then(|t| t.deadlock.as_ref()) {
-                println!(
-                    "    DEADLOCK in {} after {:.1} µs, full buffers waiting in a cycle: {}",
-                    d.traffic,
-                    d.at_us,
-                    d.channels.join(" => ")
-                );
-            }
-            if let Some(w) = &g.first_unreachable {
-                println!(
-                    "    {} of {} pairs unreachable, e.g. {w}",
-                    g.unreachable, g.pairs
-                );
-            }
+            print_result(x);
         }
         let avg = |n: &str| {
             s.results
