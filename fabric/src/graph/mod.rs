@@ -1,8 +1,14 @@
 //! Switch-to-switch adjacency in CSR form and all-pairs hop counts, the
 //! shared basis of generators' checks, routing engines and `info`; and the
-//! incremental topological order ([`topo_order`]) that keeps channel
-//! dependency graphs acyclic as routes add to them.
+//! incremental orders that keep channel dependency graphs acyclic as
+//! routes add to them: a total order ([`topo_order`], for LASH and DQR,
+//! which also read positions) and levels ([`level_order`], for Nue, whose
+//! dense layers near the LID limit make a total order move the same
+//! channels again and again).
 
+pub mod level_order;
+#[cfg(test)]
+pub(crate) mod test_graph;
 pub mod topo_order;
 
 use crate::model::{Fabric, NONE, NodeKind, Slot};

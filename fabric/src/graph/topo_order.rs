@@ -273,72 +273,8 @@ impl TopoOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::test_graph::Graph;
     use proptest::prelude::*;
-
-    /// Adjacency lists both ways, the simplest store a caller could have.
-    #[derive(Default)]
-    struct Graph {
-        out: Vec<Vec<u32>>,
-        inn: Vec<Vec<u32>>,
-    }
-
-    impl Graph {
-        fn new(n: usize) -> Self {
-            Self {
-                out: vec![Vec::new(); n],
-                inn: vec![Vec::new(); n],
-            }
-        }
-
-        fn insert(&mut self, a: u32, b: u32) {
-            self.out[a as usize].push(b);
-            self.inn[b as usize].push(a);
-        }
-
-        fn remove(&mut self, a: u32, b: u32) {
-            self.out[a as usize].retain(|&x| x != b);
-            self.inn[b as usize].retain(|&x| x != a);
-        }
-
-        fn has(&self, a: u32, b: u32) -> bool {
-            self.out[a as usize].contains(&b)
-        }
-
-        /// Whether `a` reaches `b`, by plain search.
-        fn reaches(&self, a: u32, b: u32) -> bool {
-            let mut seen = vec![false; self.out.len()];
-            let mut stack = vec![a];
-            seen[a as usize] = true;
-            while let Some(v) = stack.pop() {
-                if v == b {
-                    return true;
-                }
-                for &w in &self.out[v as usize] {
-                    if !seen[w as usize] {
-                        seen[w as usize] = true;
-                        stack.push(w);
-                    }
-                }
-            }
-            false
-        }
-
-        fn edges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-            self.out
-                .iter()
-                .enumerate()
-                .flat_map(|(a, bs)| bs.iter().map(move |&b| (a as u32, b)))
-        }
-    }
-
-    impl Digraph for Graph {
-        fn successors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
-            self.out[v as usize].iter().copied()
-        }
-        fn predecessors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
-            self.inn[v as usize].iter().copied()
-        }
-    }
 
     fn add(order: &mut TopoOrder, g: &mut Graph, a: u32, b: u32) -> Result<(), ClosesCycle> {
         order.try_add_edge(g, a, b)?;

@@ -4,9 +4,9 @@
 
 use super::ROOT_SAMPLES;
 use super::fail;
-use super::net::{Cdg, Net, USED};
+use super::net::{Cdg, Net, Turns, USED};
 use crate::error::Result;
-use crate::graph::topo_order::TopoOrder;
+use crate::graph::level_order::LevelOrder;
 use crate::model::NONE;
 
 /// A layer's spanning tree, rooted at the switch closest to its
@@ -85,27 +85,25 @@ impl EscapeTree {
         })
     }
 
-    /// An order the escape turns agree with: up channels by falling tail
-    /// depth, other channels, down channels by rising head depth.
-    pub(super) fn initial_order(&self, net: &Net) -> Result<TopoOrder> {
+    /// Levels the escape turns go up in: up channels by falling tail
+    /// depth, then every other channel, then down channels by rising head
+    /// depth.
+    pub(super) fn initial_order(&self, net: &Net) -> LevelOrder {
         let (up, depth) = (&self.up, &self.depth);
-        let nch = net.nch();
-        let mut key: Vec<(u8, u32, u32)> = (0..nch as u32)
+        let deepest = depth.iter().copied().max().unwrap_or(0);
+        let level = (0..net.nch() as u32)
             .map(|c| {
                 let (u, x) = (net.tail[c as usize], net.head[c as usize]);
                 if up[u as usize] == c {
-                    (0, u32::MAX - depth[u as usize], c)
+                    deepest - depth[u as usize]
                 } else if up[x as usize] == net.rev[c as usize] {
-                    (2, depth[x as usize], c)
+                    deepest + depth[x as usize]
                 } else {
-                    (1, 0, c)
+                    deepest
                 }
             })
             .collect();
-        key.sort_unstable();
-        let sequence: Vec<u32> = key.iter().map(|&(_, _, c)| c).collect();
-        TopoOrder::from_sequence(&sequence)
-            .map_err(|e| fail(format!("internal error: the escape order is broken: {e}")))
+        LevelOrder::with_levels(level)
     }
 }
 
@@ -114,8 +112,8 @@ impl EscapeTree {
 pub(super) fn insert_escape_turns(
     net: &Net,
     tree: &EscapeTree,
-    turns: &mut [u8],
-    order: &mut TopoOrder,
+    turns: &mut Turns,
+    order: &mut LevelOrder,
 ) -> Result<()> {
     let (up, has_dest) = (&tree.up, &tree.has_dest);
     let mut kids: Vec<Vec<u32>> = vec![Vec::new(); net.nsw];
@@ -152,8 +150,8 @@ pub(super) fn insert_escape_turns(
 
 fn add_escape_turn(
     net: &Net,
-    turns: &mut [u8],
-    order: &mut TopoOrder,
+    turns: &mut Turns,
+    order: &mut LevelOrder,
     a: u32,
     b: u32,
 ) -> Result<()> {
@@ -162,9 +160,16 @@ fn add_escape_turn(
         return Ok(());
     }
     order
-        .try_add_edge(&Cdg { net, turns }, a, b)
+        .try_add_edge(
+            &Cdg {
+                net,
+                turns: &*turns,
+            },
+            a,
+            b,
+        )
         .map_err(|_| fail("internal error: the escape turns are cyclic"))?;
-    turns[t] = USED;
+    turns.set(net, t, USED);
     Ok(())
 }
 

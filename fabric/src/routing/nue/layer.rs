@@ -2,12 +2,12 @@
 //! per-destination Dijkstra that grows its routes on the CDG.
 
 use super::escape::{EscapeTree, insert_escape_turns};
-use super::net::{BLOCKED, Cdg, Net, UNUSED, USED};
+use super::net::{BLOCKED, Cdg, Net, Turns, UNUSED, USED};
 use super::partition::Dest;
 use super::repair::repair;
 use super::{HOP_COST, fail};
 use crate::error::Result;
-use crate::graph::topo_order::TopoOrder;
+use crate::graph::level_order::LevelOrder;
 use crate::model::NONE;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,8 +22,8 @@ pub(super) struct Layer {
     pub(super) next: usize,
     /// Per switch: the channel toward its escape-tree parent (NONE at the root).
     pub(super) up: Vec<u32>,
-    pub(super) turns: Vec<u8>,
-    pub(super) order: TopoOrder,
+    pub(super) turns: Turns,
+    pub(super) order: LevelOrder,
     /// Load this layer added since the current round started, and its sum.
     pub(super) delta: Vec<u64>,
     pub(super) delta_sum: u64,
@@ -71,20 +71,25 @@ pub(super) struct Scratch {
     pub(super) edist: Vec<u64>,
     pub(super) path: Vec<u32>,
     pub(super) flow: Vec<u64>,
+    /// Per out channel `o`: the load on its reverse (the rounds' loads and
+    /// this layer's own), the weight [`Scratch::relax`] reads.
+    pub(super) load_in: Vec<u64>,
 }
 
 impl Scratch {
-    /// Offers the channels into the settled switch `x` to their tails.
+    /// Offers the channels into the settled switch `x` to their tails,
+    /// weighed by `load_in` (indexed by `x`'s out channels, so the loop
+    /// reads memory in order) plus `hop`.
     #[inline]
-    pub(super) fn relax(&mut self, net: &Net, x: u32, pass: u32, w: impl Fn(u32) -> u64) {
+    pub(super) fn relax(&mut self, net: &Net, x: u32, pass: u32, hop: u64) {
         let dx = self.dist[x as usize];
         for o in net.outs(x) {
-            let c = net.rev[o as usize];
-            let y = net.tail[c as usize] as usize;
+            let y = net.head[o as usize] as usize;
             if self.seen[y] == pass {
                 continue;
             }
-            let key = dx + w(c);
+            let c = net.rev[o as usize];
+            let key = dx + self.load_in[o as usize] + hop;
             if self.bstamp[y] != pass || (key, c) < self.best[y] {
                 self.bstamp[y] = pass;
                 self.best[y] = (key, c);
@@ -106,8 +111,8 @@ impl Layer {
         let n = net.nsw;
         let nch = net.nch();
         let tree = EscapeTree::new(net, members, weight)?;
-        let mut order = tree.initial_order(net)?;
-        let mut turns = vec![UNUSED; net.nturns];
+        let mut order = tree.initial_order(net);
+        let mut turns = Turns::new(net);
         insert_escape_turns(net, &tree, &mut turns, &mut order)?;
         let mut layer = Layer {
             sl,
@@ -146,6 +151,7 @@ impl Layer {
                 edist: vec![0; n],
                 path: Vec::new(),
                 flow: vec![0; n],
+                load_in: vec![0; nch],
             },
             fallbacks: 0,
             repairs: 0,
@@ -166,6 +172,10 @@ impl Layer {
         round: usize,
     ) -> Result<()> {
         let end = (self.next + round).min(self.dests.len());
+        for (o, l) in self.s.load_in.iter_mut().enumerate() {
+            let c = net.rev[o] as usize;
+            *l = global[c] + self.delta[c];
+        }
         while self.next < end {
             let d = self.dests[self.next];
             // The other layers are assumed to have added as much as this one
@@ -249,6 +259,7 @@ impl Layer {
                 let c = s.out[v as usize];
                 let fl = s.flow[v as usize];
                 delta[c as usize] += fl;
+                s.load_in[net.rev[c as usize] as usize] += fl;
                 *delta_sum += fl;
                 s.flow[net.head[c as usize] as usize] += fl;
             }
@@ -301,8 +312,8 @@ impl DestCtx<'_> {
     fn search(
         &self,
         s: &mut Scratch,
-        turns: &mut [u8],
-        order: &mut TopoOrder,
+        turns: &mut Turns,
+        order: &mut LevelOrder,
         delta: &[u64],
         try_repair: bool,
     ) -> u64 {
@@ -330,7 +341,7 @@ impl DestCtx<'_> {
         // heap; the others are looked up again if that one is refused.
         for i in 0..s.settled.len() {
             let x = s.settled[i];
-            s.relax(net, x, pass, |c| self.w(delta, c));
+            s.relax(net, x, pass, self.hop);
         }
         s.rerouted = false;
         loop {
@@ -349,11 +360,11 @@ impl DestCtx<'_> {
                 s.dist[u as usize] = du;
                 s.out[u as usize] = c;
                 s.settled.push(u);
-                s.relax(net, u, pass, |c| self.w(delta, c));
+                s.relax(net, u, pass, self.hop);
             }
             if s.settled.len() == net.nsw
                 || !try_repair
-                || !repair(net, turns, order, s, t, pass, self.ds, &|c| {
+                || !repair(net, turns, order, s, (t, pass, self.ds, self.hop), &|c| {
                     self.w(delta, c)
                 })
             {
@@ -366,7 +377,7 @@ impl DestCtx<'_> {
 
     /// Switch `u`'s cheapest way in was refused: queues all the others
     /// that are still open (none is cheaper than the refused one).
-    fn queue_others(&self, s: &mut Scratch, turns: &[u8], delta: &[u64], pass: u32, u: u32) {
+    fn queue_others(&self, s: &mut Scratch, turns: &Turns, delta: &[u64], pass: u32, u: u32) {
         let net = self.net;
         let mut best = (u64::MAX, NONE);
         for o in net.outs(u) {
@@ -390,14 +401,14 @@ impl DestCtx<'_> {
     fn fix_unreached(
         &self,
         s: &mut Scratch,
-        turns: &mut [u8],
+        turns: &mut Turns,
         delta: &[u64],
         sl: u8,
         lid: u16,
     ) -> Result<u64> {
         let (net, t, ds, pass) = (self.net, self.t, self.ds, s.pass);
         for &tid in s.added.iter().chain(&s.blocked_now) {
-            turns[tid as usize] = UNUSED;
+            turns.set(net, tid as usize, UNUSED);
         }
         let before = s.fixed_list.len();
         for u in 0..net.nsw as u32 {
@@ -454,8 +465,8 @@ impl DestCtx<'_> {
 /// a cycle; records what it decided for this pass.
 pub(super) fn admit(
     net: &Net,
-    turns: &mut [u8],
-    order: &mut TopoOrder,
+    turns: &mut Turns,
+    order: &mut LevelOrder,
     s: &mut Scratch,
     pass: u32,
     a: u32,
@@ -466,14 +477,24 @@ pub(super) fn admit(
         USED => true,
         BLOCKED => false,
         _ => {
-            if order.try_add_edge(&Cdg { net, turns }, a, b).is_ok() {
-                turns[tid] = USED;
+            if order
+                .try_add_edge(
+                    &Cdg {
+                        net,
+                        turns: &*turns,
+                    },
+                    a,
+                    b,
+                )
+                .is_ok()
+            {
+                turns.set(net, tid, USED);
                 s.added.push(tid as u32);
                 s.astamp[tid] = pass;
                 s.tentative.push(tid as u32);
                 true
             } else {
-                turns[tid] = BLOCKED;
+                turns.set(net, tid, BLOCKED);
                 s.blocked_now.push(tid as u32);
                 false
             }

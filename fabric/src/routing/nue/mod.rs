@@ -45,13 +45,16 @@
 //! switches, so it ends, at worst with the whole destination on the tree
 //! (OpenSM's Nue moves the whole destination to the tree at once).
 //!
-//! **Cycle checks.** Each layer keeps a topological order of its CDG up to
-//! date ([`crate::graph::topo_order`], Pearce and Kelly's dynamic
-//! topological sort, shared with LASH): a turn that agrees with the order
-//! costs one comparison; otherwise a search bounded by the two positions
-//! either finds the cycle or reorders just the channels in between. A turn
-//! found to close a cycle stays blocked, as in Nue: the CDG only grows, so it
-//! would close one later as well.
+//! **Cycle checks.** Each layer keeps levels of its CDG's channels up to
+//! date ([`crate::graph::level_order`], Bender, Fineman, Gilbert and
+//! Tarjan's incremental cycle detection): a turn to a higher level costs
+//! one comparison; otherwise a bounded search among equal levels and a
+//! forward search that only lifts levels either finds the cycle or admits
+//! the turn. The answer is exact, so the routes are those a total order
+//! (Pearce and Kelly's, which LASH and DQR keep) gives, at a fraction of
+//! the searching near the LID limit. A turn found to close a cycle stays
+//! blocked, as in Nue: the CDG only grows, so it would close one later as
+//! well.
 //!
 //! **Partition.** OpenSM's Nue partitions the destinations with METIS. Here
 //! destination switches (with their end ports and the switch's own LID) are
@@ -144,7 +147,8 @@ pub struct Stats {
     pub reruns: u64,
     /// Turns found to close a cycle.
     pub blocked: u64,
-    /// Reorders of the layers' topological orders.
+    /// Turns that lifted levels in the layers' orders (the wire name is
+    /// older than the level orders).
     pub reorders: u64,
 }
 
@@ -453,7 +457,7 @@ impl Layers {
                     fixed: l.fixed_total,
                     reruns: l.reruns,
                     blocked: l.blocked,
-                    reorders: l.order.reorders(),
+                    reorders: l.order.lifts(),
                 },
                 cols: l.cols,
             })

@@ -27,6 +27,11 @@ pub(super) struct Net {
     /// of its head switch.
     pub(super) tbase: Vec<u32>,
     pub(super) nturns: usize,
+    /// The channel each turn leaves from.
+    pub(super) turn_tail: Vec<u32>,
+    /// 64-bit words per channel in a [`Turns`] bit row: enough for the
+    /// widest switch.
+    pub(super) words: usize,
     /// End ports attached to each switch: the sources whose load counts.
     pub(super) hosts: Vec<u64>,
 }
@@ -62,11 +67,16 @@ impl Net {
             })
             .collect::<Result<Vec<u32>>>()?;
         let mut tbase = Vec::with_capacity(nch);
+        let mut turn_tail = Vec::new();
         let mut nturns = 0usize;
-        for &h in &head {
+        for (c, &h) in head.iter().enumerate() {
             tbase.push(u32::try_from(nturns).map_err(|_| fail("too many turns"))?);
-            nturns += (g.off[h as usize + 1] - g.off[h as usize]) as usize;
+            let k = (g.off[h as usize + 1] - g.off[h as usize]) as usize;
+            nturns += k;
+            turn_tail.extend(std::iter::repeat_n(c as u32, k));
         }
+        let widest = (0..nsw).map(|x| g.off[x + 1] - g.off[x]).max().unwrap_or(0);
+        let words = (widest as usize).div_ceil(64).max(1);
         let mut hosts = vec![0u64; nsw];
         for &e in f.endports() {
             let si = switch_of_endport(f, e)?;
@@ -81,6 +91,8 @@ impl Net {
             port,
             tbase,
             nturns,
+            turn_tail,
+            words,
             hosts,
         })
     }
@@ -136,31 +148,107 @@ pub(super) fn switch_of_endport(f: &Fabric, e: u32) -> Result<u32> {
     })
 }
 
+/// One layer's turns: each turn's state, and the used ones as bit rows
+/// both ways, so that the cycle checks' searches read one word per channel
+/// rather than a byte per neighbour.
+pub(super) struct Turns {
+    state: Vec<u8>,
+    /// Per channel `a`, bit `k`: the turn onto the `k`-th out channel of
+    /// `a`'s head is used.
+    out_used: Vec<u64>,
+    /// Per channel `v`, bit `j`: the turn from the reverse of the `j`-th
+    /// out channel of `v`'s tail onto `v` is used.
+    in_used: Vec<u64>,
+    words: usize,
+}
+
+impl Turns {
+    /// Every turn unused.
+    pub(super) fn new(net: &Net) -> Self {
+        let rows = net.nch() * net.words;
+        Self {
+            state: vec![UNUSED; net.nturns],
+            out_used: vec![0; rows],
+            in_used: vec![0; rows],
+            words: net.words,
+        }
+    }
+
+    /// Sets turn `tid`'s state, keeping the bit rows in step.
+    #[inline]
+    pub(super) fn set(&mut self, net: &Net, tid: usize, state: u8) {
+        let was = std::mem::replace(&mut self.state[tid], state) == USED;
+        if was == (state == USED) {
+            return;
+        }
+        let a = net.turn_tail[tid];
+        let k = tid - net.tbase[a as usize] as usize;
+        let x = net.head[a as usize];
+        let o0 = net.off[x as usize];
+        let b = o0 as usize + k;
+        let j = (net.rev[a as usize] - o0) as usize;
+        self.out_used[a as usize * self.words + k / 64] ^= 1 << (k % 64);
+        self.in_used[b * self.words + j / 64] ^= 1 << (j % 64);
+    }
+
+    fn row<'a>(&self, rows: &'a [u64], v: u32) -> Bits<'a> {
+        let at = v as usize * self.words;
+        Bits {
+            words: &rows[at..at + self.words],
+            base: 0,
+            word: 0,
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Turns {
+    type Output = u8;
+    #[inline]
+    fn index(&self, tid: usize) -> &u8 {
+        &self.state[tid]
+    }
+}
+
+/// The set bits of a bit row, lowest first.
+struct Bits<'a> {
+    words: &'a [u64],
+    base: u32,
+    word: u64,
+}
+
+impl Iterator for Bits<'_> {
+    type Item = u32;
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        while self.word == 0 {
+            let (&w, rest) = self.words.split_first()?;
+            self.words = rest;
+            self.word = w;
+            self.base += 64;
+        }
+        let bit = self.word.trailing_zeros();
+        self.word &= self.word - 1;
+        Some(self.base - 64 + bit)
+    }
+}
+
 /// One layer's CDG: the channels, and the turns marked [`USED`] as edges.
 pub(super) struct Cdg<'a> {
     pub(super) net: &'a Net,
-    pub(super) turns: &'a [u8],
+    pub(super) turns: &'a Turns,
 }
 
 impl Digraph for Cdg<'_> {
     fn successors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
-        let net = self.net;
-        let x = net.head[v as usize];
-        let base = net.tbase[v as usize] as usize;
-        let o0 = net.off[x as usize];
-        let row = &self.turns[base..base + (net.off[x as usize + 1] - o0) as usize];
-        row.iter()
-            .enumerate()
-            .filter(|&(_, &t)| t == USED)
-            .map(move |(i, _)| o0 + i as u32)
+        let o0 = self.net.off[self.net.head[v as usize] as usize];
+        self.turns.row(&self.turns.out_used, v).map(move |k| o0 + k)
     }
 
     fn predecessors(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
-        let (net, turns) = (self.net, self.turns);
-        let x = net.tail[v as usize];
-        let idx = v - net.off[x as usize];
-        net.outs(x)
-            .map(move |o| net.rev[o as usize])
-            .filter(move |&w| turns[(net.tbase[w as usize] + idx) as usize] == USED)
+        let net = self.net;
+        let o0 = net.off[net.tail[v as usize] as usize];
+        self.turns
+            .row(&self.turns.in_used, v)
+            .map(move |j| net.rev[(o0 + j) as usize])
     }
 }

@@ -1,8 +1,8 @@
 //! The local repair tried before an impasse falls back to the escape paths.
 
 use super::layer::{Scratch, admit};
-use super::net::{Net, UNUSED, USED};
-use crate::graph::topo_order::TopoOrder;
+use super::net::{Net, Turns, UNUSED, USED};
+use crate::graph::level_order::LevelOrder;
 
 /// Local repair of an impasse (after Nue's local backtracking): an
 /// unreached switch `u` joins through a reached neighbour `x` that moves
@@ -10,15 +10,12 @@ use crate::graph::topo_order::TopoOrder;
 /// channel, including those of every switch already routed through `x`,
 /// keep the CDG acyclic and `y` does not route through `x`. Returns whether
 /// a switch joined; the caller resumes the Dijkstra from it.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn repair(
     net: &Net,
-    turns: &mut [u8],
-    order: &mut TopoOrder,
+    turns: &mut Turns,
+    order: &mut LevelOrder,
     s: &mut Scratch,
-    t: u32,
-    pass: u32,
-    ds: u32,
+    (t, pass, ds, hop): (u32, u32, u32, u64),
     w: &dyn Fn(u32) -> u64,
 ) -> bool {
     for u in 0..net.nsw as u32 {
@@ -73,7 +70,7 @@ pub(super) fn repair(
                 // A refusal judged with this attempt's own turns in place
                 // may not hold without them.
                 for &tid in s.tentative.iter().chain(&s.blocked_now[blocked_before..]) {
-                    turns[tid as usize] = UNUSED;
+                    turns.set(net, tid as usize, UNUSED);
                 }
                 s.blocked_now.truncate(blocked_before);
                 continue;
@@ -84,7 +81,7 @@ pub(super) fn repair(
             let oy = net.head[old as usize];
             let mut drop = |tid: usize| {
                 if s.astamp[tid] == pass && turns[tid] == USED {
-                    turns[tid] = UNUSED;
+                    turns.set(net, tid, UNUSED);
                 }
             };
             if oy != t {
@@ -103,7 +100,7 @@ pub(super) fn repair(
             s.dist[u as usize] = s.dist[x as usize] + w(c);
             s.out[u as usize] = c;
             s.settled.push(u);
-            s.relax(net, u, pass, w);
+            s.relax(net, u, pass, hop);
             s.rerouted = true;
             return true;
         }
