@@ -97,6 +97,15 @@ fn the_text_export_and_the_compact_set_hold_the_same_routing() {
             ..set.clone()
         };
         let text = tableset::read_checked(&f, dir.path(), &text_only).expect("reads text");
+        // One pass (digest and parse from the same bytes) reads what the
+        // two passes read, and the manifest they checked.
+        let (m1, once) = tableset::read_set_with_manifest(&f, dir.path()).expect("reads once");
+        assert_eq!(m1.files, set.files, "{engine}");
+        assert_eq!(
+            (&once.lfts, &once.sl2vl, &once.path_sl),
+            (&compact.lfts, &compact.sl2vl, &compact.path_sl),
+            "{engine}"
+        );
         assert_eq!(compact.lfts, r.lfts, "{engine}");
         assert_eq!(text.lfts, r.lfts, "{engine}");
         assert_eq!(compact.path_sl, r.path_sl, "{engine}");

@@ -110,8 +110,7 @@ pub(crate) fn parse_fault(f: &Fabric, s: &str) -> Result<Fault> {
 
 pub fn run(a: RerouteArgs) -> Result<i32> {
     let f0 = super::read_fabric_to_route(&a.topology)?;
-    let set = tableset::check_dir(&a.dir)?;
-    let old = tableset::read_checked(&f0, &a.dir, &set)?;
+    let (set, old) = tableset::read_set_with_manifest(&f0, &a.dir)?;
     let engine = match a.engine {
         Some(e) => e,
         None => set.engine.parse::<EngineKind>().with_context(|| {

@@ -187,25 +187,43 @@ pub fn parse(text: &str, file: &Path) -> Result<TableSet, Error> {
 /// does: each listed file must exist with the stated size and digest, and
 /// no routing file may lie beside them unlisted.
 pub fn check_dir(dir: &Path) -> Result<TableSet, Error> {
+    let (mpath, t) = manifest_of(dir)?;
+    for e in &t.files {
+        checked_bytes(dir, e, &mpath)?;
+    }
+    check_unlisted(dir, &t, &mpath)?;
+    Ok(t)
+}
+
+fn manifest_of(dir: &Path) -> Result<(std::path::PathBuf, TableSet), Error> {
     let mpath = dir.join(MANIFEST_FILE);
     let t = parse(&super::read_file(&mpath)?, &mpath)?;
-    for e in &t.files {
-        let p = dir.join(&e.name);
-        let bytes = std::fs::read(&p).map_err(|x| Error::io(&p, x))?;
-        let mut h = Fnv1a::default();
-        h.update(&bytes);
-        if bytes.len() as u64 != e.size || h.finish() != e.digest {
-            return Err(Error::Invalid(format!(
-                "{}: {} bytes, digest {:016x}; {} says {} bytes, {:016x}: the set is partial or mixed",
-                p.display(),
-                bytes.len(),
-                h.finish(),
-                mpath.display(),
-                e.size,
-                e.digest
-            )));
-        }
+    Ok((mpath, t))
+}
+
+/// The bytes of the listed file `e`, refused unless they have the size
+/// and digest the manifest at `mpath` states.
+fn checked_bytes(dir: &Path, e: &Entry, mpath: &Path) -> Result<Vec<u8>, Error> {
+    let p = dir.join(&e.name);
+    let bytes = std::fs::read(&p).map_err(|x| Error::io(&p, x))?;
+    let mut h = Fnv1a::default();
+    h.update(&bytes);
+    if bytes.len() as u64 != e.size || h.finish() != e.digest {
+        return Err(Error::Invalid(format!(
+            "{}: {} bytes, digest {:016x}; {} says {} bytes, {:016x}: the set is partial or mixed",
+            p.display(),
+            bytes.len(),
+            h.finish(),
+            mpath.display(),
+            e.size,
+            e.digest
+        )));
     }
+    Ok(bytes)
+}
+
+/// No routing file may lie beside a set unlisted.
+fn check_unlisted(dir: &Path, t: &TableSet, mpath: &Path) -> Result<(), Error> {
     for name in super::ROUTING_FILES {
         if dir.join(name).is_file() && !t.files.iter().any(|e| e.name == name) {
             return Err(Error::Invalid(format!(
@@ -215,13 +233,46 @@ pub fn check_dir(dir: &Path) -> Result<TableSet, Error> {
             )));
         }
     }
-    Ok(t)
+    Ok(())
+}
+
+/// The compact tables of a set, parsed from the bytes that were checked.
+#[derive(Default)]
+struct Parsed {
+    lfts: Option<crate::tables::Lfts>,
+    sl2vl: Option<crate::tables::Sl2Vl>,
+    path_sl: Option<crate::tables::PathSl>,
 }
 
 /// The routing a checked set holds, read against `f`, the topology it was
-/// computed for: the files its manifest lists, nothing else.
+/// computed for: the files its manifest lists, nothing else. Each file is
+/// read once: its digest is checked and its compact tables parsed from
+/// the same bytes, one file in memory at a time.
 pub fn read_set(f: &crate::model::Fabric, dir: &Path) -> Result<crate::tables::Routing, Error> {
-    read_checked(f, dir, &check_dir(dir)?)
+    read_set_with_manifest(f, dir).map(|(_, r)| r)
+}
+
+/// [`read_set`] with the set's manifest.
+pub fn read_set_with_manifest(
+    f: &crate::model::Fabric,
+    dir: &Path,
+) -> Result<(TableSet, crate::tables::Routing), Error> {
+    use super::compact;
+    let (mpath, t) = manifest_of(dir)?;
+    let mut parsed = Parsed::default();
+    for e in &t.files {
+        let bytes = checked_bytes(dir, e, &mpath)?;
+        let p = dir.join(&e.name);
+        match e.name.as_str() {
+            compact::LFTS_FILE => parsed.lfts = Some(compact::lft::parse(f, &bytes, &p)?),
+            compact::SL2VL_FILE => parsed.sl2vl = Some(compact::sl2vl::parse(f, &bytes, &p)?),
+            compact::PATH_SL_FILE => parsed.path_sl = Some(compact::pathsl::parse(f, &bytes, &p)?),
+            _ => {}
+        }
+    }
+    check_unlisted(dir, &t, &mpath)?;
+    let r = assemble(f, dir, &t, parsed)?;
+    Ok((t, r))
 }
 
 /// The routing of the table files `dir` holds, with no manifest to check
@@ -254,23 +305,37 @@ pub fn read_checked(
     dir: &Path,
     set: &TableSet,
 ) -> Result<crate::tables::Routing, Error> {
+    assemble(f, dir, set, Parsed::default())
+}
+
+/// The routing of `set`: the tables already `parsed`, the rest read from
+/// `dir`. The compact files when the set has them; a set of an earlier
+/// release has the text ones only.
+fn assemble(
+    f: &crate::model::Fabric,
+    dir: &Path,
+    set: &TableSet,
+    parsed: Parsed,
+) -> Result<crate::tables::Routing, Error> {
     use super::compact;
     let has = |name: &str| set.files.iter().any(|e| e.name == name);
-    // The compact files when the set has them; a set of an earlier
-    // release has the text ones only.
-    let lfts = if has(compact::LFTS_FILE) {
-        compact::lft::read(f, &dir.join(compact::LFTS_FILE))?
-    } else {
-        super::lft::read(f, &dir.join(super::LFTS_FILE))?
+    let lfts = match parsed.lfts {
+        Some(l) => l,
+        None if has(compact::LFTS_FILE) => compact::lft::read(f, &dir.join(compact::LFTS_FILE))?,
+        None => super::lft::read(f, &dir.join(super::LFTS_FILE))?,
     };
-    let sl2vl = if has(compact::SL2VL_FILE) {
+    let sl2vl = if parsed.sl2vl.is_some() {
+        parsed.sl2vl
+    } else if has(compact::SL2VL_FILE) {
         Some(compact::sl2vl::read(f, &dir.join(compact::SL2VL_FILE))?)
     } else if has(super::SL2VL_FILE) {
         Some(super::sl2vl::read(f, &dir.join(super::SL2VL_FILE))?)
     } else {
         None
     };
-    let path_sl = if has(compact::PATH_SL_FILE) {
+    let path_sl = if parsed.path_sl.is_some() {
+        parsed.path_sl
+    } else if has(compact::PATH_SL_FILE) {
         Some(compact::pathsl::read(f, &dir.join(compact::PATH_SL_FILE))?)
     } else if has(super::PATH_SL_FILE) {
         super::pathsl::read_optional(f, &dir.join(super::PATH_SL_FILE))?
