@@ -7,6 +7,7 @@
 //! channels again and again).
 
 pub mod level_order;
+pub mod radix_heap;
 #[cfg(test)]
 pub(crate) mod test_graph;
 pub mod topo_order;

@@ -8,9 +8,8 @@ use super::repair::repair;
 use super::{HOP_COST, fail};
 use crate::error::Result;
 use crate::graph::level_order::LevelOrder;
+use crate::graph::radix_heap::RadixHeap;
 use crate::model::NONE;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// One virtual layer: its destinations, escape tree, CDG and scratch space.
 pub(super) struct Layer {
@@ -47,7 +46,7 @@ pub(super) struct Scratch {
     pub(super) best: Vec<(u64, u32)>,
     pub(super) bstamp: Vec<u32>,
     pub(super) settled: Vec<u32>,
-    pub(super) heap: BinaryHeap<Reverse<(u64, u32)>>,
+    pub(super) heap: RadixHeap,
     pub(super) added: Vec<u32>,
     /// Per turn: the pass that added it (to tell this pass's turns apart).
     pub(super) astamp: Vec<u32>,
@@ -93,7 +92,7 @@ impl Scratch {
             if self.bstamp[y] != pass || (key, c) < self.best[y] {
                 self.bstamp[y] = pass;
                 self.best[y] = (key, c);
-                self.heap.push(Reverse((key, c)));
+                self.heap.push(key, c);
             }
         }
     }
@@ -133,7 +132,7 @@ impl Layer {
                 best: vec![(0, 0); n],
                 bstamp: vec![0; n],
                 settled: Vec::with_capacity(n),
-                heap: BinaryHeap::new(),
+                heap: RadixHeap::new(),
                 added: Vec::new(),
                 astamp: vec![0; net.nturns],
                 blocked_now: Vec::new(),
@@ -345,7 +344,7 @@ impl DestCtx<'_> {
         }
         s.rerouted = false;
         loop {
-            while let Some(Reverse((du, c))) = s.heap.pop() {
+            while let Some((du, c)) = s.heap.pop() {
                 let u = net.tail[c as usize];
                 if s.seen[u as usize] == pass {
                     continue;
@@ -389,7 +388,7 @@ impl DestCtx<'_> {
             }
             let key = s.dist[x2 as usize] + self.w(delta, o);
             best = best.min((key, o));
-            s.heap.push(Reverse((key, o)));
+            s.heap.push(key, o);
         }
         s.best[u as usize] = best;
     }
