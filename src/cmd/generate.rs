@@ -218,6 +218,24 @@ pub enum GenKind {
         #[arg(long)]
         hosts: Option<u32>,
     },
+    /// Two-level orthogonal fat tree (OFT) of radix-2k switches.
+    ///
+    /// Built from the projective plane of order k - 1, which must be a prime
+    /// (k = 3, 4, 6, 8, 12, 14, 18, ...): k^2 - k + 1 spines (the plane's
+    /// lines), and two halves of k^2 - k + 1 leaves (its points), each leaf
+    /// linked to the k lines through its point. Leaves of one half share
+    /// exactly one spine. k=18 gives 614 leaves, 307 spines and 11052
+    /// hosts. Leaves are s0_<i> and s1_<i>, spines s2_<j>, hosts
+    /// h0_<i>_<h> / h1_<i>_<h>.
+    #[command(after_long_help = COMMON)]
+    Oft {
+        /// Half the switch radix: up-links per leaf (k - 1 a prime).
+        #[arg(long)]
+        k: u32,
+        /// HCAs per leaf [default: k].
+        #[arg(long)]
+        hosts: Option<u32>,
+    },
     /// HyperX: switches on a lattice, fully connected along each dimension.
     ///
     /// Two switches are linked iff they differ in exactly one coordinate
@@ -326,6 +344,10 @@ pub fn topology(kind: &GenKind) -> Result<Topology> {
         },
         GenKind::Slimfly { q, hosts } => Topology::SlimFly {
             q: *q,
+            hosts: *hosts,
+        },
+        GenKind::Oft { k, hosts } => Topology::Oft {
+            k: *k,
             hosts: *hosts,
         },
         GenKind::Hyperx { dims, hosts } => Topology::HyperX {

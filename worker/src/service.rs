@@ -451,6 +451,7 @@ fn round_step(worker: &Worker, job: &Job, r: v1::RoundRequest) -> Result<v1::Rou
             reruns: c.stats.reruns,
             blocked: c.stats.blocked,
             reorders: c.stats.reorders,
+            most_queued: c.stats.most_queued,
             ..Default::default()
         });
     }

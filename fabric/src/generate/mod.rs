@@ -30,6 +30,7 @@ mod fattree;
 mod hyperx;
 mod kary;
 mod mesh;
+mod oft;
 mod random;
 mod slimfly;
 
@@ -79,6 +80,10 @@ pub enum Topology {
     /// `{-1, 1}`: `2q^2` switches of network degree `(3q - delta)/2`,
     /// diameter 2; default hosts per switch `ceil(degree / 2)`.
     SlimFly { q: u32, hosts: Option<u32> },
+    /// Two-level orthogonal fat tree from the projective plane of order
+    /// `k - 1` (a prime): `2(k^2 - k + 1)` leaves with `hosts` HCAs
+    /// (default `k`) and `k` up-links, `k^2 - k + 1` spines of `2k` ports.
+    Oft { k: u32, hosts: Option<u32> },
     /// HyperX: switches on a lattice, fully connected along each dimension
     /// (one link between any two switches that differ in one coordinate).
     HyperX { dims: Vec<u32>, hosts: u32 },
@@ -146,6 +151,9 @@ impl Topology {
                     host_suffix(hosts.unwrap_or(default), default)
                 )
             }
+            Topology::Oft { k, hosts } => {
+                format!("oft-k{k}{}", host_suffix(hosts.unwrap_or(*k), *k))
+            }
             Topology::HyperX { dims, hosts } => {
                 format!("hyperx-{}{}", dims_str(dims), host_suffix(*hosts, 1))
             }
@@ -184,6 +192,7 @@ pub fn generate(t: &Topology) -> Result<Fabric> {
         Topology::Mesh { dims, torus, hosts } => mesh::generate(dims, *torus, *hosts),
         Topology::Dragonfly { p, hosts } => dragonfly::generate(*p, *hosts),
         Topology::SlimFly { q, hosts } => slimfly::generate(*q, *hosts),
+        Topology::Oft { k, hosts } => oft::generate(*k, *hosts),
         Topology::HyperX { dims, hosts } => hyperx::generate(dims, *hosts),
         Topology::RandomRegular {
             switches,

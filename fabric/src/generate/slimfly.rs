@@ -43,7 +43,7 @@ pub(super) fn default_hosts(q: u32) -> u32 {
 }
 
 /// Prime factorisation by trial division (`n >= 2`), ascending primes.
-fn factorize(mut n: u64) -> Vec<(u64, u32)> {
+pub(super) fn factorize(mut n: u64) -> Vec<(u64, u32)> {
     let mut out = Vec::new();
     let mut p = 2u64;
     while p * p <= n {

@@ -1,15 +1,16 @@
 //! A monotone priority queue for Dijkstra searches: `(key, value)` pairs
 //! popped least first, ties by the least value, exactly as a
-//! `BinaryHeap<Reverse<(u64, u32)>>` pops them.
+//! `BinaryHeap<Reverse<(u64, u64)>>` pops them.
 //!
 //! A radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms for
 //! the shortest path problem", JACM 37(2), 1990) over the pair as one
-//! 96-bit number: an entry sits in the bucket of the highest bit in which
+//! 128-bit number: an entry sits in the bucket of the highest bit in which
 //! it differs from the last one popped, so a push is an append and a pop
 //! only redistributes the one bucket that holds the next minimum. That
 //! needs pushes at or above the last pop, which a Dijkstra's are; a push
 //! below it is still served (the heap is rebuilt around it), for searches
-//! that resume from a new start.
+//! that resume from a new start. A bit mask of the non-empty buckets
+//! finds the next one without scanning.
 
 /// Buckets: one for entries equal to the last pop, one per bit above.
 const BUCKETS: usize = 129;
@@ -21,6 +22,10 @@ const KEEP: usize = 1 << 12;
 pub struct RadixHeap {
     last: u128,
     len: usize,
+    /// Pushes since the last [`RadixHeap::clear`].
+    pushed: u64,
+    /// Bit `i - 1` set when bucket `i` (1..=128) holds an entry.
+    nonempty: u128,
     buckets: Vec<Vec<u128>>,
 }
 
@@ -35,6 +40,8 @@ impl RadixHeap {
         Self {
             last: 0,
             len: 0,
+            pushed: 0,
+            nonempty: 0,
             buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
         }
     }
@@ -57,11 +64,28 @@ impl RadixHeap {
         }
         self.last = 0;
         self.len = 0;
+        self.pushed = 0;
+        self.nonempty = 0;
+    }
+
+    /// Pushes since the last [`RadixHeap::clear`].
+    pub fn pushed(&self) -> u64 {
+        self.pushed
     }
 
     #[inline]
-    fn pack(key: u64, value: u32) -> u128 {
-        ((key as u128) << 32) | value as u128
+    fn pack(key: u64, value: u64) -> u128 {
+        ((key as u128) << 64) | value as u128
+    }
+
+    /// Files `x` in its bucket against the current floor.
+    #[inline]
+    fn file(&mut self, x: u128) {
+        let b = Self::bucket(self.last, x);
+        if b > 0 {
+            self.nonempty |= 1 << (b - 1);
+        }
+        self.buckets[b].push(x);
     }
 
     #[inline]
@@ -70,13 +94,14 @@ impl RadixHeap {
     }
 
     #[inline]
-    pub fn push(&mut self, key: u64, value: u32) {
+    pub fn push(&mut self, key: u64, value: u64) {
         let x = Self::pack(key, value);
         if x < self.last {
             self.rebase(x);
         }
-        self.buckets[Self::bucket(self.last, x)].push(x);
+        self.file(x);
         self.len += 1;
+        self.pushed += 1;
     }
 
     /// Makes `x` the floor: every entry is bucketed again against it.
@@ -86,26 +111,31 @@ impl RadixHeap {
             all.append(b);
         }
         self.last = x;
+        self.nonempty = 0;
         for y in all {
-            self.buckets[Self::bucket(x, y)].push(y);
+            self.file(y);
         }
     }
 
     /// The least `(key, value)`.
     #[inline]
-    pub fn pop(&mut self) -> Option<(u64, u32)> {
+    pub fn pop(&mut self) -> Option<(u64, u64)> {
         if self.len == 0 {
             return None;
         }
         if self.buckets[0].is_empty() {
-            let i = self.buckets.iter().position(|b| !b.is_empty())?;
+            if self.nonempty == 0 {
+                return None;
+            }
+            let i = self.nonempty.trailing_zeros() as usize + 1;
+            self.nonempty &= !(1 << (i - 1));
             let mut moved = std::mem::take(&mut self.buckets[i]);
             let min = moved.iter().copied().min()?;
             self.last = min;
             // Every entry of bucket i lands in a lower one: they agree
             // with the new floor above bit i - 1.
             for &y in &moved {
-                self.buckets[Self::bucket(min, y)].push(y);
+                self.file(y);
             }
             moved.clear();
             // The emptied bucket keeps little: across a search each bucket
@@ -115,7 +145,7 @@ impl RadixHeap {
         }
         let x = self.buckets[0].pop()?;
         self.len -= 1;
-        Some(((x >> 32) as u64, x as u32))
+        Some(((x >> 64) as u64, x as u64))
     }
 }
 
@@ -132,7 +162,7 @@ mod tests {
         /// same pairs in the same order.
         #[test]
         fn pops_what_a_binary_heap_pops(
-            ops in prop::collection::vec((0u8..4, 0u64..50, 0u32..8), 1..300),
+            ops in prop::collection::vec((0u8..4, 0u64..50, 0u64..8), 1..300),
             wide in any::<bool>(),
         ) {
             let mut r = RadixHeap::new();
@@ -140,6 +170,7 @@ mod tests {
             let mut last = 0u64;
             for (op, k, v) in ops {
                 let k = if wide { k << 40 } else { k };
+                let v = if wide { v << 50 } else { v };
                 if op == 0 {
                     let (x, y) = (r.pop(), b.pop().map(|Reverse(e)| e));
                     prop_assert_eq!(x, y);

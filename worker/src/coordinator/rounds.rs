@@ -219,6 +219,7 @@ async fn finish(
                         reruns: reply.reruns,
                         blocked: reply.blocked,
                         reorders: reply.reorders,
+                        most_queued: reply.most_queued,
                     },
                 });
             }

@@ -34,6 +34,7 @@ pub(super) struct Layer {
     pub(super) fixed_total: u64,
     pub(super) reruns: u64,
     pub(super) blocked: u64,
+    pub(super) most_queued: u64,
 }
 
 /// Per-destination working arrays, reused; stamps avoid clearing them.
@@ -75,6 +76,15 @@ pub(super) struct Scratch {
     pub(super) load_in: Vec<u64>,
 }
 
+/// A heap entry's value: the channel `c` into the settled part, with its
+/// tail `u` below it so that a pop need not look the tail up (a cache miss
+/// per stale entry). The heap's order is still by `(key, c)`: `u` follows
+/// from `c`.
+#[inline]
+fn way_in(c: u32, u: u32) -> u64 {
+    ((c as u64) << 32) | u as u64
+}
+
 impl Scratch {
     /// Offers the channels into the settled switch `x` to their tails,
     /// weighed by `load_in` (indexed by `x`'s out channels, so the loop
@@ -92,7 +102,7 @@ impl Scratch {
             if self.bstamp[y] != pass || (key, c) < self.best[y] {
                 self.bstamp[y] = pass;
                 self.best[y] = (key, c);
-                self.heap.push(key, c);
+                self.heap.push(key, way_in(c, y as u32));
             }
         }
     }
@@ -157,6 +167,7 @@ impl Layer {
             fixed_total: 0,
             reruns: 0,
             blocked: 0,
+            most_queued: 0,
         };
         layer.cols.reserve(layer.dests.len() * n);
         Ok(layer)
@@ -205,6 +216,7 @@ impl Layer {
             fixed_total,
             reruns,
             blocked,
+            most_queued,
             ..
         } = self;
         s.dest_stamp += 1;
@@ -233,6 +245,7 @@ impl Layer {
             }
             first = false;
             *repairs += dc.search(s, turns, order, delta, *try_repair);
+            *most_queued = (*most_queued).max(s.heap.pushed());
             *blocked += s.blocked_now.len() as u64;
             if s.settled.len() == n {
                 break;
@@ -344,15 +357,22 @@ impl DestCtx<'_> {
         }
         s.rerouted = false;
         loop {
-            while let Some((du, c)) = s.heap.pop() {
-                let u = net.tail[c as usize];
+            while let Some((du, v)) = s.heap.pop() {
+                let (c, u) = ((v >> 32) as u32, v as u32);
                 if s.seen[u as usize] == pass {
                     continue;
                 }
                 let x = net.head[c as usize];
                 let admitted = x == t || admit(net, turns, order, s, pass, c, s.out[x as usize]);
                 if !admitted {
-                    self.queue_others(s, turns, delta, pass, u);
+                    // Only the entry that is u's cheapest way stands for u:
+                    // an older copy refused now is a way queued again by an
+                    // earlier refusal, and queueing all the others once per
+                    // such copy doubles the heap with every round (2^29
+                    // entries on a 921-switch OFT).
+                    if s.best[u as usize] == (du, c) {
+                        self.queue_others(s, turns, delta, pass, u);
+                    }
                     continue;
                 }
                 s.seen[u as usize] = pass;
@@ -388,7 +408,7 @@ impl DestCtx<'_> {
             }
             let key = s.dist[x2 as usize] + self.w(delta, o);
             best = best.min((key, o));
-            s.heap.push(key, o);
+            s.heap.push(key, way_in(o, u));
         }
         s.best[u as usize] = best;
     }

@@ -150,6 +150,10 @@ pub struct Stats {
     /// Turns that lifted levels in the layers' orders (the wire name is
     /// older than the level orders).
     pub reorders: u64,
+    /// Most heap entries one destination's search queued: about the
+    /// channels when a refused way re-queues the others once, far more if
+    /// it is done again for copies refused later.
+    pub most_queued: u64,
 }
 
 impl Stats {
@@ -160,6 +164,7 @@ impl Stats {
         self.reruns += o.reruns;
         self.blocked += o.blocked;
         self.reorders += o.reorders;
+        self.most_queued = self.most_queued.max(o.most_queued);
     }
 }
 
@@ -194,6 +199,7 @@ fn route_with_stats(f: &Fabric, opts: &EngineOptions, repair: bool) -> Result<(R
         reruns = stats.reruns,
         blocked = stats.blocked,
         reorders = stats.reorders,
+        most_queued = stats.most_queued,
         t_setup,
         t_routes,
         t_total = t_start.elapsed().as_secs_f64(),
@@ -458,6 +464,7 @@ impl Layers {
                     reruns: l.reruns,
                     blocked: l.blocked,
                     reorders: l.order.lifts(),
+                    most_queued: l.most_queued,
                 },
                 cols: l.cols,
             })

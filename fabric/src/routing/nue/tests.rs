@@ -70,3 +70,20 @@ fn busiest_links_stay_near_opensms_nue() {
         assert!(l.max <= bound, "{t:?}: busiest link {} > {bound}", l.max);
     }
 }
+
+/// A refused way re-queues the switch's other ways once, not once per
+/// copy of them refused later: on the k=12 orthogonal fat tree that
+/// doubling queued 230,701 entries in one search (2^29 at k=18, 17 GB).
+#[test]
+fn one_search_queues_about_the_channels_on_an_oft() {
+    let f = generate(&Topology::Oft { k: 12, hosts: None }).expect("oft");
+    let nch = crate::graph::SwitchGraph::new(&f).adj.len() as u64;
+    let (r, st) = route_with_stats(&f, &EngineOptions::default(), true).expect("routes");
+    assert!(verify(&f, &r).ok());
+    assert!(st.blocked > 0, "no way was refused: {st:?}");
+    assert!(
+        st.most_queued > 0 && st.most_queued <= 2 * nch,
+        "one search queued {} entries, channels {nch}",
+        st.most_queued
+    );
+}
