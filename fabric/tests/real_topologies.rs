@@ -31,6 +31,7 @@ fn real_and_documented_outputs_parse_to_their_counts() {
     // CA-to-CA links).
     assert_eq!(counts("loginoff-sx6036-qdr-fdr10.txt"), (8, 144, 192));
     assert_eq!(counts("topograph-ndr-dgx.txt"), (40, 582, 1114));
+    assert_eq!(counts("psmn-x5.txt"), (11, 89, 159));
     assert_eq!(counts("topograph-ndr-single-ca-nolinks.txt"), (0, 1, 0));
     assert_eq!(counts("ibtopotool-2.txt"), (1, 2, 2));
     assert_eq!(counts("ibtopotool-4.txt"), (1, 1, 1));
@@ -54,9 +55,13 @@ fn grouped_output_keeps_guids_lids_and_external_ports() {
 
 #[test]
 fn real_fabrics_route_deadlock_free_with_every_pair_connected() {
-    for name in ["loginoff-sx6036-qdr-fdr10.txt", "topograph-ndr-dgx.txt"] {
+    for name in [
+        "loginoff-sx6036-qdr-fdr10.txt",
+        "topograph-ndr-dgx.txt",
+        "psmn-x5.txt",
+    ] {
         let f = ibnetdiscover::read(&path(name)).unwrap();
-        for engine in ["updn", "minhop"] {
+        for engine in ["updn", "dnup", "dfdn", "dfsssp", "lash", "nue", "minhop"] {
             let r = routing::by_name(engine)
                 .unwrap()
                 .route(&f, &EngineOptions::default())
@@ -69,8 +74,8 @@ fn real_fabrics_route_deadlock_free_with_every_pair_connected() {
             );
             let ends = f.endports().len() as u64;
             assert_eq!(rep.pairs, ends * (ends - 1));
-            if engine == "updn" {
-                assert!(rep.deadlock_free(), "{name}: updn closes a cycle");
+            if engine != "minhop" {
+                assert!(rep.deadlock_free(), "{name}: {engine} closes a cycle");
             }
         }
     }

@@ -538,6 +538,10 @@ mod tests {
             }
         );
         assert_eq!(
+            parse(&["oft", "--k", "6"])?,
+            Topology::Oft { k: 6, hosts: None }
+        );
+        assert_eq!(
             parse(&["hyperx", "--dims", "4x4"])?,
             Topology::HyperX {
                 dims: vec![4, 4],

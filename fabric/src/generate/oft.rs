@@ -89,7 +89,8 @@ pub(super) fn generate(k: u32, hosts: Option<u32>) -> Result<Fabric> {
     check_lids(Some(3 * n), Some(2 * n * hosts as u64))?;
     // q <= 126 now (radix <= 254), so n < 2^14 and every index fits a u32.
     let n = n as u32;
-    let on = |p: &[u64; 3], l: &[u64; 3]| (p[0] * l[0] + p[1] * l[1] + p[2] * l[2]) % q == 0;
+    let on =
+        |p: &[u64; 3], l: &[u64; 3]| (p[0] * l[0] + p[1] * l[1] + p[2] * l[2]).is_multiple_of(q);
     // Per line: its points, ascending.
     let line_pts: Vec<Vec<u32>> = pts
         .iter()
