@@ -106,6 +106,8 @@ fn lid_at(words: &[&str], at: usize) -> Result<u16, String> {
 /// Parses ibnetdiscover text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
     let mut p = Parser::new(file);
+    // Editors on some systems save a byte-order mark in front.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         p.line(i + 1, raw)?;
     }
@@ -679,6 +681,18 @@ Ca 1 \"h1\"
 [1]({g1}) \"s\"[2]  # {l1}
 "
         )
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_crlf_line_ends_are_read() {
+        let text = two_cas("11", "31", "lid 2 lmc 0", "lid 3 lmc 0", "lid 1 lmc 0");
+        let plain = parse(&text, Path::new("t.net")).expect("plain");
+        let dos = format!("\u{feff}{}", text.replace('\n', "\r\n"));
+        let f = parse(&dos, Path::new("t.net")).expect("BOM and CRLF");
+        assert_eq!(f.num_nodes(), plain.num_nodes());
+        assert_eq!(f.num_links(), plain.num_links());
+        // A mark anywhere else is still an unknown line.
+        assert!(refused(&format!("{text}\u{feff}x\n")).contains("unknown line"));
     }
 
     #[test]
