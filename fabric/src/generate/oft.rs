@@ -13,8 +13,9 @@
 //! half (two lines meet in one point). Leaves and spines have radix `2k`:
 //! leaves `k` hosts (by default) and `k` up-links, spines `2k` down-links.
 //! The plane is built over the prime field GF(q); prime powers other than
-//! primes are refused (their fields are not implemented), and `k = 16`
-//! (order 15) has no plane at all (Bruck-Ryser).
+//! primes are refused (their fields are not implemented). Other orders
+//! have no known plane: none exists for 6 and 14 (Bruck-Ryser-Chowla) or
+//! 10 (Lam's search), and none is known for 12 or 15.
 //!
 //! Node order: half-A leaves `s0_{i}`, half-B leaves `s1_{i}`, spines
 //! `s2_{j}`, for points `i` and lines `j` in the order of [`plane`];
@@ -61,10 +62,10 @@ fn check_k(k: u32) -> Result<u64> {
         ))),
         _ => Err(gen_err(format!(
             "OFT k = {k}: no projective plane of order k - 1 = {q} is built (it is not a prime{})",
-            if q == 15 {
-                "; by Bruck-Ryser none exists"
-            } else {
-                ""
+            match q {
+                6 | 14 => "; by Bruck-Ryser-Chowla none exists",
+                10 => "; none exists (Lam's search)",
+                _ => "; no plane of this order is known",
             }
         ))),
     }
@@ -188,14 +189,50 @@ mod tests {
         }
     }
 
+    /// The ports the module doc states: a leaf's up-links by ascending
+    /// line after its hosts; a spine's first k ports to half A's leaves by
+    /// ascending point, the next k to half B's.
+    #[test]
+    fn ports_follow_the_documented_order() {
+        let k = 4u8;
+        let f = oft(k as u32, Some(2)).unwrap();
+        let index = |n: u32| -> u32 {
+            let d = f.desc(n);
+            d[d.find('_').unwrap() + 1..].parse().unwrap()
+        };
+        let far = |n: u32, p: u8| f.node_of(f.remote(f.slot(n, p)));
+        for &sw in f.switches() {
+            let d = f.desc(sw).to_string();
+            if d.starts_with("s2_") {
+                for (half, ports) in [("s0_", 1..=k), ("s1_", k + 1..=2 * k)] {
+                    let leaves: Vec<u32> = ports.map(|p| far(sw, p)).collect();
+                    assert!(leaves.iter().all(|&l| f.desc(l).starts_with(half)), "{d}");
+                    assert!(leaves.windows(2).all(|w| index(w[0]) < index(w[1])), "{d}");
+                }
+            } else {
+                assert!((1..=2).all(|p| f.kind(far(sw, p)) == crate::model::NodeKind::Ca));
+                let spines: Vec<u32> = (3..=2 + k).map(|p| far(sw, p)).collect();
+                assert!(spines.iter().all(|&s| f.desc(s).starts_with("s2_")), "{d}");
+                assert!(spines.windows(2).all(|w| index(w[0]) < index(w[1])), "{d}");
+            }
+        }
+    }
+
     #[test]
     fn bad_k() {
         for k in [0, 1, 2] {
             assert_gen_err(oft(k, None), "must be at least 3");
         }
         assert_gen_err(oft(5, None), "k - 1 = 4 = 2^2 is a prime power");
-        assert_gen_err(oft(16, None), "by Bruck-Ryser none exists");
-        assert_gen_err(oft(11, None), "k - 1 = 10 is built (it is not a prime)");
+        assert_gen_err(oft(16, None), "15 is built (it is not a prime; no plane");
+        assert_gen_err(
+            oft(7, None),
+            "6 is built (it is not a prime; by Bruck-Ryser-Chowla",
+        );
+        assert_gen_err(
+            oft(11, None),
+            "10 is built (it is not a prime; none exists (Lam",
+        );
         assert_gen_err(oft(6, Some(0)), "hosts per leaf must be at least 1");
         assert_gen_err(oft(6, Some(250)), "256 ports");
         assert_gen_err(oft(128, None), "254");

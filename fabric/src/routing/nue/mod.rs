@@ -150,9 +150,9 @@ pub struct Stats {
     /// Turns that lifted levels in the layers' orders (the wire name is
     /// older than the level orders).
     pub reorders: u64,
-    /// Most heap entries one destination's search queued: about the
-    /// channels when a refused way re-queues the others once, far more if
-    /// it is done again for copies refused later.
+    /// Most heap entries one search pass queued (a destination's reruns
+    /// are passes of their own): a refused cheapest way re-queues the
+    /// switch's other ways, once per refusal, not once per copy.
     pub most_queued: u64,
 }
 
