@@ -97,6 +97,24 @@ fn the_text_export_and_the_compact_set_hold_the_same_routing() {
             ..set.clone()
         };
         let text = tableset::read_checked(&f, dir.path(), &text_only).expect("reads text");
+        // A checked set of an earlier release (text files only) reads in
+        // one pass as well, to the same tables.
+        let old = tempfile::tempdir().expect("tmp");
+        for e in &text_only.files {
+            std::fs::copy(dir.path().join(&e.name), old.path().join(&e.name)).expect("copies");
+        }
+        std::fs::write(
+            old.path().join(tableset::MANIFEST_FILE),
+            tableset::write(&text_only),
+        )
+        .expect("manifest");
+        let (m0, old_once) = tableset::read_set_with_manifest(&f, old.path()).expect("reads old");
+        assert_eq!(m0.files, text_only.files, "{engine}");
+        assert_eq!(
+            (&old_once.lfts, &old_once.sl2vl, &old_once.path_sl),
+            (&text.lfts, &text.sl2vl, &text.path_sl),
+            "{engine}"
+        );
         // One pass (digest and parse from the same bytes) reads what the
         // two passes read, and the manifest they checked.
         let (m1, once) = tableset::read_set_with_manifest(&f, dir.path()).expect("reads once");

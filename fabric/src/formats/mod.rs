@@ -206,7 +206,12 @@ pub const MAX_LINE: usize = 1 << 20;
 
 /// A whole text file, every line at most [`MAX_LINE`] bytes.
 pub(crate) fn read_file(path: &Path) -> Result<String, Error> {
-    let mut r = open_file(path)?;
+    read_text(open_file(path)?, path)
+}
+
+/// The text of `r` (named `path` in errors), line by line under the same
+/// limits as [`read_file`].
+pub(crate) fn read_text(mut r: impl std::io::BufRead, path: &Path) -> Result<String, Error> {
     let mut text = String::new();
     let mut line = 0usize;
     while read_line(&mut r, &mut text, path, line + 1)? > 0 {

@@ -259,6 +259,7 @@ pub fn read_set_with_manifest(
 ) -> Result<(TableSet, crate::tables::Routing), Error> {
     use super::compact;
     let (mpath, t) = manifest_of(dir)?;
+    let has = |name: &str| t.files.iter().any(|e| e.name == name);
     let mut parsed = Parsed::default();
     for e in &t.files {
         let bytes = checked_bytes(dir, e, &mpath)?;
@@ -267,6 +268,18 @@ pub fn read_set_with_manifest(
             compact::LFTS_FILE => parsed.lfts = Some(compact::lft::parse(f, &bytes, &p)?),
             compact::SL2VL_FILE => parsed.sl2vl = Some(compact::sl2vl::parse(f, &bytes, &p)?),
             compact::PATH_SL_FILE => parsed.path_sl = Some(compact::pathsl::parse(f, &bytes, &p)?),
+            // A set of an earlier release holds the text files only: they
+            // are parsed from the bytes just checked, not read again.
+            super::LFTS_FILE if !has(compact::LFTS_FILE) => {
+                parsed.lfts = Some(super::lft::parse(f, &bytes[..], &p)?)
+            }
+            super::SL2VL_FILE if !has(compact::SL2VL_FILE) => {
+                let text = super::read_text(&bytes[..], &p)?;
+                parsed.sl2vl = Some(super::sl2vl::parse(f, &text, &p)?)
+            }
+            super::PATH_SL_FILE if !has(compact::PATH_SL_FILE) => {
+                parsed.path_sl = Some(super::pathsl::parse(f, &bytes[..], &p)?)
+            }
             _ => {}
         }
     }
