@@ -51,6 +51,23 @@ impl Graph {
         false
     }
 
+    /// One step of a random run against an incremental order: with
+    /// `remove`, drops `a -> b` and offers nothing; else offers the edge
+    /// to try (ends taken modulo the nodes) with whether it closes a
+    /// cycle, the reference answer, or nothing when it is there already.
+    pub fn step(&mut self, remove: bool, a: u32, b: u32) -> Option<(u32, u32, bool)> {
+        let n = self.out.len() as u32;
+        let (a, b) = (a % n, b % n);
+        if remove {
+            self.remove(a, b);
+            return None;
+        }
+        if self.has(a, b) {
+            return None;
+        }
+        Some((a, b, a == b || self.reaches(b, a)))
+    }
+
     pub fn edges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.out
             .iter()
