@@ -24,7 +24,6 @@
 
 int main(int argc, char **argv)
 {
-	int classes[] = { IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS };
 	struct ibmad_port *port;
 	ib_portid_t sm = { 0 };
 	uint64_t *guids = NULL, *dsts = NULL, prefix = 0xfe80000000000000ULL;
@@ -80,16 +79,9 @@ int main(int argc, char **argv)
 		}
 		guids[n++] = g;
 	}
-	port = mad_rpc_open_port(ca, ca_port, classes, 3);
-	if (!port) {
-		fprintf(stderr, "cannot open the local IB port\n");
+	port = open_sa_port(ca, ca_port, &sm);
+	if (!port)
 		return 1;
-	}
-	if (ib_resolve_smlid_via(&sm, 0, port) < 0) {
-		fprintf(stderr, "cannot find the SM's LID (is a subnet manager running?)\n");
-		mad_rpc_close_port(port);
-		return 1;
-	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < (pairs > 0 ? 1 : n); j++) {
 			uint8_t buf[IB_SA_DATA_SIZE] = { 0 };

@@ -43,8 +43,7 @@
 #include <opensm/osm_node.h>
 #include <opensm/osm_log.h>
 
-#include "gidroutes.h"
-#include "tableset.h"
+#include "plugin-int.h"
 
 #include <opensm/osm_sa.h>
 #include <sys/stat.h>
@@ -59,27 +58,6 @@ void osm_pr_rcv_process(void *context, void *data);
 #define STATUS_FILE "opensm-plugin-status.txt"
 #define SWEEP_FILE "opensm-sweep.txt"
 
-struct plugin {
-	osm_opensm_t *osm;
-	char dir[1024];
-	unsigned poll_ms;
-	pthread_mutex_t lock;	/* guards `active`: SA threads read it */
-	struct tableset active;
-	int has_active;
-	pthread_t watcher;
-	int watcher_started;
-	volatile int stop;
-	char seen_digest[32];
-	unsigned long sweeps;
-	/* Per-GID router ports for off-subnet PathRecords. */
-	pthread_mutex_t map_lock;
-	struct gidroutes map;
-	int has_map;
-	struct stat map_seen;
-	int pr_hooked;
-};
-
-#define LOG(p, level, ...) OSM_LOG(&(p)->osm->log, level, "ibfabric: " __VA_ARGS__)
 
 static void parse_options(struct plugin *p)
 {
@@ -432,6 +410,7 @@ static int build_fwd_tables(void *ctx)
 		return -1;
 	}
 	program_lfts(p, &p->active);
+	follow_mcast_plan(p);
 	write_beside(p, STATUS_FILE, "applied generation %s\n", p->active.generation);
 	pthread_mutex_unlock(&p->lock);
 	return 0;
@@ -505,7 +484,10 @@ static void *watch(void *arg)
 
 static int setup(osm_routing_engine_t *re, osm_opensm_t *osm)
 {
+	struct plugin *p = re->context;
 	(void)osm;
+	if (p)
+		p->re = re;
 	re->build_lid_matrices = build_lid_matrices;
 	re->ucast_build_fwd_tables = build_fwd_tables;
 	re->update_sl2vl = update_sl2vl;

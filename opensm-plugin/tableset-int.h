@@ -21,4 +21,7 @@ int ts_parse_lfts_bin(const uint8_t *b, size_t len, struct tableset *ts, char *e
 int ts_parse_sl2vl_bin(const uint8_t *b, size_t len, struct tableset *ts, char *err, size_t errlen);
 int ts_parse_pathsl_bin(const uint8_t *b, size_t len, struct tableset *ts, char *err, size_t errlen);
 
+/* The multicast plan (ibfabric-mcast-tree.txt), NUL-terminated text. */
+int ts_parse_mcast_tree(const char *text, struct tableset *ts, char *err, size_t errlen);
+
 #endif

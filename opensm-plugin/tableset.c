@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { K_LFTS, K_SL2VL, K_PATHSL };
+enum { K_LFTS, K_SL2VL, K_PATHSL, K_MCAST, K_RECORD };
 
 static const struct {
 	const char *name;
@@ -29,6 +29,7 @@ static const struct {
 } known[] = {
 	{ TS_LFTS, K_LFTS, 0 }, { TS_SL2VL, K_SL2VL, 0 }, { TS_PATHSL, K_PATHSL, 0 },
 	{ TS_LFTS_BIN, K_LFTS, 1 }, { TS_SL2VL_BIN, K_SL2VL, 1 }, { TS_PATHSL_BIN, K_PATHSL, 1 },
+	{ TS_MCAST_TREE, K_MCAST, 0 }, { TS_MCAST_GROUPS, K_RECORD, 0 }, { TS_MFTS, K_RECORD, 0 },
 };
 
 #define MAX_FILES ((int)(sizeof known / sizeof known[0]))
@@ -574,6 +575,10 @@ static int parse_file(struct ts_file *f, struct tableset *ts, char *err, size_t 
 	case K_SL2VL:
 		ts->has_sl2vl = 1;
 		return f->bin ? ts_parse_sl2vl_bin(b, len, ts, err, errlen) : parse_sl2vl(f->data, ts, err, errlen);
+	case K_MCAST:
+		return ts_parse_mcast_tree(f->data, ts, err, errlen);
+	case K_RECORD:	/* what the set was verified with; checked, not applied */
+		return 0;
 	default:
 		ts->has_pathsl = 1;
 		ts->pathsl_bin = f->bin;
@@ -636,6 +641,8 @@ void ts_free(struct tableset *ts)
 	free(ts->sl2vl);
 	free(ts->pathsl_buf);
 	free(ts->pathsl_rows);
+	free(ts->mnodes);
+	free(ts->mindex);
 	memset(ts, 0, sizeof *ts);
 }
 

@@ -19,6 +19,11 @@
 #define TS_LFTS_BIN "ibfabric-lfts.bin"
 #define TS_SL2VL_BIN "ibfabric-sl2vl.bin"
 #define TS_PATHSL_BIN "ibfabric-pathsl.bin"
+/* Multicast: the groups and trees the set was verified with (a record,
+ * not read), and the plan every group's tree is built from. */
+#define TS_MCAST_GROUPS "ibfabric-mcast-groups.txt"
+#define TS_MFTS "ibfabric-mfts.txt"
+#define TS_MCAST_TREE "ibfabric-mcast-tree.txt"
 #define TS_NUM_SLS 16
 #define TS_ERR_LEN 512
 
@@ -41,6 +46,28 @@ struct ts_sl2vl {
 	uint64_t guid;
 	uint8_t in, out;
 	uint8_t vl[TS_NUM_SLS];
+};
+
+/* One switch of the multicast plan's spanning tree, parents first: its
+ * parent's index (TS_NO_PARENT at the root), the parent's port down to it
+ * and its own port up. */
+#define TS_NO_PARENT UINT32_MAX
+struct ts_mnode {
+	uint64_t guid;
+	uint32_t parent;
+	uint8_t down, up;
+};
+
+struct ts_mindex {
+	uint64_t guid;
+	uint32_t idx;
+};
+
+/* A member of a multicast group: the switch it is linked to and the
+ * switch's port (port 0: the switch itself). */
+struct ts_member {
+	uint64_t sw_guid;
+	uint8_t port;
 };
 
 struct ts_guid_lid {
@@ -67,6 +94,11 @@ struct tableset {
 	int pathsl_bin;		/* rows are SL bytes (255 = no path), not hex text */
 	char *pathsl_buf;	/* the file's contents; rows point into it */
 	const char **pathsl_rows;	/* by file source LID; NULL when absent */
+	int has_mcast;		/* the set carries a multicast plan */
+	uint8_t mcast_sl, mcast_vl;
+	struct ts_mnode *mnodes;	/* parents first, the root at 0 */
+	size_t nmnodes;
+	struct ts_mindex *mindex;	/* sorted by GUID */
 };
 
 uint64_t ts_fnv1a(const void *data, size_t len);
@@ -93,5 +125,14 @@ const struct ts_sl2vl *ts_find_sl2vl(const struct tableset *ts, uint64_t guid,
 uint16_t ts_file_lid(const struct tableset *ts, uint64_t guid);
 /* The SL from `src` to `dst` (file LIDs); -1 for no path or unknown. */
 int ts_path_sl(const struct tableset *ts, uint16_t src, uint16_t dst);
+
+/* The tree of a group with members `m` (n of them): the part of the plan's
+ * spanning tree that joins their switches, with the member ports. Calls
+ * set(ctx, switch GUID, port) for every port of every switch's entry.
+ * Returns 0, or -1 with a reason in `err` (no plan, a member on a switch
+ * the plan lacks); nothing is set then. */
+int ts_mcast_tree(const struct tableset *ts, const struct ts_member *m, size_t n,
+		  void (*set)(void *ctx, uint64_t sw_guid, uint8_t port), void *ctx,
+		  char *err, size_t errlen);
 
 #endif

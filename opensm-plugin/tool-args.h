@@ -5,8 +5,11 @@
 #ifndef IBFABRIC_TOOL_ARGS_H
 #define IBFABRIC_TOOL_ARGS_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <infiniband/mad.h>
 
 /* Returns the index of the first argument after the port options. */
 static inline int port_args(int argc, char **argv, char **ca, int *port)
@@ -23,6 +26,24 @@ static inline int port_args(int argc, char **argv, char **ca, int *port)
 			break;
 	}
 	return a;
+}
+
+/* Opens the local port for SMP and SA queries and finds the SM; NULL,
+ * with the reason on stderr, when either fails. */
+static inline struct ibmad_port *open_sa_port(char *ca, int ca_port, ib_portid_t *sm)
+{
+	int classes[] = { IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS };
+	struct ibmad_port *port = mad_rpc_open_port(ca, ca_port, classes, 3);
+	if (!port) {
+		fprintf(stderr, "cannot open the local IB port\n");
+		return NULL;
+	}
+	if (ib_resolve_smlid_via(sm, 0, port) < 0) {
+		fprintf(stderr, "cannot find the SM's LID (is a subnet manager running?)\n");
+		mad_rpc_close_port(port);
+		return NULL;
+	}
+	return port;
 }
 
 #endif

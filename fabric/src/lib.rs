@@ -16,6 +16,7 @@ pub mod generate;
 pub mod graph;
 pub mod intersubnet;
 pub mod load;
+pub mod mcast;
 pub mod model;
 pub mod multi;
 pub mod network;

@@ -157,6 +157,10 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         drain,
         stats: mut s,
     } = out;
+    let drain_dir = a.out.join("drain");
+    let export = formats::Export {
+        opensm_dump: a.opensm_dump || a.dir.join(formats::LFTS_FILE).is_file(),
+    };
     // Both stages pass the gate before either is written: a drain stage
     // must never be left without the tables that follow it.
     let unsafe_ = |what: &str, e: &dyn std::fmt::Display| {
@@ -170,21 +174,35 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         .map(|d| accept_step(&f1, engine, d, Step::Drain))
         .transpose()
         .map_err(|e| unsafe_("drain stage refused", &e))?;
-    s.vls_after = v.report().vls_used;
-    let drain_dir = a.out.join("drain");
-    let export = formats::Export {
-        opensm_dump: a.opensm_dump || a.dir.join(formats::LFTS_FILE).is_file(),
+    // Multicast trees follow the fault too, checked with both stages.
+    let carried = super::mcast::carry_over(&f0, &f1, &a.dir)?;
+    if let Some((old_mc, mc)) = &carried {
+        super::mcast::require_ok(&f1, v.get(), mc, "rerouted tables refused")?;
+        super::mcast::require_mixed_ok(&f1, v.get(), old_mc, mc)?;
+        if let Some(d) = &drain {
+            super::mcast::require_ok(&f1, d.get(), mc, "drain stage refused")?;
+        }
+    }
+    let mc = carried.map(|(_, new)| new);
+    let write = |r: &fabric::verify::Verified<fabric::tables::Routing>, dir: &std::path::Path| {
+        let mut staged = formats::stage_routing(&f1, r, dir, export)?;
+        if let Some(mc) = &mc {
+            staged = staged.with_multicast(&f1, mc)?;
+        }
+        anyhow::Ok(staged.commit()?)
     };
+    s.vls_after = v.report().vls_used;
+
     let mut drain_written = None;
     if let Some(d) = drain {
-        formats::write_routing(&f1, &d, &drain_dir, export)?;
+        write(&d, &drain_dir)?;
         drain_written = Some(drain_dir.clone());
     } else if drain_dir.exists() {
         // A drain stage of an earlier reroute must not be applied with this one.
         std::fs::remove_dir_all(&drain_dir)
             .with_context(|| format!("removing {}", drain_dir.display()))?;
     }
-    formats::write_routing(&f1, &v, &a.out, export)?;
+    write(&v, &a.out)?;
     if a.json {
         super::print_json(
             "reroute",

@@ -83,6 +83,8 @@ pub struct RouteArgs {
     #[arg(long, value_name = "FILE")]
     load_svg: Option<PathBuf>,
     #[command(flatten)]
+    mcast: super::mcast::McastArgs,
+    #[command(flatten)]
     workers: super::workers::WorkerArgs,
     /// Machine-readable summary on stdout.
     #[arg(long)]
@@ -134,6 +136,9 @@ struct RouteJson {
     roots: Option<Vec<String>>,
     #[serde(flatten)]
     tables: TablesJson,
+    /// With --mcast-groups: the trees checked with the unicast routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multicast: Option<super::mcast::McastJson>,
 }
 
 pub fn run(a: RouteArgs) -> Result<i32> {
@@ -158,23 +163,25 @@ fn run_with(
     reason: Option<String>,
 ) -> Result<i32> {
     let roots = read_roots(a, f, engine)?;
+    a.mcast.check_writable(a.dry_run)?;
     let progress = Progress::new(format!("routing ({})", engine.name()));
     let cb = |done: u64, total: u64| progress.update(done, total);
-    let opts = EngineOptions {
+    let opts = a.mcast.engine_options(EngineOptions {
         max_vls: a.max_vls,
         max_sls: a.max_sls,
         base: a.base,
         progress: Some(&cb),
         roots: roots.as_deref(),
         sssp_streams: a.sssp_streams,
-    };
+    })?;
     let exec = a.workers.executor(true)?;
     let rt = super::runtime::runtime()?;
     let placed = super::workers::place(&rt, &exec, &a.workers, f)?;
     let t = Instant::now();
     let mut jobs = Vec::new();
-    let (routing, job) = rt.block_on(worker::exec::route(placed.as_ref(), engine, f, &opts))?;
+    let (mut routing, job) = rt.block_on(worker::exec::route(placed.as_ref(), engine, f, &opts))?;
     jobs.extend(job);
+    let mc = a.mcast.plan(f, &mut routing, a.max_vls, a.max_sls)?;
     let route_secs = t.elapsed().as_secs_f64();
     progress.finish();
     let vls_needed = routing.vls_needed;
@@ -210,18 +217,28 @@ fn run_with(
         policy,
     ))?;
     jobs.extend(job);
+    let mrep = match (&outcome, &mc) {
+        (Ok(v), Some(mc)) => Some(fabric::verify::mcast::verify_with_mcast(f, v.get(), mc).1),
+        _ => None,
+    };
+    let mcast_refusal = match (&outcome, &mc) {
+        (Ok(v), Some(mc)) => super::mcast::reserved_vl_taken(v.report(), mc),
+        _ => None,
+    }
+    .or_else(|| mrep.as_ref().and_then(super::mcast::refusal));
     drop(sp);
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
     let t = Instant::now();
     let (report, files) = match (&outcome, &a.out) {
-        (Ok(v), Some(out)) if !a.dry_run => {
+        (Ok(v), Some(out)) if !a.dry_run && mcast_refusal.is_none() => {
             let _sp = super::spinner(&format!("writing tables to {}", out.display()));
-            (
-                v.report(),
-                fabric::formats::write_routing(f, v, out, a.export())?,
-            )
+            let mut staged = fabric::formats::stage_routing(f, v, out, a.export())?;
+            if let Some(mc) = &mc {
+                staged = staged.with_multicast(f, mc)?;
+            }
+            (v.report(), staged.commit()?)
         }
         (Ok(v), _) => (v.report(), RoutingFiles::default()),
         (Err(refused), _) => (&*refused.report, RoutingFiles::default()),
@@ -242,15 +259,19 @@ fn run_with(
         write_seconds: write_secs,
         files: paths(&files.written),
         removed: paths(&files.removed),
-        written: outcome.is_ok() && !a.dry_run,
+        written: outcome.is_ok() && !a.dry_run && mcast_refusal.is_none(),
         link_load: load,
         roots: root_guids,
         tables: TablesJson::new(report, f),
+        multicast: mrep.map(|m| super::mcast::McastJson::new(m, f)),
     };
     if a.json {
         super::print_json("route", &summary)?;
     } else {
         print_text(&summary, report, f, engine, vls_needed);
+    }
+    if let Some(why) = mcast_refusal {
+        return Err(super::exit::Unsafe(format!("{why}; nothing written")).into());
     }
     conclude(a, engine, outcome)
 }
@@ -338,6 +359,9 @@ fn print_text(
         super::report::print_job(j);
     }
     print_report(report, f);
+    if let Some(m) = &s.multicast {
+        super::mcast::print(&m.report, f);
+    }
     super::report::print_link_load(&s.link_load);
     if let Some(r) = &s.roots {
         println!("roots           {}", r.join(" "));
@@ -418,6 +442,7 @@ mod tests {
             allow_cycles: false,
             require_deadlock_free: false,
             load_svg: None,
+            mcast: Default::default(),
             workers: super::super::workers::WorkerArgs {
                 workers: Vec::new(),
                 workers_from: None,

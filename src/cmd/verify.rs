@@ -43,6 +43,20 @@ pub struct VerifyArgs {
     /// every pair.
     #[arg(long)]
     path_sl: Option<PathBuf>,
+    /// Multicast groups (the form `route --mcast-groups` reads) whose
+    /// forwarding tables --mfts gives: their trees are checked with the
+    /// unicast routes in one dependency graph. A set that `route` wrote
+    /// with multicast is checked with its own groups and trees.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "mfts",
+        conflicts_with = "transition"
+    )]
+    mcast_groups: Option<PathBuf>,
+    /// Multicast forwarding tables in OpenSM's opensm.mcfdbs form.
+    #[arg(long, value_name = "FILE", requires = "mcast_groups")]
+    mfts: Option<PathBuf>,
     #[command(flatten)]
     workers: super::workers::WorkerArgs,
     /// With --workers or --workers-from: send each worker the whole tables
@@ -81,6 +95,9 @@ struct VerifyJson {
     hcas: usize,
     /// Paths per directed switch-to-switch link over all HCA pairs.
     link_load: fabric::load::LinkLoad,
+    /// The multicast trees checked with the unicast routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multicast: Option<super::mcast::McastJson>,
 }
 
 #[derive(Serialize)]
@@ -219,7 +236,11 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         let manifest = d.join(fabric::formats::tableset::MANIFEST_FILE);
         if manifest.exists() {
             let routing = fabric::formats::tableset::read_set(&f, d)?;
-            return verify_routing(&a, &f, routing);
+            let mc = match multicast_args(&a, &f)? {
+                Some(mc) => Some(mc),
+                None => fabric::formats::tableset::read_multicast(&f, d)?,
+            };
+            return verify_routing(&a, &f, routing, mc);
         }
         if !a.no_manifest {
             bail!(
@@ -239,7 +260,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         .filter(|_| a.sl2vl.is_none() && a.path_sl.is_none())
     {
         let routing = fabric::formats::tableset::read_as_found(&f, d)?;
-        return verify_routing(&a, &f, routing);
+        return verify_routing(&a, &f, routing, multicast_args(&a, &f)?);
     }
     let (lfts_p, sl2vl_p, path_p) = match (&a.dir, &a.lfts) {
         // --dir with --sl2vl or --path-sl given: the directory's other
@@ -287,17 +308,47 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         path_sl,
         vls_needed: None,
     };
-    verify_routing(&a, &f, routing)
+    verify_routing(&a, &f, routing, multicast_args(&a, &f)?)
 }
 
-/// Verifies `routing` on `f` (here or on the workers) and reports.
-fn verify_routing(a: &VerifyArgs, f: &fabric::Fabric, routing: Routing) -> Result<i32> {
+/// The groups and trees --mcast-groups and --mfts name.
+fn multicast_args(a: &VerifyArgs, f: &fabric::Fabric) -> Result<Option<fabric::mcast::Multicast>> {
+    match (&a.mcast_groups, &a.mfts) {
+        (Some(g), Some(m)) => Ok(Some(fabric::mcast::Multicast {
+            groups: super::mcast::read_groups(f, g)?,
+            mfts: super::mcast::read_mfts(f, m)?,
+            plan: None,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// Verifies `routing` on `f` (here or on the workers) and reports; with
+/// multicast, also its trees with the unicast routes (here: the check
+/// needs the whole dependency graph).
+fn verify_routing(
+    a: &VerifyArgs,
+    f: &fabric::Fabric,
+    routing: Routing,
+    mc: Option<fabric::mcast::Multicast>,
+) -> Result<i32> {
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
     let exec = a.workers.executor(!a.whole_tables)?;
     let rt = super::runtime::runtime()?;
     let placed = super::workers::place(&rt, &exec, &a.workers, f)?;
-    let (r, job) = rt.block_on(worker::exec::verify(placed.as_ref(), f, &routing))?;
+    // With multicast and no workers one walk gives both reports.
+    let (r, job, mrep) = match (&mc, placed.as_ref()) {
+        (Some(mc), None) => {
+            let (r, m) = verify::mcast::verify_with_mcast(f, &routing, mc);
+            (r, None, Some(m))
+        }
+        _ => {
+            let (r, job) = rt.block_on(worker::exec::verify(placed.as_ref(), f, &routing))?;
+            let mrep = mc.map(|mc| verify::mcast::verify_with_mcast(f, &routing, &mc).1);
+            (r, job, mrep)
+        }
+    };
     drop(sp);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
@@ -310,6 +361,7 @@ fn verify_routing(a: &VerifyArgs, f: &fabric::Fabric, routing: Routing) -> Resul
                 switches: f.switches().len(),
                 hcas: f.num_cas(),
                 link_load: fabric::load::link_load(f, &routing.lfts),
+                multicast: mrep.clone().map(|m| super::mcast::McastJson::new(m, f)),
             },
         )?;
     } else {
@@ -318,9 +370,12 @@ fn verify_routing(a: &VerifyArgs, f: &fabric::Fabric, routing: Routing) -> Resul
             super::report::print_job(j);
         }
         print_report(&r, f);
+        if let Some(m) = &mrep {
+            super::mcast::print(m, f);
+        }
         super::report::print_link_load(&fabric::load::link_load(f, &routing.lfts));
     }
-    Ok(if r.ok() {
+    Ok(if r.ok() && mrep.as_ref().is_none_or(|m| m.ok()) {
         super::exit::OK
     } else {
         super::exit::UNSAFE

@@ -13,6 +13,7 @@ pub mod ibnetdiscover;
 pub mod lft;
 pub mod manifest;
 pub mod mapping;
+pub mod mcast;
 pub mod pathsl;
 pub mod prefix_routes;
 pub mod routes_files;
@@ -29,14 +30,23 @@ use std::path::Path;
 pub const LFTS_FILE: &str = "opensm-lfts.dump";
 pub const SL2VL_FILE: &str = "opensm-sl2vl.dump";
 pub const PATH_SL_FILE: &str = "path-sl.txt";
-/// Every file a set may hold: the compact ones, then the text export.
-pub const ROUTING_FILES: [&str; 6] = [
+/// A set's multicast groups and their forwarding tables ([`mcast`]).
+pub const MCAST_GROUPS_FILE: &str = "ibfabric-mcast-groups.txt";
+pub const MFTS_FILE: &str = "ibfabric-mfts.txt";
+/// The plan reserved trees follow, which the OpenSM plugin builds from.
+pub const MCAST_TREE_FILE: &str = "ibfabric-mcast-tree.txt";
+/// Every file a set may hold: the compact ones, the text export, then
+/// multicast.
+pub const ROUTING_FILES: [&str; 9] = [
     compact::LFTS_FILE,
     compact::SL2VL_FILE,
     compact::PATH_SL_FILE,
     LFTS_FILE,
     SL2VL_FILE,
     PATH_SL_FILE,
+    MCAST_GROUPS_FILE,
+    MFTS_FILE,
+    MCAST_TREE_FILE,
 ];
 
 /// Which forms of the tables a set holds besides the compact files.
@@ -168,6 +178,40 @@ pub fn stage_routing(
 }
 
 impl StagedRouting {
+    /// Stages the multicast groups and their forwarding tables too; they
+    /// join the manifest like the unicast tables. `mc` must be the
+    /// multicast that was verified with this routing.
+    pub fn with_multicast(
+        mut self,
+        f: &Fabric,
+        mc: &crate::mcast::Multicast,
+    ) -> Result<Self, Error> {
+        let mut files = vec![
+            (MCAST_GROUPS_FILE, mcast::write_groups(f, &mc.groups)),
+            (MFTS_FILE, mcast::write_mfts(f, &mc.mfts)),
+        ];
+        if let Some(p) = &mc.plan {
+            files.push((MCAST_TREE_FILE, mcast::write_tree(f, p)));
+        }
+        for (name, text) in files {
+            let mut sd = (0, 0);
+            let staged =
+                crate::fsio::stage(&self.dir.join(name), crate::fsio::Options::default(), |w| {
+                    let mut d = tableset::Digesting::new(w);
+                    std::io::Write::write_all(&mut d, text.as_bytes())?;
+                    sd = d.size_and_digest();
+                    Ok(())
+                })?;
+            self.manifest.files.push(tableset::Entry {
+                name: name.to_string(),
+                size: sd.0,
+                digest: sd.1,
+            });
+            self.files.push(staged);
+        }
+        Ok(self)
+    }
+
     /// Puts the staged files in place, then removes the routing files of
     /// an earlier engine that this routing does not have: a reader (OpenSM,
     /// `ibfabric verify`) takes every table file it finds in the directory.

@@ -288,6 +288,30 @@ pub fn read_set_with_manifest(
     Ok((t, r))
 }
 
+/// The multicast groups and forwarding tables a checked set holds
+/// (`None`: the set has none), read against `f`.
+pub fn read_multicast(
+    f: &crate::model::Fabric,
+    dir: &Path,
+) -> Result<Option<crate::mcast::Multicast>, Error> {
+    let (mpath, t) = manifest_of(dir)?;
+    let entry = |name: &str| t.files.iter().find(|e| e.name == name);
+    let (Some(g), Some(m)) = (entry(super::MCAST_GROUPS_FILE), entry(super::MFTS_FILE)) else {
+        return Ok(None);
+    };
+    let text = |e: &Entry| -> Result<String, Error> {
+        let bytes = checked_bytes(dir, e, &mpath)?;
+        super::read_text(&bytes[..], &dir.join(&e.name))
+    };
+    let groups = super::mcast::parse_groups(f, &text(g)?, &dir.join(&g.name))?;
+    let mfts = super::mcast::parse_mfts(f, &text(m)?, &dir.join(&m.name))?;
+    let plan = match entry(super::MCAST_TREE_FILE) {
+        Some(t) => Some(super::mcast::parse_tree(f, &text(t)?, &dir.join(&t.name))?),
+        None => None,
+    };
+    Ok(Some(crate::mcast::Multicast { groups, mfts, plan }))
+}
+
 /// The routing of the table files `dir` holds, with no manifest to check
 /// them against (a set written by hand or by an older release): the
 /// compact files where present, else OpenSM's text files.

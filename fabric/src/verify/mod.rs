@@ -36,6 +36,7 @@ mod walk;
 pub mod compose;
 pub mod gate;
 pub mod global;
+pub mod mcast;
 pub mod summary;
 pub mod transition;
 mod transition_alike;

@@ -1,0 +1,218 @@
+//! Multicast through the `ibfabric` binary: `route --mcast-groups` writes
+//! the trees into the set and `verify -d` checks them again; the check
+//! modes refuse to write; `reroute` carries the trees over a fault; a later
+//! routing without groups removes them; bad input names file and line.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ibf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ibfabric"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn json_any(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8")
+}
+
+fn setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let d = tempfile::tempdir().expect("tmp");
+    let net = d.path().join("df2.net");
+    assert!(
+        ibf(&["gen", "dragonfly", "--p", "2", "-o", s(&net)])
+            .status
+            .success()
+    );
+    let groups = d.path().join("groups.txt");
+    std::fs::write(&groups, "# IPoIB broadcast\n0xC000 sl=0 all\n").expect("groups");
+    (d, net, groups)
+}
+
+/// `route` of LASH on `net` with `groups` and the `extra` arguments.
+fn route(net: &Path, groups: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "route",
+        "-t",
+        s(net),
+        "-e",
+        "lash",
+        "--mcast-groups",
+        s(groups),
+    ];
+    args.extend_from_slice(extra);
+    ibf(&args)
+}
+
+#[test]
+fn a_set_carries_its_trees_and_verify_checks_them_again() {
+    let (d, net, groups) = setup();
+    let out = d.path().join("out");
+    let o = route(&net, &groups, &["--json", "-o", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json_any(&o);
+    assert_eq!(v["multicast"]["deadlock_free"], true, "{v}");
+    assert_eq!(v["multicast"]["groups"], 1);
+    assert_eq!(v["multicast"]["memberships"], 72);
+    let manifest = std::fs::read_to_string(out.join("ibfabric-tables.txt")).expect("manifest");
+    for f in [
+        "ibfabric-mcast-tree.txt",
+        "ibfabric-mcast-groups.txt",
+        "ibfabric-mfts.txt",
+    ] {
+        assert!(manifest.contains(f), "{f} in the manifest:\n{manifest}");
+    }
+    let groups_written = std::fs::read_to_string(out.join("ibfabric-mcast-groups.txt")).expect("g");
+    assert!(
+        groups_written.contains("0xC000 sl=15 all"),
+        "{groups_written}"
+    );
+
+    let o = ibf(&["verify", "-t", s(&net), "-d", s(&out), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v = json_any(&o);
+    assert_eq!(v["multicast"]["deadlock_free"], true, "{v}");
+    assert_eq!(v["multicast"]["broken"], 0, "{v}");
+
+    // A trees file changed by hand no longer matches the manifest.
+    let mfts = out.join("ibfabric-mfts.txt");
+    let text = std::fs::read_to_string(&mfts).expect("mfts");
+    std::fs::write(&mfts, text.replacen(" 0x001 ", " 0x002 ", 1)).expect("edit");
+    let o = ibf(&["verify", "-t", s(&net), "-d", s(&out)]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ibfabric-mfts.txt"));
+
+    // A routing without groups removes the trees of the one before.
+    let o = ibf(&["route", "-t", s(&net), "-e", "lash", "-o", s(&out)]);
+    assert!(o.status.success());
+    assert!(!out.join("ibfabric-mcast-tree.txt").exists());
+    assert!(!out.join("ibfabric-mfts.txt").exists());
+}
+
+#[test]
+fn check_modes_refuse_to_write_and_min_hop_trees_exit_unsafe() {
+    let (d, net, groups) = setup();
+    let out = d.path().join("out");
+    let o = route(&net, &groups, &["-o", s(&out), "--mcast-trees", "min-hop"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--dry-run"));
+    assert!(!out.exists());
+
+    let o = route(
+        &net,
+        &groups,
+        &["--dry-run", "--json", "--mcast-trees", "min-hop"],
+    );
+    assert_eq!(o.status.code(), Some(3), "unsafe");
+    let v = json_any(&o);
+    assert_eq!(v["deadlock_free"], true, "unicast alone: {v}");
+    assert_eq!(
+        v["multicast"]["cycle_mlids"],
+        serde_json::json!([0xC000]),
+        "{v}"
+    );
+    assert!(
+        v["multicast"]["cycle_text"]
+            .as_str()
+            .is_some_and(|t| t.contains("VL0"))
+    );
+
+    let o = ibf(&[
+        "route",
+        "-t",
+        s(&net),
+        "-e",
+        "updn",
+        "--max-vls",
+        "1",
+        "--dry-run",
+        "--mcast-groups",
+        s(&groups),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--mcast-trees shared"));
+}
+
+#[test]
+fn reroute_carries_the_trees_over_the_fault() {
+    let (d, net, groups) = setup();
+    let out = d.path().join("out");
+    let new = d.path().join("new");
+    assert!(route(&net, &groups, &["-o", s(&out)]).status.success());
+    // A tree link: the root's first child, as the plan lists it.
+    let plan = std::fs::read_to_string(out.join("ibfabric-mcast-tree.txt")).expect("plan");
+    let child = plan
+        .lines()
+        .find(|l| l.contains(" parent "))
+        .expect("a child")
+        .split_whitespace()
+        .collect::<Vec<_>>();
+    let fault = format!("{}:{}", child[3], child[5]);
+    let o = ibf(&[
+        "reroute",
+        "-t",
+        s(&net),
+        "-d",
+        s(&out),
+        "--fail",
+        &fault,
+        "-o",
+        s(&new),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan2 = std::fs::read_to_string(new.join("ibfabric-mcast-tree.txt")).expect("new plan");
+    assert_ne!(plan, plan2, "the tree went around the fault");
+    assert!(!plan2.contains(&format!("parent {} down {} ", child[3], child[5])));
+    let o = ibf(&[
+        "verify",
+        "-t",
+        s(&net),
+        "--fail",
+        &fault,
+        "--transition",
+        s(&out),
+        s(&new),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = ibf(&["verify", "-t", s(&net), "-d", s(&new), "--json"]);
+    let v = json_any(&o);
+    assert_eq!(v["multicast"]["deadlock_free"], true, "{v}");
+    assert_eq!(v["multicast"]["broken"], 0, "{v}");
+}
+
+#[test]
+fn a_bad_groups_file_names_its_line() {
+    let (d, net, _) = setup();
+    let bad = d.path().join("bad.txt");
+    std::fs::write(&bad, "0xC000 sl=0 all\n0xC001 sl=0 0x42\n").expect("bad");
+    let o = ibf(&[
+        "route",
+        "-t",
+        s(&net),
+        "--dry-run",
+        "--mcast-groups",
+        s(&bad),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.txt:2:") && err.contains("not in the topology"),
+        "{err}"
+    );
+}
