@@ -91,7 +91,7 @@ int ts_parse_mcast_tree(const char *text, struct tableset *ts, char *err, size_t
 			goto out;
 		}
 		if (!header) {
-			if (strncmp(c, "ibfabric-mcast-tree 1", 21) || (c[21] && c[21] != ' ' && c[21] != '\r')) {
+			if (strncmp(c, "ibfabric-mcast-tree 1", 21) || c[21 + strspn(c + 21, " \t\r")]) {
 				bad(err, errlen, ln, "expected 'ibfabric-mcast-tree 1'");
 				goto out;
 			}
@@ -104,7 +104,7 @@ int ts_parse_mcast_tree(const char *text, struct tableset *ts, char *err, size_t
 			vl = (int)v;
 		} else if (!strncmp(c, "end", 3) && !c[3 + strspn(c + 3, " \t\r")]) {
 			ended = 1;
-		} else if (!strncmp(c, "switch ", 7)) {
+		} else if (!strncmp(c, "switch", 6) && (c[6] == ' ' || c[6] == '\t')) {
 			int end1 = -1, end2 = -1, root, child;
 			/* %n is set only when the whole pattern before it matched. */
 			sscanf(c, "switch %llx root%n", &g, &end1);

@@ -44,4 +44,9 @@ struct plugin {
  * p->lock held. */
 void follow_mcast_plan(struct plugin *p);
 
+/* 0 when every link of the set's multicast plan is in the fabric OpenSM
+ * discovered (parent's port down reaches the switch on its port up);
+ * else -1 with the first that is not in `err`. */
+int mcast_plan_fits(struct plugin *p, const struct tableset *ts, char *err, size_t errlen);
+
 #endif

@@ -4,6 +4,8 @@
  * part of the plan's spanning tree that joins the members' switches
  * (ts_mcast_tree), on the SL the set reserves for multicast.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "plugin-int.h"
@@ -47,6 +49,7 @@ static ib_api_status_t build_mcast_tree(void *ctx, osm_mgrp_box_t *mbox)
 	char err[TS_ERR_LEN];
 	int rc;
 
+	pthread_mutex_lock(&p->lock);
 	for (it = cl_qlist_head(&mbox->mgrp_list); it != cl_qlist_end(&mbox->mgrp_list); it = cl_qlist_next(it)) {
 		osm_mgrp_t *g = cl_item_obj(it, g, list_item);
 		uint8_t sl, hop;
@@ -56,11 +59,15 @@ static ib_api_status_t build_mcast_tree(void *ctx, osm_mgrp_box_t *mbox)
 			LOG(p, OSM_LOG_ERROR, "MLID 0x%04x: the group has SL %u, but the set reserves SL %u "
 			    "for multicast (give its partition sl=%u in partitions.conf); no tree built\n",
 			    mbox->mlid, sl, p->active.mcast_sl, p->active.mcast_sl);
+			pthread_mutex_unlock(&p->lock);
 			return IB_ERROR;
 		}
 	}
-	if (osm_mcast_make_port_list_and_map(&list, &map, mbox))
+	pthread_mutex_unlock(&p->lock);
+	if (osm_mcast_make_port_list_and_map(&list, &map, mbox)) {
+		osm_mcast_drop_port_list(&list);
 		return IB_INSUFFICIENT_MEMORY;
+	}
 	m = calloc(cl_qlist_count(&list) + 1, sizeof *m);
 	if (!m) {
 		osm_mcast_drop_port_list(&list);
@@ -93,6 +100,33 @@ static ib_api_status_t build_mcast_tree(void *ctx, osm_mgrp_box_t *mbox)
 		    mbox->mlid, ms.missing);
 	LOG(p, OSM_LOG_VERBOSE, "MLID 0x%04x: tree of %zu members from the set's plan\n", mbox->mlid, n);
 	return ms.missing ? IB_ERROR : IB_SUCCESS;
+}
+
+int mcast_plan_fits(struct plugin *p, const struct tableset *ts, char *err, size_t errlen)
+{
+	size_t i;
+	for (i = 0; i < ts->nmnodes; i++) {
+		const struct ts_mnode *v = &ts->mnodes[i];
+		osm_switch_t *sw = osm_get_switch_by_guid(&p->osm->subn, cl_hton64(v->guid));
+		osm_switch_t *up;
+		osm_physp_t *ph, *r;
+		if (!sw) {
+			snprintf(err, errlen, "the multicast plan names switch 0x%016" PRIx64 ", which is not in the fabric",
+				 v->guid);
+			return -1;
+		}
+		if (v->parent == TS_NO_PARENT)
+			continue;
+		up = osm_get_switch_by_guid(&p->osm->subn, cl_hton64(ts->mnodes[v->parent].guid));
+		ph = up ? osm_node_get_physp_ptr(up->p_node, v->down) : NULL;
+		r = ph ? osm_physp_get_remote(ph) : NULL;
+		if (!r || osm_physp_get_node_ptr(r) != sw->p_node || osm_physp_get_port_num(r) != v->up) {
+			snprintf(err, errlen, "the multicast plan's link 0x%016" PRIx64 " port %u to 0x%016" PRIx64
+				 " port %u is not in the fabric", ts->mnodes[v->parent].guid, v->down, v->guid, v->up);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* With a multicast plan in the set, every group's tree comes from it;

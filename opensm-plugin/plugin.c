@@ -179,6 +179,8 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 			}
 		}
 	}
+	if (ts->has_mcast)
+		return mcast_plan_fits(p, ts, err, errlen);
 	return 0;
 }
 
@@ -456,8 +458,15 @@ static uint8_t path_sl(void *ctx, uint8_t hint, const ib_net16_t slid, const ib_
 			sl = ts_path_sl(&p->active, ts_file_lid(&p->active, cl_ntoh64(osm_port_get_guid(sp))),
 					ts_file_lid(&p->active, cl_ntoh64(osm_port_get_guid(dp))));
 	}
+	if (sl < 0)
+		sl = hint;
+	/* The multicast SL's VL is multicast's alone: a partition's SL (the
+	 * hint) may be that SL, for its IPoIB group; its unicast paths take
+	 * SL 0 then, which every engine's tables carry. */
+	if (p->has_active && p->active.has_mcast && sl == p->active.mcast_sl)
+		sl = 0;
 	pthread_mutex_unlock(&p->lock);
-	return sl < 0 ? hint : (uint8_t)sl;
+	return (uint8_t)sl;
 }
 
 /* Polls the manifest; a new one means a new set: ask for a heavy sweep,

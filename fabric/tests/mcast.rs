@@ -543,3 +543,76 @@ fn a_rebuilt_tree_keeps_the_old_links_and_mixes_safely_with_the_old_one() {
         "mixed, it is not"
     );
 }
+
+/// The plan's root switch fails: the tree is rebuilt from another switch,
+/// each of the root's parts attached once, the root's own hosts leave their
+/// groups, and old and new entries mixed close no cycle.
+#[test]
+fn a_failed_root_switch_is_rebuilt_around() {
+    use fabric::dqr::{Fault, apply_faults};
+    use fabric::mcast::tree::rebuild;
+    use fabric::verify::mcast::check_mixed;
+    let f0 = make(Topology::Dragonfly { p: 2, hosts: None });
+    let (_, _, mc0) = route_with_trees(&f0, EngineKind::Lash, TreeMode::Reserved, 3);
+    let plan = mc0.plan.clone().expect("plan");
+    let root = f0.switches()[plan.tree.root as usize];
+    let f1 = apply_faults(&f0, &[Fault::Switch(root)]);
+    let (groups, mfts, plan1) = rebuild(&f1, &plan, &mc0.groups).expect("rebuilt");
+    assert_ne!(plan1.tree.root, plan.tree.root);
+    assert_eq!(
+        plan1.tree.order.len(),
+        f0.switches().len() - 1,
+        "every other switch"
+    );
+    let gone = |m: &u32| f0.remote(*m) != fabric::model::NONE && f0.node_of(f0.remote(*m)) == root;
+    assert!(
+        groups[0].members.iter().all(|m| !gone(m)),
+        "the root's hosts left"
+    );
+    assert_eq!(groups[0].members.len(), mc0.groups[0].members.len() - 2);
+    let mc1 = Multicast {
+        groups,
+        mfts,
+        plan: Some(plan1),
+    };
+    let opts = EngineOptions {
+        max_vls: 7,
+        max_sls: 15,
+        ..Default::default()
+    };
+    let mut r1 = EngineKind::Lash.engine().route(&f1, &opts).expect("routes");
+    fabric::mcast::tree::reserve(&f1, &mut r1, 15, 7).expect("reserve");
+    let (_, m) = verify_with_mcast(&f1, &r1, &mc1);
+    assert!(m.ok(), "{m:?}");
+    assert_eq!(check_mixed(&f1, &r1, &mc0, &mc1), None);
+}
+
+/// A hop whose SL-to-VL entry sends the group to VL 15 drops its copies:
+/// a fault, not a delivery.
+#[test]
+fn copies_sent_to_vl_15_are_a_fault() {
+    let f = make(Topology::Mesh {
+        dims: vec![3, 3],
+        torus: false,
+        hosts: 1,
+    });
+    let (mut r, mc) = one_group(&f);
+    let t = r.sl2vl.as_mut().expect("tables");
+    for (si, &sw) in f.switches().iter().enumerate() {
+        for o in 0..=f.num_ports(sw) {
+            for i in 0..=f.num_ports(sw) {
+                let mut row = t.switch_row(si as u32, i, o);
+                row[15] = 15;
+                t.set_switch_row(si as u32, i, o, row);
+            }
+        }
+    }
+    let rep = verify_with_mcast(&f, &r, &mc).1;
+    assert!(rep.broken > 0);
+    assert!(
+        rep.faults
+            .iter()
+            .any(|x| matches!(x, McastFault::BadVl { vl: 15, .. })),
+        "{rep:?}"
+    );
+}

@@ -47,7 +47,9 @@ impl McastArgs {
     pub fn check_writable(&self, dry_run: bool) -> Result<()> {
         if self.mcast_groups.is_some() && self.mode() != TreeMode::Reserved && !dry_run {
             bail!(
-                "--mcast-trees {:?} checks what such trees would do to the routes: give                  --dry-run (a set carries reserved trees only, which the OpenSM plugin can                  build for any group at run time)",
+                "--mcast-trees {:?} checks what such trees would do to the routes: give \
+                 --dry-run (a set carries reserved trees only, which the OpenSM plugin can \
+                 build for any group at run time)",
                 self.mode()
             );
         }
@@ -163,6 +165,9 @@ pub fn print(r: &McastReport, f: &Fabric) {
             McastFault::NoGroup { mlid } => {
                 println!("  broken: MLID 0x{mlid:04X} is forwarded but no group names it")
             }
+            McastFault::BadVl { mlid, switch, vl } => println!(
+                "  broken: MLID 0x{mlid:04X}: '{switch}' sends copies on VL {vl}, which drops them"
+            ),
         }
     }
     match &r.cycle {

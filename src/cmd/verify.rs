@@ -345,7 +345,9 @@ fn verify_routing(
         }
         _ => {
             let (r, job) = rt.block_on(worker::exec::verify(placed.as_ref(), f, &routing))?;
-            let mrep = mc.map(|mc| verify::mcast::verify_with_mcast(f, &routing, &mc).1);
+            let mrep = mc
+                .as_ref()
+                .map(|mc| verify::mcast::verify_with_mcast(f, &routing, mc).1);
             (r, job, mrep)
         }
     };
@@ -375,9 +377,20 @@ fn verify_routing(
         }
         super::report::print_link_load(&fabric::load::link_load(f, &routing.lfts));
     }
-    Ok(if r.ok() && mrep.as_ref().is_none_or(|m| m.ok()) {
-        super::exit::OK
-    } else {
-        super::exit::UNSAFE
-    })
+    let vl_taken = mc
+        .as_ref()
+        .and_then(|mc| super::mcast::reserved_vl_taken(&r, mc));
+    if let Some(why) = &vl_taken {
+        tracing::error!("{why}");
+        if !a.json {
+            println!("with multicast  NOT alone on its VL: {why}");
+        }
+    }
+    Ok(
+        if r.ok() && vl_taken.is_none() && mrep.as_ref().is_none_or(|m| m.ok()) {
+            super::exit::OK
+        } else {
+            super::exit::UNSAFE
+        },
+    )
 }

@@ -234,10 +234,10 @@ fn parse_ibroute(f: &Fabric, text: &str, file: &Path) -> Result<Mfts, Error> {
             let mlid = parse_mlid(m).map_err(|c| perr(file, ln, c))?;
             let np = f.num_ports(f.switches()[s as usize]) as usize;
             let mut mask = PortMask::default();
-            for (k, c) in line
-                .char_indices()
-                .skip(line.find(m).unwrap_or(0) + m.len())
-            {
+            // Byte offsets throughout: the columns are where the digits
+            // above stand in the line.
+            let start = line.find(m).unwrap_or(0) + m.len();
+            for (k, c) in line[start..].char_indices().map(|(k, c)| (k + start, c)) {
                 match c {
                     ' ' => {}
                     'x' => {

@@ -262,7 +262,7 @@ pub fn rebuild(
             .copied()
             .filter(|&m| {
                 let r = f.remote(m);
-                r != NONE && f.switch_index(f.node_of(r)).is_some()
+                r != NONE && f.switch_index(f.node_of(r)).is_some_and(|sw| t.reaches(sw))
             })
             .collect();
         if members.is_empty() {
@@ -299,11 +299,14 @@ fn repaired(f: &Fabric, g: &SwitchGraph, old: &SpanningTree) -> SpanningTree {
     let mut settled = vec![false; n];
     let mut order = Vec::with_capacity(n);
     let mut dq = std::collections::VecDeque::new();
-    let root = if (old.root as usize) < n {
-        old.root
-    } else {
-        center(g)
-    };
+    // A failed root is left alone in the graph: start from the first
+    // switch of the old order that still has a link, so the root's parts
+    // are each attached once.
+    let linked = |x: u32| (x as usize) < n && !g.neighbours(x).is_empty();
+    let root = std::iter::once(old.root)
+        .chain(old.order.iter().copied())
+        .find(|&x| linked(x))
+        .unwrap_or_else(|| center(g));
     if n > 0 {
         dist[root as usize] = 0;
         dq.push_back(root);

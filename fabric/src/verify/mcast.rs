@@ -40,6 +40,10 @@ pub enum McastFault {
     Detached { mlid: u16, member: String },
     /// The forwarding tables hold an MLID no group names (its SL unknown).
     NoGroup { mlid: u16 },
+    /// A switch's SL-to-VL table sends the group's copies out of `switch`
+    /// on VL 15 (management only: the switch drops them) or on a VL the
+    /// tables do not otherwise have.
+    BadVl { mlid: u16, switch: String, vl: u8 },
 }
 
 /// What the multicast check found.
@@ -130,8 +134,10 @@ pub fn check(f: &Fabric, routing: &Routing, mc: &Multicast, cdg: &LocalCdg) -> M
         .groups
         .iter()
         .map(|g| {
-            let (faults, broken) = delivery(f, &mc.mfts, g);
-            let (edges, vl_mask) = dependencies(f, routing, &mc.mfts, g, vls);
+            let (mut faults, mut broken) = delivery(f, &mc.mfts, g);
+            let (edges, vl_mask, vl_faults) = dependencies(f, routing, &mc.mfts, g, vls);
+            broken += vl_faults.len() as u64;
+            faults.extend(vl_faults);
             GroupCheck {
                 faults,
                 broken,
@@ -342,20 +348,25 @@ fn flood(
     }
     // The first member's switch-mates get theirs from its entry; the first
     // member gets theirs only if the entry holds its own port too.
-    let mate = at.iter().filter(|a| a.0 == x0).count() > 1;
+    let mate = at.iter().find(|a| a.0 == x0 && a.2 != src).map(|a| a.2);
     let x0_mask = &masks[x0 as usize];
     for &(_, port, m) in at {
-        let ok = if m == src {
-            !mate || x0_mask.contains(port)
+        // The first member hears its switch-mates only through its own
+        // port in the entry.
+        let (ok, from) = if m == src {
+            (
+                mate.is_none() || x0_mask.contains(port),
+                mate.unwrap_or(src),
+            )
         } else {
-            got[m as usize] == stamp
+            (got[m as usize] == stamp, src)
         };
         if !ok {
             broken += 1;
             if faults.len() < MAX_FAULTS {
                 faults.push(McastFault::Unreached {
                     mlid: g.mlid,
-                    from: name(src),
+                    from: name(from),
                     to: name(m),
                 });
             }
@@ -365,25 +376,39 @@ fn flood(
 }
 
 /// The group's dependencies between switch-to-switch virtual channels
-/// (vertex `slot * vls + VL`, sorted) and the VLs its copies take on
-/// them: a search over the states `(channel into a switch, VL)` every
-/// member's packets reach.
+/// (vertex `slot * vls + VL`, sorted), the VLs its copies take on them,
+/// and the hops that drop copies: a search over the states `(channel into
+/// a switch, VL)` reached from every port that can inject into the group.
+/// Any end port may send to an MLID, member or not, and a switch forwards
+/// it by the entry whatever port it came in on, so every non-switch port
+/// of a switch with an entry is a source, not only the members'.
 fn dependencies(
     f: &Fabric,
     routing: &Routing,
     mfts: &Mfts,
     g: &Group,
     vls: usize,
-) -> (Vec<(u32, u32)>, u16) {
-    let (at, _) = attachments(f, g);
+) -> (Vec<(u32, u32)>, u16, Vec<McastFault>) {
     let masks = dense(f, mfts, g.mlid);
     let mut seen = vec![0u16; f.num_slots()];
     let mut edges = Vec::new();
+    let mut faults = Vec::new();
     let mut vl_mask = 0u16;
-    // A state: the slot a copy leaves a switch by (NONE for a member's
-    // injection), its VL, the switch it enters and the port it enters on.
-    let mut stack: Vec<(Slot, u8, u32, u8)> = at.iter().map(|&(x, p, _)| (NONE, 0, x, p)).collect();
-    stack.dedup();
+    // A state: the slot a copy leaves a switch by (NONE for an injection),
+    // its VL, the switch it enters and the port it enters on.
+    let mut stack: Vec<(Slot, u8, u32, u8)> = Vec::new();
+    for (y, m) in masks.iter().enumerate() {
+        if m.is_empty() {
+            continue;
+        }
+        let node = f.switches()[y];
+        for p in 0..=f.num_ports(node) {
+            let r = f.remote(f.slot(node, p));
+            if p == 0 || r == NONE || f.switch_index(f.node_of(r)).is_none() {
+                stack.push((NONE, 0, y as u32, p));
+            }
+        }
+    }
     while let Some((c, vc, y, p)) = stack.pop() {
         let mask = &masks[y as usize];
         let node = f.switches()[y as usize];
@@ -397,7 +422,14 @@ fn dependencies(
                 continue;
             };
             let vo = routing.switch_vl(y, p, q, g.sl);
-            if vo as usize >= vls {
+            if vo == 15 || vo as usize >= vls {
+                if faults.len() < MAX_FAULTS {
+                    faults.push(McastFault::BadVl {
+                        mlid: g.mlid,
+                        switch: f.desc(node).to_string(),
+                        vl: vo,
+                    });
+                }
                 continue;
             }
             vl_mask |= 1 << vo;
@@ -412,5 +444,5 @@ fn dependencies(
     }
     edges.sort_unstable();
     edges.dedup();
-    (edges, vl_mask)
+    (edges, vl_mask, faults)
 }
