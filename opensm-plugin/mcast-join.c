@@ -63,17 +63,14 @@ int main(int argc, char **argv)
 	sm.qp = 1;
 	sm.qkey = IB_DEFAULT_QP1_QKEY;
 	while (fgets(line, sizeof line, stdin)) {
-		char *s = line, *e;
+		char *e;
 		uint8_t buf[IB_SA_DATA_SIZE] = { 0 }, pgid[16];
 		ib_sa_call_t sa = { 0 };
 		uint64_t g, gbe;
-		while (*s == ' ' || *s == '\t')
-			s++;
-		if (*s == '#' || *s == '\n' || !*s)
+		int got = guid_line(line, &g, &e);
+		if (got == 0)
 			continue;
-		g = strtoull(s, &e, 16);
-		if (e == s || !g) {
-			fprintf(stderr, "not a port GUID: %s", line);
+		if (got < 0) {
 			mad_rpc_close_port(port);
 			return 1;
 		}

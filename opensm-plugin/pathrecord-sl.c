@@ -42,17 +42,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	while (fgets(line, sizeof line, stdin)) {
-		char *s = line, *e;
+		char *e;
 		uint64_t g;
-		while (*s == ' ' || *s == '\t')
-			s++;
-		if (*s == '#' || *s == '\n' || !*s)
+		int got = guid_line(line, &g, &e);
+		if (got == 0)
 			continue;
-		g = strtoull(s, &e, 16);
-		if (e == s || !g) {
-			fprintf(stderr, "not a port GUID: %s", line);
+		if (got < 0)
 			return 1;
-		}
 		{
 			char *e2;
 			uint64_t d = strtoull(e, &e2, 16);

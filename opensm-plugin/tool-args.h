@@ -5,6 +5,7 @@
 #ifndef IBFABRIC_TOOL_ARGS_H
 #define IBFABRIC_TOOL_ARGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,24 @@ static inline int port_args(int argc, char **argv, char **ca, int *port)
 			break;
 	}
 	return a;
+}
+
+/* One line of port GUIDs on standard input: 0 for a blank or '#' line,
+ * 1 with the first GUID in *g and the rest of the line in *rest, -1 (said
+ * on stderr) when the line does not start with one. */
+static inline int guid_line(char *line, uint64_t *g, char **rest)
+{
+	char *s = line;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s == '#' || *s == '\n' || !*s)
+		return 0;
+	*g = strtoull(s, rest, 16);
+	if (*rest == s || !*g) {
+		fprintf(stderr, "not a port GUID: %s", line);
+		return -1;
+	}
+	return 1;
 }
 
 /* Opens the local port for SMP and SA queries and finds the SM; NULL,

@@ -17,6 +17,9 @@
 //!                                       # workers can share the job (default 0: sequential)
 //! max_vls = 8                           # optional
 //! max_sls = 16                          # optional
+//! mcast_groups = "groups.txt"           # optional: multicast groups (docs/multicast.md); the
+//!                                       # set then carries reserved trees on the top SL and VL,
+//!                                       # which the engine leaves to multicast
 //! out_dir = "out/subnet0"               # optional: the table set (compact files, see
 //!                                       # docs/table-set-format.md) for the OpenSM plugin,
 //!                                       # and the controller's mapping (ibfabric-mapping.txt)
@@ -100,6 +103,11 @@ pub struct AgentConfig {
     pub max_vls: u8,
     #[serde(default = "default_sls")]
     pub max_sls: u8,
+    /// Multicast groups: the set carries reserved trees for them
+    /// (docs/multicast.md), and the engine routes with one VL and one SL
+    /// fewer.
+    #[serde(default)]
+    pub mcast_groups: Option<PathBuf>,
     #[serde(default)]
     pub out_dir: Option<PathBuf>,
     /// OpenSM's text dumps beside the compact set in `out_dir` (for stock
@@ -228,6 +236,13 @@ impl ConfigFile for AgentConfig {
                 self.max_sls
             )));
         }
+        if self.mcast_groups.is_some() && (self.max_vls < 2 || self.max_sls < 2) {
+            return Err(Invalid(format!(
+                "mcast_groups needs a VL and an SL for multicast alone: max_vls {} and \
+                 max_sls {} leave none",
+                self.max_vls, self.max_sls
+            )));
+        }
         if !self.workers.is_empty() && self.workers_store.is_some() {
             return Err(Invalid(
                 "workers and [workers_store] both given: name the workers or where they register, not both".into(),
@@ -264,6 +279,7 @@ impl ConfigFile for AgentConfig {
         std::iter::once(&mut self.topology)
             .chain(self.out_dir.as_mut())
             .chain(self.root_guids.as_mut())
+            .chain(self.mcast_groups.as_mut())
             .chain(self.mapping_file.as_mut())
             .chain(self.fabric.iter_mut().flat_map(|l| {
                 l.pathrecord_tool
@@ -293,6 +309,7 @@ impl AgentConfig {
             max_vls: new.max_vls,
             max_sls: new.max_sls,
             root_guids: new.root_guids.clone(),
+            mcast_groups: new.mcast_groups.clone(),
             dqr: new.dqr,
             dqr_detours: new.dqr_detours,
             stage_wait_ms: new.stage_wait_ms,

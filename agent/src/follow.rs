@@ -277,7 +277,13 @@ pub async fn apply_stage(
     let stage = Arc::new(stage);
     let st = stage.clone();
     let generation = tokio::task::spawn_blocking(move || {
-        fabric::formats::write_routing(&to2.fabric, &st, &dir2, export)?;
+        // The stage carries the trees the update leads to: they were
+        // checked with it, and without them OpenSM would build its own.
+        let mut staged = fabric::formats::stage_routing(&to2.fabric, &st, &dir2, export)?;
+        if let Some(m) = &to2.mcast {
+            staged = staged.with_multicast(&to2.fabric, m)?;
+        }
+        staged.commit()?;
         fabric::formats::tableset::check_dir(&dir2).map(|m| m.generation)
     })
     .await

@@ -10,6 +10,7 @@ pub mod config;
 pub mod follow;
 mod list;
 pub mod live;
+mod mcast;
 mod session;
 pub mod subnet;
 
@@ -352,7 +353,13 @@ impl Agent {
         {
             let (cfg, r) = (self.cfg.clone(), routed.clone());
             tokio::task::spawn_blocking(move || {
-                subnet::write_tables(&cfg, &r.fabric, &r.routing, r.routing.engine().name())
+                subnet::write_tables(
+                    &cfg,
+                    &r.fabric,
+                    &r.routing,
+                    r.routing.engine().name(),
+                    r.mcast.as_ref(),
+                )
             })
             .await??;
         }

@@ -29,6 +29,9 @@ pub enum RouteError {
     Unsafe(#[from] dqr::OrderError),
     #[error(transparent)]
     Dqr(#[from] dqr::DqrError),
+    /// Multicast trees the check refuses with these tables.
+    #[error("multicast: {0}; keeping the tables in force")]
+    Multicast(String),
     /// The discovery is not routed now (`fabric::discovery`): the tables
     /// in force stay.
     #[error("{file}: {refused}; keeping the tables in force{}", if matches!(.refused, fabric::discovery::DiscoveryRefused::Shrunk { .. }) { " until the change persists" } else { "" })]
@@ -47,6 +50,9 @@ pub struct RoutedSubnet {
     /// Topology, end ports, router ports and routing result; the session
     /// and generation are filled in when it is sent.
     pub report: v1::SubnetReport,
+    /// The reserved multicast trees of the config's groups, checked with
+    /// `routing`.
+    pub mcast: Option<fabric::mcast::Multicast>,
     lid_by_guid: HashMap<u64, u16>,
     router_port_lid: HashMap<u64, u16>,
 }
@@ -132,9 +138,16 @@ fn route_read(
         file: cfg.topology.clone(),
         refused,
     })?;
-    let (routing, route_seconds) = compute(cfg, engine, &fabric)?;
-    write_tables(cfg, &fabric, &routing, engine.name())?;
-    Ok(describe(cfg, fabric, routing, engine, route_seconds, None))
+    let (routing, route_seconds, mc) = compute(cfg, engine, &fabric, None)?;
+    write_tables(cfg, &fabric, &routing, engine.name(), mc.as_ref())?;
+    Ok(describe(
+        cfg,
+        fabric,
+        (routing, mc),
+        engine,
+        route_seconds,
+        None,
+    ))
 }
 
 fn read_topology(cfg: &AgentConfig) -> Result<Fabric, RouteError> {
@@ -143,28 +156,34 @@ fn read_topology(cfg: &AgentConfig) -> Result<Fabric, RouteError> {
     Ok(fabric)
 }
 
-/// Routes `fabric` and passes the tables through the gate.
+/// Routes `fabric` and passes the tables through the gate, with the
+/// multicast trees of the config's groups (repairing `prev`'s tree).
 fn compute(
     cfg: &AgentConfig,
     engine: &dyn RoutingEngine,
     fabric: &Fabric,
-) -> Result<(Verified<Routing>, f64), RouteError> {
+    prev: Option<&fabric::mcast::Multicast>,
+) -> Result<Computed, RouteError> {
     let roots = match &cfg.root_guids {
         Some(p) if engine.uses_roots() => {
             Some(fabric::formats::guids::read_switch_guids(fabric, p)?)
         }
         _ => None,
     };
-    let opts = EngineOptions {
-        max_vls: cfg.max_vls,
-        max_sls: cfg.max_sls,
-        base: cfg.base,
-        progress: None,
-        roots: roots.as_deref(),
-        sssp_streams: cfg.sssp_streams,
-    };
+    let opts = crate::mcast::engine_options(
+        cfg,
+        EngineOptions {
+            max_vls: cfg.max_vls,
+            max_sls: cfg.max_sls,
+            base: cfg.base,
+            progress: None,
+            roots: roots.as_deref(),
+            sssp_streams: cfg.sssp_streams,
+        },
+    );
     let t = std::time::Instant::now();
-    let routing = route(cfg, engine, fabric, &opts)?;
+    let mut routing = route(cfg, engine, fabric, &opts)?;
+    let mc = crate::mcast::plan(cfg, fabric, &mut routing, prev)?;
     let route_seconds = t.elapsed().as_secs_f64();
     metrics::histogram!("ibfabric_agent_route_seconds", "engine" => engine.name())
         .record(route_seconds);
@@ -178,8 +197,14 @@ fn compute(
             refusal: r.refusal,
         }
     })?;
-    Ok((routing, route_seconds))
+    if let Some(m) = &mc {
+        crate::mcast::check(fabric, &routing, &[], m, None)?;
+    }
+    Ok((routing, route_seconds, mc))
 }
+
+/// Tables through the gate, the seconds the engine took, their trees.
+type Computed = (Verified<Routing>, f64, Option<fabric::mcast::Multicast>);
 
 /// The routing of `f`: on the configured workers when there are some and
 /// the engine splits, here otherwise ([`worker::exec`]). A store that
@@ -247,11 +272,16 @@ pub fn write_tables(
     fabric: &Fabric,
     routing: &Verified<Routing>,
     engine: &str,
+    mcast: Option<&fabric::mcast::Multicast>,
 ) -> Result<(), RouteError> {
     if let Some(dir) = &cfg.out_dir {
         // Crash-safe, and the tables of an earlier engine this one does
         // not set (SL-to-VL, path SLs) go: OpenSM would load them too.
-        let files = fabric::formats::write_routing(fabric, routing, dir, cfg.export())?;
+        let mut staged = fabric::formats::stage_routing(fabric, routing, dir, cfg.export())?;
+        if let Some(m) = mcast {
+            staged = staged.with_multicast(fabric, m)?;
+        }
+        let files = staged.commit()?;
         for p in &files.removed {
             tracing::info!(file = %p.display(), engine, "removed a table file this engine does not set");
         }
@@ -330,8 +360,8 @@ pub fn update_subnet(
     let Some(prev) = prev else {
         let engine = engine_for(cfg, &found).engine();
         let engine = engine.as_ref();
-        let (routing, secs) = compute(cfg, engine, &found)?;
-        let routed = describe(cfg, found, routing, engine, secs, None);
+        let (routing, secs, mc) = compute(cfg, engine, &found, None)?;
+        let routed = describe(cfg, found, (routing, mc), engine, secs, None);
         return Ok(Decision::update(routed, Vec::new(), None));
     };
     let t0 = std::time::Instant::now();
@@ -347,14 +377,14 @@ pub fn update_subnet(
                 change = %why,
                 "the fabric changed beyond links going down or up: routing it from scratch, applied in one step (the update is not checked)"
             );
-            let (routing, secs) = compute(cfg, engine, &found)?;
+            let (routing, secs, mc) = compute(cfg, engine, &found, prev.mcast.as_ref())?;
             let update = v1::TableUpdate {
                 method: "unchecked".into(),
                 reason: why,
                 seconds: t0.elapsed().as_secs_f64(),
                 ..Default::default()
             };
-            let routed = describe(cfg, found, routing, engine, secs, Some(update));
+            let routed = describe(cfg, found, (routing, mc), engine, secs, Some(update));
             return Ok(Decision::update(routed, Vec::new(), None));
         }
         Change::Links { failed, restored } => (failed, restored),
@@ -418,8 +448,9 @@ fn try_dqr(
     };
     let t = std::time::Instant::now();
     match dqr::reroute_from(&prev.fabric, &after, prev.routing.get(), &mut list, &opts) {
-        Ok(out) => {
+        Ok(mut out) => {
             let secs = t.elapsed().as_secs_f64();
+            let mc = crate::mcast::plan(cfg, &after, &mut out.routing, prev.mcast.as_ref())?;
             let stages = out
                 .drain
                 .map(|d| fabric::verify::accept_step(&after, prev_kind, d, Step::Drain))
@@ -431,6 +462,9 @@ fn try_dqr(
                 .map_err(refused(prev_kind))?;
             let before = prev.routing.report();
             dqr::within_vls(routing.report(), before.max_vl, before.vls_used)?;
+            if let Some(m) = &mc {
+                crate::mcast::check(&after, &routing, &stages, m, prev.mcast.as_ref())?;
+            }
             let s = out.stats;
             let mut update = update.clone();
             update.method = "dqr".into();
@@ -441,7 +475,14 @@ fn try_dqr(
             update.stages = stages.len() as u32;
             update.seconds = t0.elapsed().as_secs_f64();
             let engine = prev_kind.engine();
-            let routed = describe(cfg, after, routing, engine.as_ref(), secs, Some(update));
+            let routed = describe(
+                cfg,
+                after,
+                (routing, mc),
+                engine.as_ref(),
+                secs,
+                Some(update),
+            );
             Ok(Ok(Decision::update(routed, stages, Some(list))))
         }
         Err(e) => Ok(Err((e.to_string(), after))),
@@ -465,7 +506,7 @@ fn recompute(
     let engine = engine_for(cfg, &after).engine();
     let engine = engine.as_ref();
     let kind = engine.kind();
-    let (routing, secs) = compute(cfg, engine, &after)?;
+    let (routing, secs, mc) = compute(cfg, engine, &after, prev.mcast.as_ref())?;
     let plan = match dqr::order_update(&after, prev.routing.get(), routing.get()) {
         Ok(p) => p,
         Err(e) if none_failed => {
@@ -488,7 +529,7 @@ fn recompute(
             let routed = describe(
                 cfg,
                 after,
-                kept,
+                (kept, prev.mcast.clone()),
                 prev_kind.engine().as_ref(),
                 0.0,
                 Some(update),
@@ -503,6 +544,9 @@ fn recompute(
         .map(|d| fabric::verify::accept_step(&after, kind, d, Step::Drain))
         .collect::<Result<Vec<_>, _>>()
         .map_err(refused(kind))?;
+    if let Some(m) = &mc {
+        crate::mcast::check(&after, &routing, &stages, m, prev.mcast.as_ref())?;
+    }
     let t = fabric::audit::compare(
         &prev.fabric,
         prev.routing.get(),
@@ -516,7 +560,7 @@ fn recompute(
     update.entries_changed = t.differences;
     update.stages = stages.len() as u32;
     update.seconds = t0.elapsed().as_secs_f64();
-    let routed = describe(cfg, after, routing, engine, secs, Some(update));
+    let routed = describe(cfg, after, (routing, mc), engine, secs, Some(update));
     Ok(Decision::update(routed, stages, None))
 }
 
@@ -532,7 +576,7 @@ fn refused(kind: fabric::routing::EngineKind) -> impl Fn(fabric::verify::Refused
 fn describe(
     cfg: &AgentConfig,
     fabric: Fabric,
-    routing: Verified<Routing>,
+    (routing, mcast): (Verified<Routing>, Option<fabric::mcast::Multicast>),
     engine: &dyn RoutingEngine,
     route_seconds: f64,
     update: Option<v1::TableUpdate>,
@@ -627,6 +671,7 @@ fn describe(
         fabric,
         routing,
         report,
+        mcast,
         lid_by_guid,
         router_port_lid,
     }

@@ -199,6 +199,30 @@ fn shared_trees_are_refused_where_they_close_a_cycle_and_kept_where_not() {
     assert!(m.vls_used > 1, "multicast climbs VLs with DF-DN");
 }
 
+/// LASH with the top SL and VL left to multicast, and sent there.
+fn lash_reserved(f: &Fabric) -> fabric::tables::Routing {
+    let opts = EngineOptions {
+        max_vls: 7,
+        max_sls: 15,
+        ..Default::default()
+    };
+    let mut r = EngineKind::Lash.engine().route(f, &opts).expect("routes");
+    fabric::mcast::tree::reserve(f, &mut r, 15, 7).expect("reserve");
+    r
+}
+
+/// Expects a fault matching `pred` in the multicast check of `mc`.
+fn faulted(
+    f: &Fabric,
+    r: &fabric::tables::Routing,
+    mc: &Multicast,
+    pred: impl Fn(&McastFault) -> bool,
+) {
+    let rep = verify_with_mcast(f, r, mc).1;
+    assert!(rep.broken > 0, "{rep:?}");
+    assert!(rep.faults.iter().any(pred), "{rep:?}");
+}
+
 fn one_group(f: &Fabric) -> (fabric::tables::Routing, Multicast) {
     let mut r = EngineKind::Updn
         .engine()
@@ -247,14 +271,9 @@ fn broken_forwarding_entries_are_found() {
         m2.insert(p);
     }
     e.1 = m2;
-    let rep = verify_with_mcast(&f, &r, &cut).1;
-    assert!(rep.broken > 0);
-    assert!(
-        rep.faults
-            .iter()
-            .any(|x| matches!(x, McastFault::Unreached { mlid: 0xC000, .. })),
-        "{rep:?}"
-    );
+    faulted(&f, &r, &cut, |x| {
+        matches!(x, McastFault::Unreached { mlid: 0xC000, .. })
+    });
 
     // Every switch forwarding on every switch link: copies circle.
     let mut flood = mc.clone();
@@ -267,19 +286,16 @@ fn broken_forwarding_entries_are_found() {
         }
         flood.mfts.set(0xC000, si as u32, m);
     }
-    let rep = verify_with_mcast(&f, &r, &flood).1;
-    assert!(
-        rep.faults
-            .iter()
-            .any(|x| matches!(x, McastFault::Loop { mlid: 0xC000, .. })),
-        "{rep:?}"
-    );
+    faulted(&f, &r, &flood, |x| {
+        matches!(x, McastFault::Loop { mlid: 0xC000, .. })
+    });
 
     // Entries for an MLID no group names.
     let mut extra = mc.clone();
     extra.mfts.set(0xC005, 0, PortMask([2, 0, 0, 0]));
-    let rep = verify_with_mcast(&f, &r, &extra).1;
-    assert!(rep.faults.contains(&McastFault::NoGroup { mlid: 0xC005 }));
+    faulted(&f, &r, &extra, |x| {
+        *x == McastFault::NoGroup { mlid: 0xC005 }
+    });
 }
 
 #[test]
@@ -488,13 +504,7 @@ fn a_rebuilt_tree_keeps_the_old_links_and_mixes_safely_with_the_old_one() {
             mfts,
             plan: Some(plan1.clone()),
         };
-        let opts = EngineOptions {
-            max_vls: 7,
-            max_sls: 15,
-            ..Default::default()
-        };
-        let mut r1 = EngineKind::Lash.engine().route(&f1, &opts).expect("routes");
-        fabric::mcast::tree::reserve(&f1, &mut r1, 15, 7).expect("reserve");
+        let r1 = lash_reserved(&f1);
         let (u, m) = verify_with_mcast(&f1, &r1, &mc1);
         assert!(u.ok() && m.ok(), "{name}: {m:?}");
         let kept = (0..f0.switches().len())
@@ -527,13 +537,7 @@ fn a_rebuilt_tree_keeps_the_old_links_and_mixes_safely_with_the_old_one() {
         mfts,
         plan: None,
     };
-    let opts = EngineOptions {
-        max_vls: 7,
-        max_sls: 15,
-        ..Default::default()
-    };
-    let mut r = EngineKind::Lash.engine().route(&f, &opts).expect("routes");
-    fabric::mcast::tree::reserve(&f, &mut r, 15, 7).expect("reserve");
+    let r = lash_reserved(&f);
     assert!(
         verify_with_mcast(&f, &r, &mc1).1.ok(),
         "the other tree alone is fine"
@@ -575,13 +579,7 @@ fn a_failed_root_switch_is_rebuilt_around() {
         mfts,
         plan: Some(plan1),
     };
-    let opts = EngineOptions {
-        max_vls: 7,
-        max_sls: 15,
-        ..Default::default()
-    };
-    let mut r1 = EngineKind::Lash.engine().route(&f1, &opts).expect("routes");
-    fabric::mcast::tree::reserve(&f1, &mut r1, 15, 7).expect("reserve");
+    let r1 = lash_reserved(&f1);
     let (_, m) = verify_with_mcast(&f1, &r1, &mc1);
     assert!(m.ok(), "{m:?}");
     assert_eq!(check_mixed(&f1, &r1, &mc0, &mc1), None);
