@@ -248,3 +248,66 @@ fn a_group_on_another_sl_than_the_plans_gets_no_tree() {
         "no switch forwards the group:\n{text}"
     );
 }
+
+/// A plan edited to name a link the fabric does not have (re-digested, so
+/// the set is whole): the plugin refuses the set, and no switch forwards
+/// the group.
+#[test]
+fn a_plan_that_does_not_fit_the_fabric_refuses_the_set() {
+    use fabric::formats::tableset;
+    let fx = fixture();
+    let tables = fx.root.join("tables");
+    route(&fx, &tables, true);
+    let plan_path = tables.join("ibfabric-mcast-tree.txt");
+    let plan = std::fs::read_to_string(&plan_path).expect("plan");
+    // The first child's link moved to its parent's port 1, a host port.
+    let child = plan
+        .lines()
+        .find(|l| l.contains(" down "))
+        .expect("a child");
+    let w: Vec<&str> = child.split_whitespace().collect();
+    assert_ne!(w[5], "1", "{child}");
+    let bad = plan.replacen(
+        child,
+        &child.replacen(&format!(" down {} ", w[5]), " down 1 ", 1),
+        1,
+    );
+    std::fs::write(&plan_path, &bad).expect("edit");
+    assert!(
+        tableset::check_dir(&tables).is_err(),
+        "the edit breaks the digest"
+    );
+    let text = std::fs::read_to_string(tables.join(tableset::MANIFEST_FILE)).expect("manifest");
+    let mut set = tableset::parse(&text, Path::new("m")).expect("manifest");
+    for e in &mut set.files {
+        if e.name == "ibfabric-mcast-tree.txt" {
+            let mut h = tableset::Fnv1a::default();
+            h.update(bad.as_bytes());
+            e.size = bad.len() as u64;
+            e.digest = h.finish();
+        }
+    }
+    std::fs::write(tables.join(tableset::MANIFEST_FILE), tableset::write(&set)).expect("manifest");
+    tableset::check_dir(&tables).expect("whole again");
+
+    let dir = fx.root.join("misfit");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut sim = Sim::start(&fx.net, &dir).expect("ibsim");
+    let err = sim
+        .run_opensm_with(
+            &format!(
+                "event_plugin_name ibfabric\n\
+                 event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
+                 routing_engine ibfabric,no_fallback\n\
+                 qos TRUE\n",
+                tables.display()
+            ),
+            &[("LD_LIBRARY_PATH", &fx.plugin)],
+        )
+        .err();
+    let log = sim.opensm_log();
+    assert!(
+        log.contains("multicast plan's link") && log.contains("is not in the fabric"),
+        "the plugin names the link ({err:?}):\n{log}"
+    );
+}
