@@ -216,3 +216,82 @@ fn a_bad_groups_file_names_its_line() {
         "{err}"
     );
 }
+
+/// Two sets whose trees come from different spanning trees of a torus:
+/// `verify --transition` finds the cycle switches holding a mix of their
+/// entries could close, and says the update is not deadlock free.
+#[test]
+fn a_transition_between_unrelated_trees_is_not_deadlock_free() {
+    use fabric::mcast::tree::{SpanningTree, group_tree};
+    use fabric::mcast::{Multicast, TreePlan};
+    let d = tempfile::tempdir().expect("tmp");
+    let net = d.path().join("t.net");
+    assert!(
+        ibf(&["gen", "torus", "--dims", "4x4", "-o", s(&net)])
+            .status
+            .success()
+    );
+    let groups = d.path().join("groups.txt");
+    std::fs::write(&groups, "0xC000 sl=0 all\n").expect("groups");
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    assert!(route(&net, &groups, &["-o", s(&a)]).status.success());
+    // Set b: the same tables, the trees of a spanning tree from another root.
+    let f = fabric::formats::ibnetdiscover::read(&net).expect("topology");
+    let r = fabric::formats::tableset::read_set(&f, &a).expect("set a");
+    let mc = fabric::formats::tableset::read_multicast(&f, &a)
+        .expect("reads")
+        .expect("trees");
+    let plan = mc.plan.clone().expect("plan");
+    let g = fabric::graph::SwitchGraph::new(&f);
+    let tree = SpanningTree::bfs(&g, (plan.tree.root + 5) % 16);
+    let mfts = group_tree(&f, &tree, 0xC000, &mc.groups[0].members).expect("tree");
+    let other = Multicast {
+        groups: mc.groups.clone(),
+        mfts,
+        plan: Some(TreePlan { tree, ..plan }),
+    };
+    let kind = fabric::routing::EngineKind::Lash;
+    let v = fabric::verify::accept(
+        &f,
+        kind.engine().as_ref(),
+        r,
+        fabric::verify::Policy::DeadlockFree,
+    )
+    .expect("accepted");
+    fabric::formats::stage_routing(&f, &v, &b, fabric::formats::Export::default())
+        .expect("staged")
+        .with_multicast(&f, &other)
+        .expect("trees staged")
+        .commit()
+        .expect("written");
+    // Each set alone is fine; the mix is not.
+    for dir in [&a, &b] {
+        assert_eq!(
+            ibf(&["verify", "-t", s(&net), "-d", s(dir)]).status.code(),
+            Some(0)
+        );
+    }
+    let o = ibf(&[
+        "verify",
+        "-t",
+        s(&net),
+        "--transition",
+        s(&a),
+        s(&b),
+        "--json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v = json_any(&o);
+    assert!(
+        v["multicast_mix_cycle"]
+            .as_str()
+            .is_some_and(|c| c.contains("VL")),
+        "{v}"
+    );
+    assert_eq!(v["deadlock_free"], false);
+}

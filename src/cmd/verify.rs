@@ -111,6 +111,10 @@ struct TransitionJson {
     deadlock_free: bool,
     cycle: Option<Vec<verify::ChannelRef>>,
     cycle_text: Option<String>,
+    /// When both sets carry multicast trees: a cycle that switches holding
+    /// old and new entries could close (none: the mix is safe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multicast_mix_cycle: Option<String>,
     verify_seconds: f64,
 }
 
@@ -121,16 +125,37 @@ struct StepsJson {
 }
 
 /// One step of an update: every mix of the `from` and `to` sets.
-fn transition_step(f: &fabric::Fabric, from: &Path, to: &Path) -> Result<TransitionJson> {
+/// One step of an update: every mix of the `from` and `to` sets on `f`
+/// (the fabric now); their multicast trees are read against `f0`, the
+/// fabric as discovered (the old trees may cross a link down since).
+fn transition_step(
+    f0: &fabric::Fabric,
+    f: &fabric::Fabric,
+    from: &Path,
+    to: &Path,
+) -> Result<TransitionJson> {
     let old = fabric::formats::tableset::read_set(f, from)?;
     let new = fabric::formats::tableset::read_set(f, to)?;
     let t = Instant::now();
     let r = verify::check_transition(f, &old, &new);
+    let mix = match (
+        fabric::formats::tableset::read_multicast(f0, from)?,
+        fabric::formats::tableset::read_multicast(f0, to)?,
+    ) {
+        (Some(a), Some(b)) => verify::mcast::check_mixed(f, &new, &a, &b).map(|c| {
+            c.iter()
+                .map(|vc| verify::describe_channel(f, *vc))
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        }),
+        _ => None,
+    };
     let secs = t.elapsed().as_secs_f64();
     Ok(TransitionJson {
         from: from.to_path_buf(),
         to: to.to_path_buf(),
-        deadlock_free: r.deadlock_free(),
+        deadlock_free: r.deadlock_free() && mix.is_none(),
+        multicast_mix_cycle: mix,
         cycle: r
             .cycle
             .as_ref()
@@ -155,7 +180,11 @@ fn print_step(s: &TransitionJson, steps: usize) {
         "mixed walks     {} states, CDG {} channels, {} dependencies",
         r.states, r.cdg_vertices, r.cdg_edges
     );
+    if let Some(c) = &s.multicast_mix_cycle {
+        println!("multicast mix   NOT deadlock free: old and new trees mixed close {c}");
+    }
     match &s.cycle_text {
+        None if s.multicast_mix_cycle.is_some() => {}
         None => println!("transition      deadlock free: every mix of old and new tables"),
         Some(c) => println!(
             "transition      NOT deadlock free: a mix of old and new tables has the cycle {c}"
@@ -167,7 +196,12 @@ fn print_step(s: &TransitionJson, steps: usize) {
 /// writes it under NEW/drain, to be applied first: then each step is
 /// checked (OLD to the drain stage, the drain stage to NEW), as the
 /// switches take them, and not the mix of OLD and NEW that never happens.
-fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i32> {
+fn run_transition(
+    f0: &fabric::Fabric,
+    f: &fabric::Fabric,
+    dirs: &[PathBuf],
+    json: bool,
+) -> Result<i32> {
     let [old_dir, new_dir] = dirs else {
         bail!("--transition takes OLD_DIR NEW_DIR");
     };
@@ -177,11 +211,11 @@ fn run_transition(f: &fabric::Fabric, dirs: &[PathBuf], json: bool) -> Result<i3
         .exists()
     {
         vec![
-            transition_step(f, old_dir, &drain)?,
-            transition_step(f, &drain, new_dir)?,
+            transition_step(f0, f, old_dir, &drain)?,
+            transition_step(f0, f, &drain, new_dir)?,
         ]
     } else {
-        vec![transition_step(f, old_dir, new_dir)?]
+        vec![transition_step(f0, f, old_dir, new_dir)?]
     };
     let ok = steps.iter().all(|s| s.deadlock_free);
     if json {
@@ -222,8 +256,8 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             .iter()
             .map(|s| super::reroute::parse_fault(&f, s))
             .collect::<Result<Vec<_>>>()?;
-        let f = fabric::dqr::apply_faults(&f, &faults);
-        return run_transition(&f, dirs, a.json);
+        let now = fabric::dqr::apply_faults(&f, &faults);
+        return run_transition(&f, &now, dirs, a.json);
     }
     // A set with its manifest is read as a whole (every file's size and
     // digest checked); without one it may be caught mid-write or mixed
