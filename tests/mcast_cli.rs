@@ -27,13 +27,18 @@ fn s(p: &Path) -> &str {
 }
 
 fn setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    setup_with(&["dragonfly", "--p", "2"])
+}
+
+/// A scratch directory with the fabric `gen TOPOLOGY...` makes and a groups file
+/// of IPoIB's broadcast group over every CA port.
+fn setup_with(topology: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let d = tempfile::tempdir().expect("tmp");
-    let net = d.path().join("df2.net");
-    assert!(
-        ibf(&["gen", "dragonfly", "--p", "2", "-o", s(&net)])
-            .status
-            .success()
-    );
+    let net = d.path().join("fabric.net");
+    let mut args = vec!["gen"];
+    args.extend_from_slice(topology);
+    args.extend_from_slice(&["-o", s(&net)]);
+    assert!(ibf(&args).status.success());
     let groups = d.path().join("groups.txt");
     std::fs::write(&groups, "# IPoIB broadcast\n0xC000 sl=0 all\n").expect("groups");
     (d, net, groups)
@@ -224,15 +229,7 @@ fn a_bad_groups_file_names_its_line() {
 fn a_transition_between_unrelated_trees_is_not_deadlock_free() {
     use fabric::mcast::tree::{SpanningTree, group_tree};
     use fabric::mcast::{Multicast, TreePlan};
-    let d = tempfile::tempdir().expect("tmp");
-    let net = d.path().join("t.net");
-    assert!(
-        ibf(&["gen", "torus", "--dims", "4x4", "-o", s(&net)])
-            .status
-            .success()
-    );
-    let groups = d.path().join("groups.txt");
-    std::fs::write(&groups, "0xC000 sl=0 all\n").expect("groups");
+    let (d, net, groups) = setup_with(&["torus", "--dims", "4x4"]);
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     assert!(route(&net, &groups, &["-o", s(&a)]).status.success());
     // Set b: the same tables, the trees of a spanning tree from another root.

@@ -7,12 +7,12 @@
 use crate::config::AgentConfig;
 use crate::subnet::RouteError;
 use fabric::Fabric;
+use fabric::mcast::Multicast;
 use fabric::mcast::tree::{self, TreeMode};
-use fabric::mcast::{Multicast, TreePlan};
 use fabric::routing::EngineOptions;
 use fabric::tables::Routing;
 use fabric::verify::Verified;
-use fabric::verify::mcast::{check_mixed, verify_with_mcast};
+use fabric::verify::mcast::{reserved_vl_taken, verify_update, verify_with_mcast};
 
 /// The engine's options with the multicast SL and VL taken out (the
 /// config checks that there are some to take).
@@ -84,41 +84,30 @@ pub fn check(
     old: Option<&Multicast>,
 ) -> Result<(), RouteError> {
     let refuse = |why: String| Err(RouteError::Multicast(why));
-    if let Some(TreePlan { vl, .. }) = &mc.plan {
-        let u = routing.report();
-        if u.vls_used > 0 && u.max_vl >= *vl {
-            return refuse(format!(
-                "unicast routes use VL {}, and VL {vl} is reserved for multicast",
-                u.max_vl
-            ));
+    if let Some(why) = reserved_vl_taken(routing.report(), mc) {
+        return refuse(why);
+    }
+    // The final tables: with the mix of old and new trees too, in one walk.
+    let (m, mixed) = match old {
+        Some(old) => {
+            let (_, m, mixed) = verify_update(f, routing.get(), mc, old);
+            (m, mixed)
+        }
+        None => (verify_with_mcast(f, routing.get(), mc).1, None),
+    };
+    if let Some(why) = m.refusal() {
+        return refuse(format!("with the tables, {why}"));
+    }
+    for s in stages {
+        if let Some(why) = verify_with_mcast(f, s.get(), mc).1.refusal() {
+            return refuse(format!("with a drain stage, {why}"));
         }
     }
-    for (what, r) in
-        std::iter::once(("the tables", routing)).chain(stages.iter().map(|s| ("a drain stage", s)))
-    {
-        let (_, m) = verify_with_mcast(f, r.get(), mc);
-        if m.broken > 0 {
-            return refuse(format!(
-                "with {what}, {} deliveries broken (first: {:?})",
-                m.broken,
-                m.faults.first()
-            ));
-        }
-        if let Some(c) = &m.cycle {
-            return refuse(format!(
-                "with {what}, unicast and multicast close a cycle of {} channels (MLIDs {:04X?})",
-                c.len(),
-                m.cycle_mlids
-            ));
-        }
+    match mixed {
+        Some(c) => refuse(format!(
+            "old and new trees mixed on the switches could close a cycle of {} channels",
+            c.len()
+        )),
+        None => Ok(()),
     }
-    if let Some(old) = old {
-        if let Some(c) = check_mixed(f, routing.get(), old, mc) {
-            return refuse(format!(
-                "old and new trees mixed on the switches could close a cycle of {} channels",
-                c.len()
-            ));
-        }
-    }
-    Ok(())
 }

@@ -45,6 +45,19 @@ pub fn opensm_plugin_build() -> Result<PathBuf> {
 }
 
 /// Runs `ibfabric ARGS`, failing with its stderr when it exits non-zero.
+/// A `--json` command's output and exit code, whatever the code (verdicts
+/// exit 3 with a report); panics with both streams when stdout is no JSON.
+pub fn json_and_code(out: &std::process::Output, what: &str) -> (serde_json::Value, i32) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "{what} --json: {e}\nstdout: {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, out.status.code().unwrap_or(-1))
+}
+
 pub fn ibfabric(args: &[&str]) -> Result<String> {
     let bin = ibfabric_bin()?;
     let out = Command::new(&bin)

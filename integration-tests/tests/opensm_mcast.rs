@@ -162,14 +162,7 @@ fn verify(fx: &Fixture, tables: &Path, sl: u8, mfts: &Path) -> (Value, i32) {
         .arg(mfts)
         .output()
         .expect("verify runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!(
-            "verify --json: {e}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (v, out.status.code().unwrap_or(-1))
+    integration_tests::json_and_code(&out, "verify")
 }
 
 #[test]

@@ -119,14 +119,7 @@ fn audit_against(fx: &Fixture, sim: &Sim, expect: &Path, topo: &Path, name: &str
         .arg(fx.plugin.join("ibfabric-pathrecord-sl"))
         .output()
         .expect("audit runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!(
-            "audit --json: {e}\nstdout: {text}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (v, out.status.code().unwrap_or(-1))
+    integration_tests::json_and_code(&out, "audit")
 }
 
 /// The read-back files verify on their own with `ibfabric verify`.

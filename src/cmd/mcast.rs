@@ -130,12 +130,7 @@ impl McastJson {
                 .map(|vc| fabric::verify::channel_ref(f, *vc))
                 .collect()
         });
-        let cycle_text = report.cycle.as_ref().map(|c| {
-            c.iter()
-                .map(|vc| fabric::verify::describe_channel(f, *vc))
-                .collect::<Vec<_>>()
-                .join(" -> ")
-        });
+        let cycle_text = report.describe_cycle(f);
         Self {
             deadlock_free: report.cycle.is_none(),
             report,
@@ -183,8 +178,7 @@ pub fn print(r: &McastReport, f: &Fabric) {
                     mlids.join(", ")
                 }
             );
-            let text = McastJson::new(r.clone(), f).cycle_text.unwrap_or_default();
-            println!("  {text}");
+            println!("  {}", r.describe_cycle(f).unwrap_or_default());
         }
     }
 }
@@ -210,15 +204,21 @@ pub fn carry_over(f0: &Fabric, f1: &Fabric, dir: &Path) -> Result<Option<(Multic
     Ok(Some((old, new)))
 }
 
-/// Refuses an update whose old and new multicast entries, mixed on the
-/// switches, could close a cycle with `routing`.
-pub fn require_mixed_ok(
+/// Refuses an update from the trees `old` to `mc` with `routing`: trees
+/// broken or in a cycle with the routes, or old and new entries mixed on
+/// the switches that could close one. The routes are walked once.
+pub fn require_update_ok(
     f: &Fabric,
     routing: &Routing,
+    mc: &Multicast,
     old: &Multicast,
-    new: &Multicast,
+    what: &str,
 ) -> Result<()> {
-    match fabric::verify::mcast::check_mixed(f, routing, old, new) {
+    let (_, r, mixed) = fabric::verify::mcast::verify_update(f, routing, mc, old);
+    if let Some(why) = r.refusal() {
+        return Err(super::exit::Unsafe(format!("{what}: {why}")).into());
+    }
+    match mixed {
         Some(c) => Err(super::exit::Unsafe(format!(
             "switches holding old and new multicast entries during the update could close a \
              cycle of {} channels",
@@ -233,38 +233,8 @@ pub fn require_mixed_ok(
 /// close a cycle.
 pub fn require_ok(f: &Fabric, routing: &Routing, mc: &Multicast, what: &str) -> Result<()> {
     let (_, r) = fabric::verify::mcast::verify_with_mcast(f, routing, mc);
-    match refusal(&r) {
+    match r.refusal() {
         Some(why) => Err(super::exit::Unsafe(format!("{what}: {why}")).into()),
         None => Ok(()),
     }
-}
-
-/// Why reserved trees would not be alone on their VL: a unicast route on
-/// it (the guarantee for groups joined later rests on that).
-pub fn reserved_vl_taken(unicast: &fabric::verify::Report, mc: &Multicast) -> Option<String> {
-    let plan = mc.plan.as_ref()?;
-    (unicast.vls_used > 0 && unicast.max_vl >= plan.vl).then(|| {
-        format!(
-            "unicast routes use VL {}, and VL {} is reserved for multicast",
-            unicast.max_vl, plan.vl
-        )
-    })
-}
-
-/// Why a multicast report refuses the tables, if it does.
-pub fn refusal(r: &McastReport) -> Option<String> {
-    if r.broken > 0 {
-        return Some(format!(
-            "{} multicast deliveries broken (first: {:?})",
-            r.broken,
-            r.faults.first()
-        ));
-    }
-    r.cycle.as_ref().map(|c| {
-        format!(
-            "unicast and multicast together close a cycle of {} channels (MLIDs {:04X?})",
-            c.len(),
-            r.cycle_mlids
-        )
-    })
 }

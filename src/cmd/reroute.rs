@@ -177,8 +177,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
     // Multicast trees follow the fault too, checked with both stages.
     let carried = super::mcast::carry_over(&f0, &f1, &a.dir)?;
     if let Some((old_mc, mc)) = &carried {
-        super::mcast::require_ok(&f1, v.get(), mc, "rerouted tables refused")?;
-        super::mcast::require_mixed_ok(&f1, v.get(), old_mc, mc)?;
+        super::mcast::require_update_ok(&f1, v.get(), mc, old_mc, "rerouted tables refused")?;
         if let Some(d) = &drain {
             super::mcast::require_ok(&f1, d.get(), mc, "drain stage refused")?;
         }

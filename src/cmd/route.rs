@@ -222,10 +222,10 @@ fn run_with(
         _ => None,
     };
     let mcast_refusal = match (&outcome, &mc) {
-        (Ok(v), Some(mc)) => super::mcast::reserved_vl_taken(v.report(), mc),
+        (Ok(v), Some(mc)) => fabric::verify::mcast::reserved_vl_taken(v.report(), mc),
         _ => None,
     }
-    .or_else(|| mrep.as_ref().and_then(super::mcast::refusal));
+    .or_else(|| mrep.as_ref().and_then(|m| m.refusal()));
     drop(sp);
     let verify_secs = t.elapsed().as_secs_f64();
     tracing::info!(route_secs, verify_secs, "routed and verified");

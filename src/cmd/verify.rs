@@ -142,12 +142,9 @@ fn transition_step(
         fabric::formats::tableset::read_multicast(f0, from)?,
         fabric::formats::tableset::read_multicast(f0, to)?,
     ) {
-        (Some(a), Some(b)) => verify::mcast::check_mixed(f, &new, &a, &b).map(|c| {
-            c.iter()
-                .map(|vc| verify::describe_channel(f, *vc))
-                .collect::<Vec<_>>()
-                .join(" -> ")
-        }),
+        (Some(a), Some(b)) => {
+            verify::mcast::check_mixed(f, &new, &a, &b).map(|c| verify::describe_channels(f, &c))
+        }
         _ => None,
     };
     let secs = t.elapsed().as_secs_f64();
@@ -413,7 +410,7 @@ fn verify_routing(
     }
     let vl_taken = mc
         .as_ref()
-        .and_then(|mc| super::mcast::reserved_vl_taken(&r, mc));
+        .and_then(|mc| verify::mcast::reserved_vl_taken(&r, mc));
     if let Some(why) = &vl_taken {
         tracing::error!("{why}");
         if !a.json {

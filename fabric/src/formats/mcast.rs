@@ -115,13 +115,12 @@ pub fn parse_groups(f: &Fabric, text: &str, file: &Path) -> Result<Vec<Group>, E
 /// Writes groups in the form [`parse_groups`] reads (`all` where a group
 /// holds every end port).
 pub fn write_groups(f: &Fabric, groups: &[Group]) -> String {
-    let all = all_members(f);
-    let mut sorted_all = all.clone();
-    sorted_all.sort_unstable();
+    let mut all = all_members(f);
+    all.sort_unstable();
     let mut out = String::from("# MLID  SL  members (port GUIDs, or all)\n");
     for g in groups {
         let _ = write!(out, "0x{:04X} sl={}", g.mlid, g.sl);
-        if !sorted_all.is_empty() && g.members == sorted_all {
+        if !all.is_empty() && g.members == all {
             out.push_str(" all");
         } else {
             for &m in &g.members {

@@ -16,7 +16,7 @@
 //! (two copies mean a cycle in the forwarding entries: packets that
 //! circle for ever).
 
-use super::{LocalCdg, Report, VirtualChannel, cycle_in, verify_with_cdg};
+use super::{LocalCdg, Report, VirtualChannel, cycle_in, describe_channels, verify_with_cdg};
 use crate::mcast::{Group, Mfts, Multicast, PortMask};
 use crate::model::{Fabric, NONE, Slot};
 use crate::tables::Routing;
@@ -71,6 +71,42 @@ impl McastReport {
     pub fn ok(&self) -> bool {
         self.broken == 0 && self.cycle.is_none()
     }
+
+    /// The cycle as one line, as [`Report::describe_cycle`] writes one.
+    pub fn describe_cycle(&self, f: &Fabric) -> Option<String> {
+        Some(describe_channels(f, self.cycle.as_ref()?))
+    }
+
+    /// Why these trees refuse the tables they were checked with, if they
+    /// do.
+    pub fn refusal(&self) -> Option<String> {
+        if self.broken > 0 {
+            return Some(format!(
+                "{} multicast deliveries broken (first: {:?})",
+                self.broken,
+                self.faults.first()
+            ));
+        }
+        self.cycle.as_ref().map(|c| {
+            format!(
+                "unicast and multicast together close a cycle of {} channels (MLIDs {:04X?})",
+                c.len(),
+                self.cycle_mlids
+            )
+        })
+    }
+}
+
+/// Why reserved trees would not be alone on their VL: a unicast route on
+/// it (the guarantee for groups joined later rests on that).
+pub fn reserved_vl_taken(unicast: &Report, mc: &Multicast) -> Option<String> {
+    let plan = mc.plan.as_ref()?;
+    (unicast.vls_used > 0 && unicast.max_vl >= plan.vl).then(|| {
+        format!(
+            "unicast routes use VL {}, and VL {} is reserved for multicast",
+            unicast.max_vl, plan.vl
+        )
+    })
 }
 
 const MAX_FAULTS: usize = 16;
@@ -93,6 +129,20 @@ pub fn verify_with_mcast(f: &Fabric, routing: &Routing, mc: &Multicast) -> (Repo
     (report, m)
 }
 
+/// [`verify_with_mcast`] for an update from the trees `old` to `mc`, also
+/// returning [`check_mixed`]'s cycle; the unicast routes are walked once.
+pub fn verify_update(
+    f: &Fabric,
+    routing: &Routing,
+    mc: &Multicast,
+    old: &Multicast,
+) -> (Report, McastReport, Option<Vec<VirtualChannel>>) {
+    let (report, cdg) = verify_with_cdg(f, routing);
+    let m = check(f, routing, mc, &cdg);
+    let mixed = mixed_cycle(f, routing, &cdg, old, mc);
+    (report, m, mixed)
+}
+
 /// A cycle that switches holding a mix of `old` and `new` multicast
 /// entries could close during an update to `routing`'s tables (on `f`,
 /// the fabric as it is): each switch may forward by either entry, so a
@@ -100,6 +150,18 @@ pub fn verify_with_mcast(f: &Fabric, routing: &Routing, mc: &Multicast) -> (Repo
 pub fn check_mixed(
     f: &Fabric,
     routing: &Routing,
+    old: &Multicast,
+    new: &Multicast,
+) -> Option<Vec<VirtualChannel>> {
+    let (_, cdg) = verify_with_cdg(f, routing);
+    mixed_cycle(f, routing, &cdg, old, new)
+}
+
+/// [`check_mixed`] against `routing`'s unicast CDG.
+fn mixed_cycle(
+    f: &Fabric,
+    routing: &Routing,
+    cdg: &LocalCdg,
     old: &Multicast,
     new: &Multicast,
 ) -> Option<Vec<VirtualChannel>> {
@@ -123,8 +185,7 @@ pub fn check_mixed(
             None => mixed.groups.push(g.clone()),
         }
     }
-    let (_, cdg) = verify_with_cdg(f, routing);
-    check(f, routing, &mixed, &cdg).cycle
+    check(f, routing, &mixed, cdg).cycle
 }
 
 /// The multicast check against a unicast CDG of `routing`.
@@ -134,8 +195,9 @@ pub fn check(f: &Fabric, routing: &Routing, mc: &Multicast, cdg: &LocalCdg) -> M
         .groups
         .iter()
         .map(|g| {
-            let (mut faults, mut broken) = delivery(f, &mc.mfts, g);
-            let (edges, vl_mask, vl_faults) = dependencies(f, routing, &mc.mfts, g, vls);
+            let masks = dense(f, &mc.mfts, g.mlid);
+            let (mut faults, mut broken) = delivery(f, &masks, g);
+            let (edges, vl_mask, vl_faults) = dependencies(f, routing, &masks, g, vls);
             broken += vl_faults.len() as u64;
             faults.extend(vl_faults);
             GroupCheck {
@@ -266,7 +328,7 @@ fn dense(f: &Fabric, mfts: &Mfts, mlid: u16) -> Vec<PortMask> {
 
 /// Floods the group's entries once per member switch (a member's copies
 /// depend only on where it enters): faults and their count.
-fn delivery(f: &Fabric, mfts: &Mfts, g: &Group) -> (Vec<McastFault>, u64) {
+fn delivery(f: &Fabric, masks: &[PortMask], g: &Group) -> (Vec<McastFault>, u64) {
     let (at, mut faults) = attachments(f, g);
     let mut broken = faults.len() as u64;
     let mut firsts: Vec<usize> = Vec::new();
@@ -276,14 +338,13 @@ fn delivery(f: &Fabric, mfts: &Mfts, g: &Group) -> (Vec<McastFault>, u64) {
         }
     }
     let n_sw = f.switches().len();
-    let masks = dense(f, mfts, g.mlid);
     let found: Vec<(Vec<McastFault>, u64)> = firsts
         .par_iter()
         .map_init(
             || (vec![0u32; n_sw], vec![0u32; f.num_slots()], 0u32),
             |(seen, got, stamp), &i| {
                 *stamp += 1;
-                flood(f, &masks, g, &at, i, seen, got, *stamp)
+                flood(f, masks, g, &at, i, seen, got, *stamp)
             },
         )
         .collect();
@@ -385,11 +446,10 @@ fn flood(
 fn dependencies(
     f: &Fabric,
     routing: &Routing,
-    mfts: &Mfts,
+    masks: &[PortMask],
     g: &Group,
     vls: usize,
 ) -> (Vec<(u32, u32)>, u16, Vec<McastFault>) {
-    let masks = dense(f, mfts, g.mlid);
     let mut seen = vec![0u16; f.num_slots()];
     let mut edges = Vec::new();
     let mut faults = Vec::new();

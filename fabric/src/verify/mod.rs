@@ -122,14 +122,17 @@ impl Report {
     }
     /// Human-readable cycle: `sw1[p] -> sw2 (VL v)` per channel.
     pub fn describe_cycle(&self, f: &Fabric) -> Option<String> {
-        let c = self.cycle.as_ref()?;
-        Some(
-            c.iter()
-                .map(|vc| describe_channel(f, *vc))
-                .collect::<Vec<_>>()
-                .join(" -> "),
-        )
+        Some(describe_channels(f, self.cycle.as_ref()?))
     }
+}
+
+/// Channels (a cycle) as one line: [`describe_channel`] each, joined by
+/// ` -> `.
+pub fn describe_channels(f: &Fabric, c: &[VirtualChannel]) -> String {
+    c.iter()
+        .map(|vc| describe_channel(f, *vc))
+        .collect::<Vec<_>>()
+        .join(" -> ")
 }
 
 /// One end of a channel, as scripts want it: the node's GUID and name and

@@ -58,13 +58,7 @@ impl TransitionReport {
     }
     /// Human-readable cycle, as [`super::Report::describe_cycle`].
     pub fn describe_cycle(&self, f: &Fabric) -> Option<String> {
-        let c = self.cycle.as_ref()?;
-        Some(
-            c.iter()
-                .map(|vc| super::describe_channel(f, *vc))
-                .collect::<Vec<_>>()
-                .join(" -> "),
-        )
+        Some(super::describe_channels(f, self.cycle.as_ref()?))
     }
 }
 
