@@ -232,33 +232,8 @@ fn parse_ibroute(f: &Fabric, text: &str, file: &Path) -> Result<Mfts, Error> {
             let m = trimmed.split_whitespace().next().unwrap_or("");
             let mlid = parse_mlid(m).map_err(|c| perr(file, ln, c))?;
             let np = f.num_ports(f.switches()[s as usize]) as usize;
-            let mut mask = PortMask::default();
-            // Byte offsets throughout: the columns are where the digits
-            // above stand in the line.
             let start = line.find(m).unwrap_or(0) + m.len();
-            for (k, c) in line[start..].char_indices().map(|(k, c)| (k + start, c)) {
-                match c {
-                    ' ' => {}
-                    'x' => {
-                        let port = cols.iter().position(|&x| x == k).filter(|&p| p <= np);
-                        let port = port.ok_or_else(|| {
-                            perr(
-                                file,
-                                ln,
-                                format!("an 'x' at column {k} under no port of the switch"),
-                            )
-                        })?;
-                        mask.insert(port as u8);
-                    }
-                    other => {
-                        return Err(perr(
-                            file,
-                            ln,
-                            format!("unexpected '{other}' in the port mask"),
-                        ));
-                    }
-                }
-            }
+            let mask = ibroute_mask(line, start, &cols, np).map_err(|c| perr(file, ln, c))?;
             if mask.is_empty() {
                 return Err(perr(file, ln, format!("MLID 0x{mlid:04X} has no port")));
             }
@@ -274,6 +249,25 @@ fn parse_ibroute(f: &Fabric, text: &str, file: &Path) -> Result<Mfts, Error> {
         // "MLid" and "N valid mlids dumped" carry nothing.
     }
     Ok(t)
+}
+
+/// The ports marked `x` in `line` after byte `start`, by the columns of
+/// the `Ports:` digits (byte offsets in the line, as `cols` are).
+fn ibroute_mask(line: &str, start: usize, cols: &[usize], np: usize) -> Result<PortMask, String> {
+    let mut mask = PortMask::default();
+    for (k, c) in line[start..].char_indices().map(|(k, c)| (k + start, c)) {
+        match c {
+            ' ' => {}
+            'x' => {
+                let port = cols.iter().position(|&x| x == k).filter(|&p| p <= np);
+                let port = port
+                    .ok_or_else(|| format!("an 'x' at column {k} under no port of the switch"))?;
+                mask.insert(port as u8);
+            }
+            other => return Err(format!("unexpected '{other}' in the port mask")),
+        }
+    }
+    Ok(mask)
 }
 
 /// Writes forwarding tables as OpenSM's `dump_mcast_routes` does: switches
@@ -391,22 +385,8 @@ pub fn parse_tree(f: &Fabric, text: &str, file: &Path) -> Result<TreePlan, Error
                 match rest {
                     ["root"] if root.is_none() => root = Some(sw),
                     ["parent", pg, "down", dp, "up", up] => {
-                        let p = switch_of(f, pg).map_err(e)?;
-                        if !listed[p as usize] {
-                            return Err(e(format!("parent {pg} is not listed before {g}")));
-                        }
-                        let pn = f.switches()[p as usize];
-                        let dp = num(dp, f.num_ports(pn)).filter(|&x| x > 0);
-                        let s = dp.map(|d| f.slot(pn, d));
-                        let ok = s.filter(|&s| {
-                            let r = f.remote(s);
-                            r != NONE
-                                && f.node_of(r) == f.switches()[sw as usize]
-                                && up.parse::<u8>().ok() == Some(f.port_of(r))
-                        });
-                        down[sw as usize] = ok.ok_or_else(|| {
-                            e(format!("no link from {pg} port {dp:?} to {g} port {up}"))
-                        })?;
+                        let (p, s) = tree_link(f, &listed, (g, sw), pg, dp, up).map_err(e)?;
+                        down[sw as usize] = s;
                         parent[sw as usize] = p;
                     }
                     _ => {
@@ -438,6 +418,36 @@ pub fn parse_tree(f: &Fabric, text: &str, file: &Path) -> Result<TreePlan, Error
         sl,
         vl,
     })
+}
+
+/// A plan line's link from parent `pg` (already listed) port `dp` down to
+/// `child` (its GUID text and switch index) port `up`: the parent's index
+/// and the slot the link leaves it by, if `f` has that link.
+fn tree_link(
+    f: &Fabric,
+    listed: &[bool],
+    (g, sw): (&str, u32),
+    pg: &str,
+    dp: &str,
+    up: &str,
+) -> Result<(u32, Slot), String> {
+    let p = switch_of(f, pg)?;
+    if !listed[p as usize] {
+        return Err(format!("parent {pg} is not listed before {g}"));
+    }
+    let pn = f.switches()[p as usize];
+    let dp = dp
+        .parse::<u8>()
+        .ok()
+        .filter(|&x| x > 0 && x <= f.num_ports(pn));
+    let s = dp.map(|d| f.slot(pn, d)).filter(|&s| {
+        let r = f.remote(s);
+        r != NONE
+            && f.node_of(r) == f.switches()[sw as usize]
+            && up.parse::<u8>().ok() == Some(f.port_of(r))
+    });
+    let s = s.ok_or_else(|| format!("no link from {pg} port {dp:?} to {g} port {up}"))?;
+    Ok((p, s))
 }
 
 fn switch_of(f: &Fabric, g: &str) -> Result<u32, String> {
