@@ -78,6 +78,9 @@ enum Cmd {
     /// Simulate traffic over inter-subnet routes (packet level by default, flow level with
     /// `--model flow`): HPCC rings, uniform traffic.
     Sim(cmd::sim::SimArgs),
+    /// Load-test one routed table set on the packet model: saturating uniform traffic, a share
+    /// of it to the set's multicast groups; exits 3 when the fabric deadlocks, with the cycle.
+    Load(cmd::load::LoadArgs),
     /// Make a CA and per-service certificates for mutual TLS between the services.
     Certs(cmd::certs::CertsArgs),
     /// Ask the controllers (and routers) what they hold: leader, term,
@@ -132,6 +135,7 @@ fn main() {
         | Cmd::DqrCurve(_)
         | Cmd::Engines(_)
         | Cmd::Sim(_)
+        | Cmd::Load(_)
         | Cmd::Certs(_)
         | Cmd::Completions(_)
         | Cmd::Man(_) => true,
@@ -185,6 +189,7 @@ fn main() {
         Cmd::Worker(a) => cmd::worker::run(a),
         Cmd::Demo(a) => cmd::demo::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
+        Cmd::Load(a) => cmd::load::run(a),
         Cmd::Certs(a) => cmd::certs::run(a),
         Cmd::Engines(a) => cmd::engines::run(a),
         Cmd::Status(a) => cmd::status::run(a),

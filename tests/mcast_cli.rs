@@ -292,3 +292,77 @@ fn a_transition_between_unrelated_trees_is_not_deadlock_free() {
     );
     assert_eq!(v["deadlock_free"], false);
 }
+
+#[test]
+fn load_carries_the_sets_own_trees_and_deadlocks_on_min_hop_ones() {
+    let (d, net, groups) = setup_with(&["torus", "--dims", "6x6"]);
+    let res = d.path().join("res");
+    assert!(route(&net, &groups, &["--out", s(&res)]).status.success());
+    fn args<'a>(net: &'a Path, dir: &'a Path) -> Vec<&'a str> {
+        vec!["load", "-t", s(net), "-d", s(dir), "--mcast-share", "0.3"]
+    }
+    let o = ibf(&[args(&net, &res), vec!["--samples", "4", "--json"]].concat());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j = json_any(&o);
+    assert!(j["deadlock"].is_null(), "{j}");
+    assert!(j["throughput"].as_f64().unwrap_or(0.0) > 0.05, "{j}");
+    assert_eq!(j["groups"], 1);
+
+    // The same engine's routes with OpenSM-like trees on SL 0.
+    let plain = d.path().join("plain");
+    let o = ibf(&["route", "-t", s(&net), "-e", "lash", "--out", s(&plain)]);
+    assert!(o.status.success());
+    let given = ["--mcast-groups", s(&groups), "--mcast-trees", "min-hop"];
+    let o = ibf(&[
+        args(&net, &plain),
+        given.to_vec(),
+        vec!["--samples", "4", "--json"],
+    ]
+    .concat());
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j = json_any(&o);
+    assert!(j["deadlock"]["channels"].as_u64().unwrap_or(0) >= 2, "{j}");
+    assert!(
+        j["deadlock"]["cycle"]
+            .as_str()
+            .unwrap_or("")
+            .contains(" -> "),
+        "{j}"
+    );
+
+    // The set's own groups and trees given as files read the same.
+    let (own_g, own) = (
+        res.join("ibfabric-mcast-groups.txt"),
+        res.join("ibfabric-mfts.txt"),
+    );
+    let given = ["--mcast-groups", s(&own_g), "--mfts", s(&own), "--json"];
+    let o = ibf(&[args(&net, &res), given.to_vec()].concat());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(json_any(&o)["deadlock"].is_null());
+    let o = ibf(&[args(&net, &res), vec!["--mcast-groups", s(&groups)]].concat());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs their trees"));
+
+    // Without groups there is nothing to send a share to.
+    let o = ibf(&args(&net, &plain));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no multicast groups"));
+    let o = ibf(&["load", "-t", s(&net), "-d", s(&res), "--mcast-share", "1.5"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--mcast-share"));
+}

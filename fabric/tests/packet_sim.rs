@@ -52,6 +52,7 @@ fn load(seed: u64, skip_unroutable: bool) -> Saturate {
         warmup: 0,
         window: 3000 * 2048,
         skip_unroutable,
+        mcast_share: 0.0,
     }
 }
 

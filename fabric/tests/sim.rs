@@ -177,6 +177,7 @@ fn multi_subnet_routes_never_deadlock_under_saturating_uniform_traffic() {
             warmup: 0,
             window: 1000 * 2048,
             skip_unroutable: false,
+            mcast_share: 0.0,
         };
         let tight = Config {
             buffer: 2048,

@@ -100,6 +100,23 @@ impl McastArgs {
     }
 }
 
+/// The groups and the forwarding tables of a command's `--mcast-groups`
+/// and `--mfts` (clap requires both or neither).
+pub fn read_given(
+    f: &Fabric,
+    groups: Option<&Path>,
+    mfts: Option<&Path>,
+) -> Result<Option<Multicast>> {
+    match (groups, mfts) {
+        (Some(g), Some(m)) => Ok(Some(Multicast {
+            groups: read_groups(f, g)?,
+            mfts: read_mfts(f, m)?,
+            plan: None,
+        })),
+        _ => Ok(None),
+    }
+}
+
 pub fn read_groups(f: &Fabric, path: &Path) -> Result<Vec<fabric::mcast::Group>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading multicast groups {}", path.display()))?;

@@ -12,6 +12,7 @@ pub mod exit;
 pub mod forget;
 pub mod generate;
 pub mod info;
+pub mod load;
 pub mod mcast;
 pub mod report;
 pub mod reroute;

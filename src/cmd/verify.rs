@@ -344,14 +344,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
 
 /// The groups and trees --mcast-groups and --mfts name.
 fn multicast_args(a: &VerifyArgs, f: &fabric::Fabric) -> Result<Option<fabric::mcast::Multicast>> {
-    match (&a.mcast_groups, &a.mfts) {
-        (Some(g), Some(m)) => Ok(Some(fabric::mcast::Multicast {
-            groups: super::mcast::read_groups(f, g)?,
-            mfts: super::mcast::read_mfts(f, m)?,
-            plan: None,
-        })),
-        _ => Ok(None),
-    }
+    super::mcast::read_given(f, a.mcast_groups.as_deref(), a.mfts.as_deref())
 }
 
 /// Verifies `routing` on `f` (here or on the workers) and reports; with

@@ -3,7 +3,7 @@
 //! hosts finish) and saturating uniform traffic with hot spots.
 
 use super::flow::RingStats;
-use super::packet::{Channel, Config, Sim, Stop};
+use super::packet::{Channel, Config, McastPaths, Sim, Stop};
 use super::sim_err;
 use super::traffic::{Destinations, Uniform, ring_order};
 use crate::error::Result;
@@ -170,6 +170,10 @@ pub struct Saturate {
     /// a missing entry, a loop: what an update in progress drops) and send
     /// the next one instead of failing.
     pub skip_unroutable: bool,
+    /// Share of messages sent to a multicast group (drawn uniformly among
+    /// the groups of [`saturate_with`] the sender is a member of; a host
+    /// of none sends unicast) instead of one host.
+    pub mcast_share: f64,
 }
 
 /// What a saturating run measured.
@@ -187,6 +191,24 @@ pub struct Throughput {
 
 /// [`Saturate`] traffic, `traffic.samples` independent runs in parallel.
 pub fn saturate<P: Paths + ?Sized>(net: &P, cfg: Config, s: &Saturate) -> Result<Throughput> {
+    saturate_with(net, None, cfg, s)
+}
+
+/// [`saturate`], with `s.mcast_share` of the messages sent to the groups
+/// of `mc`.
+pub fn saturate_with<P: Paths + ?Sized>(
+    net: &P,
+    mc: Option<&dyn McastPaths>,
+    cfg: Config,
+    s: &Saturate,
+) -> Result<Throughput> {
+    let groups = mc.map_or(0, |m| m.num_groups());
+    if !(0.0..=1.0).contains(&s.mcast_share) || s.mcast_share > 0.0 && groups == 0 {
+        return Err(sim_err(format!(
+            "a multicast share of {} with {groups} groups",
+            s.mcast_share
+        )));
+    }
     if s.min_packet == 0 || s.min_packet > cfg.mtu || s.message == 0 || s.window == 0 {
         return Err(sim_err(format!(
             "packets of {}..={} bytes, {}-byte messages, a {}-byte-time window",
@@ -201,18 +223,39 @@ pub fn saturate<P: Paths + ?Sized>(net: &P, cfg: Config, s: &Saturate) -> Result
             rng.set_stream(sample as u64);
             let hot = pick.hot_spots(&mut rng);
             let mut sim = Sim::new(net, cfg)?;
+            if let Some(m) = mc {
+                sim = sim.with_mcast(m);
+            }
+            // A host sends to the groups it is a member of.
+            let member_of: Vec<Vec<usize>> = (0..net.hosts().len())
+                .map(|h| {
+                    (0..groups)
+                        .filter(|&g| mc.is_some_and(|m| m.is_member(g, h)))
+                        .collect()
+                })
+                .collect();
             let mut unroutable = 0u64;
             // A host that has nowhere to send (every draw unroutable) rests.
             let mut next = |sim: &mut Sim<'_, P>, h: usize, rng: &mut ChaCha8Rng| -> Result<()> {
-                for _ in 0..64 {
-                    let Some(d) = pick.pick(h, &hot, rng) else {
-                        return Ok(());
-                    };
-                    let packet = if s.min_packet == cfg.mtu {
+                let size = |rng: &mut ChaCha8Rng| {
+                    if s.min_packet == cfg.mtu {
                         cfg.mtu
                     } else {
                         rng.gen_range(s.min_packet..=cfg.mtu)
+                    }
+                };
+                for _ in 0..64 {
+                    // No draw for multicast without groups: unicast runs
+                    // draw as they always have.
+                    if groups > 0 && rng.gen_bool(s.mcast_share) && !member_of[h].is_empty() {
+                        let g = member_of[h][rng.gen_range(0..member_of[h].len())];
+                        let packet = size(rng);
+                        return sim.send_mcast(h, g, s.message, packet, 0);
+                    }
+                    let Some(d) = pick.pick(h, &hot, rng) else {
+                        return Ok(());
                     };
+                    let packet = size(rng);
                     match sim.send(h, d, s.message, packet, 0) {
                         Ok(()) => return Ok(()),
                         Err(_) if s.skip_unroutable && sim.routable(h, d) == Some(false) => {

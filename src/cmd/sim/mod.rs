@@ -443,6 +443,7 @@ fn uniform_at(
                 warmup: us(a.warmup_us),
                 window: us(a.window_us),
                 skip_unroutable: false,
+                mcast_share: 0.0,
             };
             workload::saturate(net, cfg, &s).map(|t| (t.throughput, t.deadlock))
         }
