@@ -209,17 +209,27 @@ fn run_with(
     };
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    let (outcome, job) = rt.block_on(worker::exec::accept(
-        placed.as_ref(),
-        f,
-        engine,
-        routing,
-        policy,
-    ))?;
-    jobs.extend(job);
-    let mrep = match (&outcome, &mc) {
-        (Ok(v), Some(mc)) => Some(fabric::verify::mcast::verify_with_mcast(f, v.get(), mc).1),
-        _ => None,
+    // With multicast and no workers, one walk gives the unicast report and
+    // the graph the trees are checked in.
+    let (outcome, mrep) = match (&placed, &mc) {
+        (None, Some(mc)) => fabric::verify::gate::accept_with_mcast(f, engine, routing, policy, mc),
+        _ => {
+            let (outcome, job) = rt.block_on(worker::exec::accept(
+                placed.as_ref(),
+                f,
+                engine,
+                routing,
+                policy,
+            ))?;
+            jobs.extend(job);
+            let mrep = match (&outcome, &mc) {
+                (Ok(v), Some(mc)) => {
+                    Some(fabric::verify::mcast::verify_with_mcast(f, v.get(), mc).1)
+                }
+                _ => None,
+            };
+            (outcome, mrep)
+        }
     };
     let mcast_refusal = match (&outcome, &mc) {
         (Ok(v), Some(mc)) => fabric::verify::mcast::reserved_vl_taken(v.report(), mc),

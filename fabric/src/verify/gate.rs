@@ -18,8 +18,10 @@
 //! written or reported. It remembers the fabric it was checked against,
 //! and writers refuse it for another one.
 
+use super::mcast::McastReport;
 use super::summary::{self, DependencySummary, SummaryError};
-use super::{Report, verify_keeping_local};
+use super::{Report, verify_keeping_both, verify_keeping_local};
+use crate::mcast::Multicast;
 use crate::model::{Fabric, NONE};
 use crate::routing::{EngineKind, RoutingEngine};
 use crate::tables::Routing;
@@ -115,15 +117,39 @@ pub fn accept(
     policy: Policy,
 ) -> Result<Verified<Routing>, Refused> {
     let (report, local) = verify_keeping_local(f, &routing);
-    settle(f, engine, routing, report, policy, |routing, report| {
-        match &local {
-            // A cycle the policy let through lies in the very graph the
-            // summary stands for: no summary can vouch for it.
-            Some(_) if !report.deadlock_free() => Err(SummaryError::Cyclic),
-            Some(g) => summary::build(f, routing, g).map(Arc::new),
-            None => Err(SummaryError::NoRouterPorts),
-        }
-    })
+    settle(f, engine, routing, report, policy, from_local(f, &local))
+}
+
+/// The dependency summary made from the CA-to-CA graph a walk kept.
+fn from_local<'a>(
+    f: &'a Fabric,
+    local: &'a Option<super::LocalCdg>,
+) -> impl FnOnce(&Routing, &Report) -> Result<Arc<DependencySummary>, SummaryError> + 'a {
+    move |routing, report| match local {
+        // A cycle the policy let through lies in the very graph the
+        // summary stands for: no summary can vouch for it.
+        Some(_) if !report.deadlock_free() => Err(SummaryError::Cyclic),
+        Some(g) => summary::build(f, routing, g).map(Arc::new),
+        None => Err(SummaryError::NoRouterPorts),
+    }
+}
+
+/// [`accept`], with the multicast trees of `mc` checked with the unicast
+/// routes in the same walk; the multicast report is for accepted tables
+/// only.
+pub fn accept_with_mcast(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    routing: Routing,
+    policy: Policy,
+    mc: &Multicast,
+) -> (Result<Verified<Routing>, Refused>, Option<McastReport>) {
+    let (report, local, all) = verify_keeping_both(f, &routing);
+    let m = super::mcast::check(f, &routing, mc, &all);
+    drop(all);
+    let accepted = settle(f, engine, routing, report, policy, from_local(f, &local));
+    let m = accepted.is_ok().then_some(m);
+    (accepted, m)
 }
 
 /// The policy applied to a report; accepted tables get their dependency

@@ -357,12 +357,29 @@ pub struct LocalCdg {
 /// [`verify`], also keeping the CDG of the CA-to-CA walks when `f` has a
 /// router port.
 pub(crate) fn verify_keeping_local(f: &Fabric, routing: &Routing) -> (Report, Option<LocalCdg>) {
-    let keep = f
-        .endports()
-        .iter()
-        .any(|&e| f.kind(f.node_of(e)) == NodeKind::Router);
-    let (r, local, _) = run(f, routing, keep, false);
+    let (r, local, _) = run(f, routing, has_router_port(f), false);
     (r, local)
+}
+
+/// [`verify_keeping_local`], also keeping the whole CDG (for the
+/// multicast check) from the same walk.
+pub(crate) fn verify_keeping_both(
+    f: &Fabric,
+    routing: &Routing,
+) -> (Report, Option<LocalCdg>, LocalCdg) {
+    let (r, local, all) = run(f, routing, has_router_port(f), true);
+    let all = all.unwrap_or(LocalCdg {
+        vls: 1,
+        start: vec![0],
+        adj: Vec::new(),
+    });
+    (r, local, all)
+}
+
+fn has_router_port(f: &Fabric) -> bool {
+    f.endports()
+        .iter()
+        .any(|&e| f.kind(f.node_of(e)) == NodeKind::Router)
 }
 
 fn run(
