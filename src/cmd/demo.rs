@@ -53,10 +53,11 @@ pub fn run(a: DemoArgs) -> Result<i32> {
     let t0 = Instant::now();
     let t = &a.shape;
     let join = t.join()?;
-    if join != fabric::multi::Join::All && a.algorithm == AlgorithmKind::Prefix {
+    if join != fabric::multi::Join::All && a.algorithm.is_prefix() {
         bail!(
-            "--algorithm prefix (OpenSM's prefix routes) does not cross transit subnets; \
+            "--algorithm {} (OpenSM's prefix routes) does not cross transit subnets; \
              use issr or isfr with --join {}",
+            a.algorithm,
             t.join
         );
     }

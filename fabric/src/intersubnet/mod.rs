@@ -22,7 +22,7 @@ mod view;
 pub use gid::Gid;
 pub use isfr::Isfr;
 pub use issr::{Issr, issr_with_transit};
-pub use prefix::PrefixBaseline;
+pub use prefix::{Egress, PrefixBaseline, RouterPick};
 pub use primary::{primary_lids, reported_primary_lids};
 pub use tables::{Choice, Context, InterSubnetRoutes, MapEntry, Mapping, Match, RouterTable, Rule};
 pub use tracer::{Crossing, Tracer, trace};
@@ -44,28 +44,54 @@ pub trait InterSubnetRouting: Send + Sync {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum AlgorithmKind {
     Prefix,
+    /// The prefix baseline with routers forwarding into a subnet per
+    /// destination LID over their ports there (a reading of the paper).
+    PrefixBylid,
+    /// The prefix baseline with each (source, destination) subnet pair on
+    /// its own router where there are enough, and per-LID forwarding.
+    PrefixSpread,
     Issr,
     Isfr,
 }
 
 impl AlgorithmKind {
-    pub const ALL: [AlgorithmKind; 3] = [
+    pub const ALL: [AlgorithmKind; 5] = [
         AlgorithmKind::Prefix,
+        AlgorithmKind::PrefixBylid,
+        AlgorithmKind::PrefixSpread,
         AlgorithmKind::Issr,
         AlgorithmKind::Isfr,
     ];
 
     pub fn algorithm(self) -> Box<dyn InterSubnetRouting> {
         match self {
-            AlgorithmKind::Prefix => Box::new(PrefixBaseline),
+            AlgorithmKind::Prefix => Box::new(PrefixBaseline::OPENSM),
+            AlgorithmKind::PrefixBylid => Box::new(PrefixBaseline {
+                egress: Egress::ByLid,
+                ..PrefixBaseline::OPENSM
+            }),
+            AlgorithmKind::PrefixSpread => Box::new(PrefixBaseline {
+                pick: RouterPick::Spread,
+                egress: Egress::ByLid,
+            }),
             AlgorithmKind::Issr => Box::new(Issr),
             AlgorithmKind::Isfr => Box::new(Isfr),
         }
     }
 
+    /// One of the readings of OpenSM's prefix routes (no transit).
+    pub fn is_prefix(self) -> bool {
+        matches!(
+            self,
+            AlgorithmKind::Prefix | AlgorithmKind::PrefixBylid | AlgorithmKind::PrefixSpread
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             AlgorithmKind::Prefix => "prefix",
+            AlgorithmKind::PrefixBylid => "prefix-bylid",
+            AlgorithmKind::PrefixSpread => "prefix-spread",
             AlgorithmKind::Issr => "issr",
             AlgorithmKind::Isfr => "isfr",
         }

@@ -2,25 +2,80 @@
 
 use super::{
     Choice, Context, Gid, GlobalView, InterSubnetRoutes, InterSubnetRouting, MapEntry, Mapping,
-    Match, RouterTable, Rule,
+    Match, RouterPortView, RouterTable, Rule,
 };
 use crate::error::Result;
 
 /// OpenSM's prefix routes: each remote subnet maps to one local router
-/// port, and, as in the inter-subnet paper's setups ("each subnet in the
-/// topology uses a different ingress port locally"), the remote subnets of
-/// a subnet go to different routers where there are enough: the `j`-th
-/// remote subnet (in subnet order) to the `j`-th router (ascending GUID,
-/// cyclically) among those that reach it directly, through that router's
-/// lowest-numbered port here. Destinations of subnets no router reaches
-/// directly fall to the default route, the first router port. Routers
-/// deliver into the subnets they join through their first port there. No
-/// transit.
-pub struct PrefixBaseline;
+/// port (`prefix-routes.conf`, one router per prefix; OpenSM's SA answers
+/// a path to a remote GID with that router's port), and the remote
+/// subnets of a subnet go to different routers where there are enough
+/// ("each subnet in the topology uses a different ingress port locally",
+/// the inter-subnet paper). Destinations of subnets no router reaches
+/// directly fall to the default route, the first router port. No transit.
+///
+/// What the paper leaves open is a reading of its own:
+/// - [`RouterPick`]: which router a subnet's SM names for each remote
+///   prefix;
+/// - [`Egress`]: how a router that has several ports into the
+///   destination subnet forwards into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefixBaseline {
+    pub pick: RouterPick,
+    pub egress: Egress,
+}
+
+/// Which router subnet `s` names for remote subnet `t`, among the routers
+/// (ascending GUID) with ports in both, entered through its
+/// lowest-numbered port in `s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterPick {
+    /// The `j`-th remote subnet of `s` (in subnet order) to the `j`-th
+    /// router: every subnet names routers 0, 1, ... so a router's port
+    /// into subnet `t` carries the traffic of every source that names it
+    /// for `t`.
+    Index,
+    /// Router `(s + t) mod n`: for a fixed source the remote subnets still
+    /// get different routers, and for a fixed destination so do the
+    /// sources, so no router port into a subnet carries two sources.
+    Spread,
+}
+
+/// How a router forwards into a subnet it has several ports in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Egress {
+    /// Always its first port there.
+    First,
+    /// Per destination LID over its ports there (`LID mod ports`), as a
+    /// forwarding table spreads destinations.
+    ByLid,
+}
+
+impl PrefixBaseline {
+    /// The literal reading: [`RouterPick::Index`], [`Egress::First`].
+    pub const OPENSM: PrefixBaseline = PrefixBaseline {
+        pick: RouterPick::Index,
+        egress: Egress::First,
+    };
+
+    fn router_for(&self, via: &[(u64, u8, u16)], si: usize, ti: usize, j: usize) -> Option<usize> {
+        if via.is_empty() {
+            return None;
+        }
+        Some(match self.pick {
+            RouterPick::Index => j % via.len(),
+            RouterPick::Spread => (si + ti) % via.len(),
+        })
+    }
+}
 
 impl InterSubnetRouting for PrefixBaseline {
     fn name(&self) -> &'static str {
-        "prefix"
+        match (self.pick, self.egress) {
+            (RouterPick::Index, Egress::First) => "prefix",
+            (RouterPick::Index, Egress::ByLid) => "prefix-bylid",
+            (RouterPick::Spread, _) => "prefix-spread",
+        }
     }
     fn description(&self) -> &'static str {
         "OpenSM baseline: one router port per remote subnet prefix"
@@ -38,23 +93,27 @@ impl InterSubnetRouting for PrefixBaseline {
                 .enumerate()
             {
                 // Routers (ascending GUID) with ports in both subnets.
-                let via: Vec<_> = routers
+                let via: Vec<(u64, u8, u16)> = routers
                     .values()
                     .filter_map(|ports| {
                         let here = ports.iter().find(|(sn, _)| *sn == si)?;
-                        ports.iter().any(|(sn, _)| *sn == ti).then_some(here.1)
+                        ports
+                            .iter()
+                            .any(|(sn, _)| *sn == ti)
+                            .then_some((here.1.port_guid, here.1.port, here.1.lid))
                     })
                     .collect();
-                let Some(p) = via.get(j % via.len().max(1)).copied() else {
+                let Some(k) = self.router_for(&via, si, ti, j) else {
                     continue;
                 };
+                let (guid, _, lid) = via[k];
                 entries.extend(t.end_ports.iter().map(|e| MapEntry {
                     dest: Gid {
                         prefix: t.prefix,
                         guid: e.guid,
                     },
-                    router_port_guid: p.port_guid,
-                    router_port_lid: p.lid,
+                    router_port_guid: guid,
+                    router_port_lid: lid,
                 }));
             }
             let defaults = s
@@ -70,31 +129,12 @@ impl InterSubnetRouting for PrefixBaseline {
         }
         let tables = routers
             .iter()
-            .map(|(&guid, ports)| {
-                let mut rules = Vec::new();
-                let mut seen = Vec::new();
-                for &(ti, p) in ports {
-                    if seen.contains(&ti) {
-                        continue;
-                    }
-                    seen.push(ti);
-                    rules.extend(view.subnets[ti].end_ports.iter().map(|e| Rule {
-                        matches: Match::Gid(Gid {
-                            prefix: view.subnets[ti].prefix,
-                            guid: e.guid,
-                        }),
-                        next_lid: e.lid,
-                        ports: vec![p.port],
-                        choice: Choice::First,
-                    }));
-                }
-                RouterTable {
-                    router_guid: guid,
-                    contexts: vec![Context {
-                        ingress_ports: Vec::new(),
-                        rules,
-                    }],
-                }
+            .map(|(&guid, ports)| RouterTable {
+                router_guid: guid,
+                contexts: vec![Context {
+                    ingress_ports: Vec::new(),
+                    rules: self.rules(view, ports),
+                }],
             })
             .collect();
         Ok(InterSubnetRoutes {
@@ -102,6 +142,42 @@ impl InterSubnetRouting for PrefixBaseline {
             mappings,
             routers: tables,
         })
+    }
+}
+
+impl PrefixBaseline {
+    /// A router's delivery rules: per end port of each subnet it joins,
+    /// the port into that subnet [`Egress`] picks.
+    fn rules(&self, view: &GlobalView, ports: &[(usize, &RouterPortView)]) -> Vec<Rule> {
+        let mut rules = Vec::new();
+        let mut seen = Vec::new();
+        for &(ti, _) in ports {
+            if seen.contains(&ti) {
+                continue;
+            }
+            seen.push(ti);
+            let into: Vec<u8> = ports
+                .iter()
+                .filter(|(sn, _)| *sn == ti)
+                .map(|(_, p)| p.port)
+                .collect();
+            rules.extend(view.subnets[ti].end_ports.iter().map(|e| {
+                let port = match self.egress {
+                    Egress::First => into[0],
+                    Egress::ByLid => into[e.lid as usize % into.len()],
+                };
+                Rule {
+                    matches: Match::Gid(Gid {
+                        prefix: view.subnets[ti].prefix,
+                        guid: e.guid,
+                    }),
+                    next_lid: e.lid,
+                    ports: vec![port],
+                    choice: Choice::First,
+                }
+            }));
+        }
+        rules
     }
 }
 
@@ -115,7 +191,7 @@ mod tests {
     fn prefix_baseline_reaches_every_remote_end_port_through_one_port_per_remote_subnet() {
         let m = fat_tree_subnets(3, 2, 2, 2, 2).expect("generates");
         let view = GlobalView::from_multi(&m);
-        let r = PrefixBaseline.route(&view).expect("routes");
+        let r = PrefixBaseline::OPENSM.route(&view).expect("routes");
         assert_eq!(r.mappings.len(), 3);
         assert_eq!(r.routers.len(), 2);
         for (si, s) in view.subnets.iter().enumerate() {
@@ -154,6 +230,62 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// On the paper's 6-subnet setup (12 routers, 6 ports per router into
+    /// each subnet): the literal reading enters each subnet through 5
+    /// router ports and one port per router; spread names a different
+    /// router for every source of a destination subnet; per-LID egress
+    /// uses every port a router has into the subnet.
+    #[test]
+    fn the_readings_spread_sources_over_routers_and_destinations_over_ports() {
+        use crate::multi::TreeSubnets;
+        let m = crate::multi::tree_subnets(&TreeSubnets::paper_text(6).expect("setup"))
+            .expect("generates");
+        let view = GlobalView::from_multi(&m);
+        let routes = |b: PrefixBaseline| b.route(&view).expect("routes");
+        let spread = PrefixBaseline {
+            pick: RouterPick::Spread,
+            egress: Egress::ByLid,
+        };
+        for (b, sources_share_a_router) in [(PrefixBaseline::OPENSM, true), (spread, false)] {
+            let r = routes(b);
+            // Per destination subnet, the router each source names for it.
+            for (ti, t) in view.subnets.iter().enumerate() {
+                let mut routers = Vec::new();
+                for (si, map) in r.mappings.iter().enumerate().filter(|&(si, _)| si != ti) {
+                    let port: std::collections::BTreeSet<u64> = map
+                        .entries
+                        .iter()
+                        .filter(|e| e.dest.prefix == t.prefix)
+                        .map(|e| e.router_port_guid)
+                        .collect();
+                    assert_eq!(port.len(), 1, "{}: subnet {si} names one port", b.name());
+                    let p = port.into_iter().next().unwrap_or(0);
+                    let rp = view.subnets[si].router_ports.iter().find(|x| x.port_guid == p);
+                    routers.push(rp.map(|x| x.router_guid).unwrap_or(0));
+                }
+                routers.sort_unstable();
+                let n = routers.len();
+                routers.dedup();
+                assert_eq!(routers.len() < n, sources_share_a_router, "{}: {routers:?}", b.name());
+            }
+        }
+        // Egress: every port a router has into a subnet carries some
+        // destinations with per-LID forwarding, only the first without.
+        for (b, ports_used) in [(PrefixBaseline::OPENSM, 1), (spread, 6)] {
+            let r = routes(b);
+            for table in &r.routers {
+                let mut by_prefix: std::collections::BTreeMap<u64, std::collections::BTreeSet<u8>> =
+                    Default::default();
+                for rule in &table.contexts[0].rules {
+                    if let Match::Gid(g) = rule.matches {
+                        by_prefix.entry(g.prefix).or_default().extend(&rule.ports);
+                    }
+                }
+                assert!(by_prefix.values().all(|p| p.len() == ports_used), "{}", b.name());
             }
         }
     }
