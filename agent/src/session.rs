@@ -57,12 +57,12 @@ pub async fn run(
         shutdown.clone(),
     )));
     let r = match (listener, server) {
-        (Some(l), Some(mut server)) => {
+        (Some(l), Some((mut server, tls))) => {
             let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Agent").await?;
             let svc = v1::agent_server::AgentServer::new(QueryService(agent.clone()))
                 .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-            proto::ops::serve(routes.add_service(svc), l, shutdown.clone())
+            proto::ops::serve(routes.add_service(svc), l, tls, shutdown.clone())
                 .await
                 .map_err(AgentError::from)
         }

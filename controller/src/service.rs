@@ -608,7 +608,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
-    let mut server = proto::client::server(
+    let (mut server, tls) = proto::client::server(
         &transport,
         bounds.rpc_timeout,
         bounds.concurrency_per_connection,
@@ -617,5 +617,5 @@ pub async fn serve(
         .max_decoding_message_size(bounds.max_message_bytes)
         .max_encoding_message_size(bounds.max_message_bytes);
     let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Controller").await?;
-    Ok(proto::ops::serve(routes.add_service(svc), listener, shutdown).await?)
+    Ok(proto::ops::serve(routes.add_service(svc), listener, tls, shutdown).await?)
 }

@@ -359,17 +359,21 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 32;
 /// With TLS, every client must present a certificate from the CA.
 /// Requests refused (unauthenticated, permission denied) are counted
 /// ([`crate::ops::REFUSED_REQUESTS`]).
+/// The TLS files are read and checked here; [`crate::ops::serve`] takes
+/// what is returned beside the server and does the handshakes, so that
+/// SIGHUP can swap the files for new connections.
 pub fn server(
     transport: &Transport,
     timeout: Duration,
     concurrency_per_connection: usize,
-) -> Result<Server, ServeError> {
-    let b = tonic::transport::Server::builder();
-    let b = match transport {
-        Transport::Insecure => b,
-        Transport::Tls(s) => b.tls_config(ibtls::server_tls(s)?)?,
+) -> Result<(Server, Option<std::sync::Arc<ibtls::ReloadableServer>>), ServeError> {
+    let tls = match transport {
+        Transport::Insecure => None,
+        Transport::Tls(s) => Some(std::sync::Arc::new(ibtls::ReloadableServer::new(s)?)),
     };
-    Ok(b.timeout(timeout)
+    let b = tonic::transport::Server::builder();
+    let server = b
+        .timeout(timeout)
         .concurrency_limit_per_connection(concurrency_per_connection)
         // Streams stay open after their call returned its headers (health
         // watches, pushes): bounded per connection, and connections per
@@ -380,7 +384,8 @@ pub fn server(
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .tcp_nodelay(true)
-        .layer(crate::ops::Guard))
+        .layer(crate::ops::Guard);
+    Ok((server, tls))
 }
 
 /// The layers of [`server`]: [`crate::ops::Guard`].

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod listen;
 pub mod metrics_http;
 pub mod ops;
+pub mod tls_listen;
 pub mod version;
 
 /// Version 1 of the contracts; a breaking change gets a new package.

@@ -66,13 +66,29 @@ pub async fn routes(
     Ok((reporter, router))
 }
 
-/// Serves `routes` on `listener` until `shutdown` turns true.
+/// Serves `routes` on `listener` until `shutdown` turns true; with `tls`
+/// (what [`crate::client::server`] made of the transport), every
+/// connection is a mutual TLS one, and SIGHUP reloads its files.
 pub async fn serve(
     routes: tonic::transport::server::Router<crate::client::Layers>,
     listener: tokio::net::TcpListener,
+    tls: Option<std::sync::Arc<ibtls::ReloadableServer>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     use tokio_stream::StreamExt;
+    if let Some(tls) = tls {
+        let admission = crate::listen::Admission::standard("grpc");
+        let (incoming, tasks) = crate::tls_listen::incoming(listener, admission, tls);
+        let r = routes
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = shutdown.wait_for(|s| *s).await;
+            })
+            .await;
+        for t in tasks {
+            t.abort();
+        }
+        return r;
+    }
     // The server's own `tcp_nodelay` applies only to listeners it binds;
     // without it a reply's last segment can wait for the peer's delayed
     // ACK (40 ms on Linux): a worker's rounds took 50 ms instead of 8.

@@ -329,7 +329,7 @@ pub async fn run(
     controllers: Vec<String>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
-    let mut server = proto::client::server(&transport, proto::client::UNARY_TIMEOUT, 64)?;
+    let (mut server, tls) = proto::client::server(&transport, proto::client::UNARY_TIMEOUT, 64)?;
     let follow = tokio::spawn(watch::follow(
         fw.clone(),
         transport.clone(),
@@ -340,7 +340,7 @@ pub async fn run(
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
     let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.RouterFw").await?;
-    let r = proto::ops::serve(routes.add_service(svc), listener, shutdown).await;
+    let r = proto::ops::serve(routes.add_service(svc), listener, tls, shutdown).await;
     follow.abort();
     Ok(r?)
 }

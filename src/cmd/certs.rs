@@ -50,7 +50,8 @@ enum CertsCmd {
     Issue(IssueArgs),
     /// Renew a certificate in place: the same identity and names, a new
     /// key, valid for 1 year from now. The key is written first, then the
-    /// certificate, each crash-safely; restart the service to use them.
+    /// certificate, each crash-safely; SIGHUP (`systemctl reload`) makes
+    /// the service use them.
     Renew(RenewArgs),
 }
 
@@ -184,7 +185,7 @@ fn renew(r: &RenewArgs, json: bool) -> Result<i32> {
             "renewed   {} (private key, mode 0600)",
             written.key.display()
         );
-        println!("restart the service that uses them");
+        println!("send the service that uses them SIGHUP (systemctl reload) to use them");
     }
     Ok(0)
 }

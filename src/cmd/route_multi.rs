@@ -35,7 +35,8 @@ pub struct RouteMultiArgs {
     /// Engine for the subnets whose manifest entry names none.
     #[arg(long, short, value_enum, default_value_t = EngineKind::Ftree)]
     engine: EngineKind,
-    /// Inter-subnet algorithm: prefix (OpenSM's prefix routes), issr or isfr.
+    /// Inter-subnet algorithm: prefix (OpenSM's prefix routes; prefix-bylid and prefix-spread are
+    /// readings of it, BENCHMARKS.md), issr or isfr.
     #[arg(long, short, value_enum, default_value_t = AlgorithmKind::Isfr)]
     algorithm: AlgorithmKind,
     /// How routes cross transit subnets (issr only; isfr and prefix always

@@ -141,27 +141,11 @@ pub fn serve_metrics(
 
 /// Sets `ibfabric_certificate_expiry_timestamp_seconds` for this
 /// service's own certificate and its CA (unix seconds of their
-/// `notAfter`), for the alert rules (deploy/prometheus/). Nothing without
-/// TLS; a file that cannot be read is logged (the service already read it
-/// at start).
+/// `notAfter`), for the alert rules (deploy/prometheus/); a SIGHUP that
+/// reloads the TLS files sets them again. Nothing without TLS.
 pub fn record_certificates(tls: Option<&ibtls::TlsSettings>) {
-    let Some(t) = tls else {
-        return;
-    };
-    for (which, path) in [("own", &t.cert), ("ca", &t.ca)] {
-        let at = std::fs::read(path)
-            .map_err(|e| e.to_string())
-            .and_then(|pem| ibtls::Identity::not_after_pem(&pem).map_err(|e| e.to_string()));
-        match at {
-            Ok(at) => metrics::gauge!(
-                "ibfabric_certificate_expiry_timestamp_seconds",
-                "certificate" => which
-            )
-            .set(at as f64),
-            Err(e) => {
-                tracing::warn!(file = %path.display(), "certificate expiry not exported: {e}")
-            }
-        }
+    if let Some(t) = tls {
+        proto::tls_listen::record_certificates(t);
     }
 }
 

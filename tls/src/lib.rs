@@ -20,6 +20,7 @@ pub mod identity;
 pub mod issue;
 pub mod peer;
 mod pem;
+pub mod reload;
 pub mod transport;
 
 pub use config::{TlsSettings, Transport, TransportError, config_dir};
@@ -28,4 +29,5 @@ pub use issue::{CaBundle, CertError, IssuedCert, generate_ca, issue};
 pub use peer::{
     Mode, Peer, identity_from_peer_certs, peer_identity, require, require_identity, require_role,
 };
+pub use reload::{CertState, ReloadableServer, not_after, peer_state};
 pub use transport::{TlsError, client_endpoint, client_tls, server_tls};

@@ -47,17 +47,19 @@ pub enum TlsError {
     Endpoint(String),
 }
 
-const CA: &str = "CA certificate";
+pub(crate) const CA: &str = "CA certificate";
 const CERT: &str = "certificate";
 const KEY: &str = "private key";
 
 /// The PEM files of a [`TlsSettings`], read and checked.
-struct Loaded {
-    ca_pem: Vec<u8>,
-    ca_certs: Vec<CertificateDer<'static>>,
-    cert_pem: Vec<u8>,
-    key_pem: Vec<u8>,
-    identity: Identity,
+pub(crate) struct Loaded {
+    pub(crate) ca_pem: Vec<u8>,
+    pub(crate) ca_certs: Vec<CertificateDer<'static>>,
+    pub(crate) cert_pem: Vec<u8>,
+    pub(crate) key_pem: Vec<u8>,
+    pub(crate) identity: Identity,
+    /// The certificate and key, for a rustls configuration of its own.
+    pub(crate) certified: Arc<rustls::sign::CertifiedKey>,
 }
 
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -68,7 +70,7 @@ fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn invalid(what: &'static str, path: &Path, reason: impl fmt::Display) -> TlsError {
+pub(crate) fn invalid(what: &'static str, path: &Path, reason: impl fmt::Display) -> TlsError {
     TlsError::Invalid {
         what,
         path: path.to_path_buf(),
@@ -86,13 +88,13 @@ fn parse_x509<'a>(
         .map_err(|e| invalid(what, path, format!("not a parsable X.509 certificate: {e}")))
 }
 
-fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     // Explicit rather than the process default: the default is unset unless
     // exactly one provider is compiled in, which this crate cannot promise.
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn load(s: &TlsSettings) -> Result<Loaded, TlsError> {
+pub(crate) fn load(s: &TlsSettings) -> Result<Loaded, TlsError> {
     let ca_pem = read(CA, &s.ca)?;
     let ca_certs = pem::certs(&ca_pem).map_err(|r| invalid(CA, &s.ca, r))?;
     for der in &ca_certs {
@@ -129,7 +131,7 @@ fn load(s: &TlsSettings) -> Result<Loaded, TlsError> {
 
     let key_pem = read(KEY, &s.key)?;
     let key = pem::private_key(&key_pem).map_err(|r| invalid(KEY, &s.key, r))?;
-    rustls::sign::CertifiedKey::from_der(chain, key, &provider()).map_err(|e| {
+    let certified = rustls::sign::CertifiedKey::from_der(chain, key, &provider()).map_err(|e| {
         invalid(
             KEY,
             &s.key,
@@ -143,6 +145,7 @@ fn load(s: &TlsSettings) -> Result<Loaded, TlsError> {
         cert_pem,
         key_pem,
         identity,
+        certified: Arc::new(certified),
     })
 }
 

@@ -492,12 +492,12 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
-    let mut server = proto::client::server(&transport, PART_TIMEOUT, 16)?;
+    let (mut server, tls) = proto::client::server(&transport, PART_TIMEOUT, 16)?;
     let (_health, routes) = proto::ops::routes(&mut server, "ibfabric.v1.Worker").await?;
     let svc = WorkerServer::new(Service { worker, transport })
         .max_decoding_message_size(proto::client::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::client::MAX_MESSAGE_BYTES);
-    Ok(proto::ops::serve(routes.add_service(svc), listener, shutdown).await?)
+    Ok(proto::ops::serve(routes.add_service(svc), listener, tls, shutdown).await?)
 }
 
 /// Deadline of one call: loading a large job or verifying a large part

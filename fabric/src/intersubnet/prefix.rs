@@ -97,10 +97,11 @@ impl InterSubnetRouting for PrefixBaseline {
                     .values()
                     .filter_map(|ports| {
                         let here = ports.iter().find(|(sn, _)| *sn == si)?;
-                        ports
-                            .iter()
-                            .any(|(sn, _)| *sn == ti)
-                            .then_some((here.1.port_guid, here.1.port, here.1.lid))
+                        ports.iter().any(|(sn, _)| *sn == ti).then_some((
+                            here.1.port_guid,
+                            here.1.port,
+                            here.1.lid,
+                        ))
                     })
                     .collect();
                 let Some(k) = self.router_for(&via, si, ti, j) else {
@@ -264,13 +265,21 @@ mod tests {
                         .collect();
                     assert_eq!(port.len(), 1, "{}: subnet {si} names one port", b.name());
                     let p = port.into_iter().next().unwrap_or(0);
-                    let rp = view.subnets[si].router_ports.iter().find(|x| x.port_guid == p);
+                    let rp = view.subnets[si]
+                        .router_ports
+                        .iter()
+                        .find(|x| x.port_guid == p);
                     routers.push(rp.map(|x| x.router_guid).unwrap_or(0));
                 }
                 routers.sort_unstable();
                 let n = routers.len();
                 routers.dedup();
-                assert_eq!(routers.len() < n, sources_share_a_router, "{}: {routers:?}", b.name());
+                assert_eq!(
+                    routers.len() < n,
+                    sources_share_a_router,
+                    "{}: {routers:?}",
+                    b.name()
+                );
             }
         }
         // Egress: every port a router has into a subnet carries some
@@ -285,7 +294,11 @@ mod tests {
                         by_prefix.entry(g.prefix).or_default().extend(&rule.ports);
                     }
                 }
-                assert!(by_prefix.values().all(|p| p.len() == ports_used), "{}", b.name());
+                assert!(
+                    by_prefix.values().all(|p| p.len() == ports_used),
+                    "{}",
+                    b.name()
+                );
             }
         }
     }
