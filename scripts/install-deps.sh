@@ -4,8 +4,8 @@
 # simulator with its umad2sim preload, infiniband-diags, GNU time, and etcd
 # (the controller's store tests start a real one), what the OpenSM plugin
 # builds with (libopensm-dev, libibmad-dev, libibumad-dev), Prometheus's
-# promtool (the alert rules' tests), and docker-compose where Docker is
-# installed.
+# promtool (the alert rules' tests), dpkg-dev and debootstrap (the Debian
+# package and its test), and docker-compose where Docker is installed.
 # `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
@@ -29,6 +29,10 @@ if [ "${1:-}" != "--build-only" ]; then
     for h in opensm/osm_event_plugin.h infiniband/mad.h infiniband/umad.h; do
         [ -e "/usr/include/infiniband/$h" ] || [ -e "/usr/include/$h" ] || need+=("$h")
     done
+    # The Debian package (scripts/build-deb.sh) and its test on a clean
+    # Debian (scripts/deb_test.sh).
+    command -v dpkg-shlibdeps >/dev/null 2>&1 || { need+=(dpkg-shlibdeps); pkgs+=(dpkg-dev); }
+    command -v debootstrap >/dev/null 2>&1 || { need+=(debootstrap); pkgs+=(debootstrap); }
     command -v make >/dev/null 2>&1 || need+=(make)
     command -v cc >/dev/null 2>&1 || need+=(cc)
     [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time \

@@ -43,6 +43,11 @@ fi
 say "the README's walkthrough, as written (a release build: 5-8 minutes on 2 cores, then about a minute)"
 if cargo build --release --bin ibfabric --quiet; then
     bash scripts/readme_walkthrough.sh target/release/ibfabric || status=$?
+    # The Debian package on a clean Debian: installs, units verify, OpenSM
+    # on ibsim applies a set through the installed plugin.
+    say "the Debian package in a clean Debian container (first run: debootstrap, 2-3 minutes)"
+    deb=$(bash scripts/build-deb.sh --binary target/release/ibfabric | tail -1) &&
+        bash scripts/deb_test.sh "$deb" || status=$?
 else
     status=1
 fi
