@@ -12,6 +12,8 @@ use fabric::sim::packet::{Channel, Config, Sim, Stop, SubnetMcast};
 use fabric::sim::workload::{Saturate, saturate_with};
 use fabric::sim::{Paths, SubnetPaths, Uniform};
 use fabric::tables::Routing;
+
+mod common;
 use fabric::verify::mcast::verify_with_mcast;
 use fabric::verify::{LocalCdg, verify_with_cdg};
 
@@ -46,23 +48,8 @@ fn routed(t: &Topology, kind: EngineKind, mode: TreeMode) -> (Fabric, Routing, M
     (f, r, mc)
 }
 
-/// Every host sends 2 KB messages back to back, a share of them to a
-/// group, on one-packet buffers.
 fn load(seed: u64, mcast_share: f64) -> Saturate {
-    Saturate {
-        traffic: Uniform {
-            isp: 0.0,
-            hot_spot: 0.0,
-            samples: 1,
-            seed,
-        },
-        message: 2048,
-        min_packet: 2048,
-        warmup: 0,
-        window: 3000 * 2048,
-        skip_unroutable: false,
-        mcast_share,
-    }
+    common::saturating(seed, false, mcast_share)
 }
 
 fn tight() -> Config {

@@ -38,22 +38,8 @@ fn dragonfly() -> Topology {
     Topology::Dragonfly { p: 2, hosts: None }
 }
 
-/// Every host sends 2 KB messages back to back to uniformly drawn hosts.
 fn load(seed: u64, skip_unroutable: bool) -> Saturate {
-    Saturate {
-        traffic: Uniform {
-            isp: 0.0,
-            hot_spot: 0.0,
-            samples: 1,
-            seed,
-        },
-        message: 2048,
-        min_packet: 2048,
-        warmup: 0,
-        window: 3000 * 2048,
-        skip_unroutable,
-        mcast_share: 0.0,
-    }
+    common::saturating(seed, skip_unroutable, 0.0)
 }
 
 /// One packet per buffer and VL: the tightest buffers IB allows, where a

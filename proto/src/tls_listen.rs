@@ -70,26 +70,9 @@ pub(crate) fn incoming(
             if s.set_nodelay(true).is_err() {
                 continue;
             }
-            let Some(admitted) = admission.admit(s) else {
-                continue;
-            };
-            let (tls, tx) = (t.clone(), tx.clone());
-            tokio::spawn(async move {
-                match tls.accept(admitted).await {
-                    Ok(stream) => {
-                        if let Some(p) = ibtls::peer_state(&stream) {
-                            metrics::gauge!(
-                                CERT_EXPIRY,
-                                "certificate" => "peer",
-                                "peer" => p.identity.to_string()
-                            )
-                            .set(p.not_after as f64);
-                        }
-                        let _ = tx.send(Ok(stream)).await;
-                    }
-                    Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
-                }
-            });
+            if let Some(admitted) = admission.admit(s) {
+                tokio::spawn(handshake(t.clone(), admitted, tx.clone()));
+            }
         }
     });
     let hup = tokio::spawn(reload_on_hangup(tls));
@@ -97,6 +80,28 @@ pub(crate) fn incoming(
         tokio_stream::wrappers::ReceiverStream::new(rx),
         vec![accept, hup],
     )
+}
+
+/// One connection's handshake; the peer's certificate expiry is recorded.
+async fn handshake(
+    tls: Arc<ReloadableServer>,
+    admitted: Admitted,
+    tx: mpsc::Sender<std::io::Result<TlsStream<Admitted>>>,
+) {
+    match tls.accept(admitted).await {
+        Ok(stream) => {
+            if let Some(p) = ibtls::peer_state(&stream) {
+                metrics::gauge!(
+                    CERT_EXPIRY,
+                    "certificate" => "peer",
+                    "peer" => p.identity.to_string()
+                )
+                .set(p.not_after as f64);
+            }
+            let _ = tx.send(Ok(stream)).await;
+        }
+        Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+    }
 }
 
 /// SIGHUP reads the TLS files again.

@@ -6,11 +6,11 @@
 
 use crate::config::TlsSettings;
 use crate::identity::Identity;
-use crate::transport::{CA, HANDSHAKE_TIMEOUT, TlsError, invalid, load, provider};
+use crate::transport::{CA, HANDSHAKE_TIMEOUT, TlsError, invalid, load, provider, trust_anchors};
+use rustls::ServerConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::{RootCertStore, ServerConfig};
 use std::sync::{Arc, RwLock};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
@@ -125,13 +125,7 @@ impl ReloadableServer {
 
 fn build(s: &TlsSettings) -> Result<(Arc<ServerConfig>, CertState), TlsError> {
     let l = load(s)?;
-    let mut roots = RootCertStore::empty();
-    for der in &l.ca_certs {
-        roots
-            .add(der.clone())
-            .map_err(|e| invalid(CA, &s.ca, format_args!("not usable as a trust anchor: {e}")))?;
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+    let verifier = WebPkiClientVerifier::builder_with_provider(trust_anchors(&l, s)?, provider())
         .build()
         .map_err(|e| invalid(CA, &s.ca, e))?;
     let leaf = l

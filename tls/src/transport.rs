@@ -149,6 +149,17 @@ pub(crate) fn load(s: &TlsSettings) -> Result<Loaded, TlsError> {
     })
 }
 
+/// The CA certificates of `l` (read from `s.ca`) as trust anchors.
+pub(crate) fn trust_anchors(l: &Loaded, s: &TlsSettings) -> Result<Arc<RootCertStore>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for der in &l.ca_certs {
+        roots
+            .add(der.clone())
+            .map_err(|e| invalid(CA, &s.ca, format_args!("not usable as a trust anchor: {e}")))?;
+    }
+    Ok(Arc::new(roots))
+}
+
 impl TlsSettings {
     /// The identity in this service's own certificate, after the same
     /// checks as [`server_tls`] and [`client_tls`]. A service compares it
@@ -199,13 +210,7 @@ pub fn client_endpoint(
     server: Role,
 ) -> Result<Endpoint, TlsError> {
     let l = load(s)?;
-    let mut roots = RootCertStore::empty();
-    for der in &l.ca_certs {
-        roots
-            .add(der.clone())
-            .map_err(|e| invalid(CA, &s.ca, format_args!("not usable as a trust anchor: {e}")))?;
-    }
-    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+    let webpki = WebPkiServerVerifier::builder_with_provider(trust_anchors(&l, s)?, provider())
         .build()
         .map_err(|e| invalid(CA, &s.ca, e))?;
     let verifier = Arc::new(RoleVerifier {

@@ -82,3 +82,27 @@ pub fn unsafe_recomputes(
     }
     out
 }
+
+/// Every host sends 2 KB messages back to back for 3,000 packet times, to
+/// uniformly drawn hosts or (a share `mcast_share`) to its groups: the
+/// packet simulator's saturating load.
+pub fn saturating(
+    seed: u64,
+    skip_unroutable: bool,
+    mcast_share: f64,
+) -> fabric::sim::workload::Saturate {
+    fabric::sim::workload::Saturate {
+        traffic: fabric::sim::Uniform {
+            isp: 0.0,
+            hot_spot: 0.0,
+            samples: 1,
+            seed,
+        },
+        message: 2048,
+        min_packet: 2048,
+        warmup: 0,
+        window: 3000 * 2048,
+        skip_unroutable,
+        mcast_share,
+    }
+}

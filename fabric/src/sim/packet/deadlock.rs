@@ -27,6 +27,44 @@ impl<P: Paths + ?Sized> Sim<'_, P> {
         }
     }
 
+    /// The search from buffer `s`: a cycle met on the current path, in
+    /// wait order; every buffer it finished is marked 2 in `state`.
+    fn cycle_from(
+        &self,
+        s: usize,
+        state: &mut [u8],
+        want: &mut Vec<(Channel, u32)>,
+    ) -> Option<Vec<Channel>> {
+        let mut path: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut next = Vec::new();
+        self.blocked_on(s, want, &mut next);
+        state[s] = 1;
+        path.push((s, next));
+        while let Some((q, todo)) = path.last_mut() {
+            let Some(n) = todo.pop() else {
+                state[*q] = 2;
+                path.pop();
+                continue;
+            };
+            if state[n] == 1 {
+                let at = path.iter().position(|x| x.0 == n).unwrap_or(0);
+                return Some(
+                    path[at..]
+                        .iter()
+                        .map(|&(c, _)| ((c / VLS) as u32, (c % VLS) as u8))
+                        .collect(),
+                );
+            }
+            if state[n] == 0 {
+                let mut next = Vec::new();
+                self.blocked_on(n, want, &mut next);
+                state[n] = 1;
+                path.push((n, next));
+            }
+        }
+        None
+    }
+
     /// A cycle of buffers whose head packets each wait for the next one,
     /// in that order (the last waits for the first).
     pub(super) fn deadlock(&self) -> Option<Vec<Channel>> {
@@ -35,38 +73,10 @@ impl<P: Paths + ?Sized> Sim<'_, P> {
         // Depth first over the wait-for graph, three colours: a buffer on
         // the current path met again closes the cycle.
         let mut state = vec![0u8; real];
-        let mut path: Vec<(usize, Vec<usize>)> = Vec::new();
         for s in 0..real {
-            if state[s] != 0 || self.queues[s].is_empty() {
-                continue;
-            }
-            let mut next = Vec::new();
-            self.blocked_on(s, &mut want, &mut next);
-            state[s] = 1;
-            path.push((s, next));
-            while let Some((q, todo)) = path.last_mut() {
-                let Some(n) = todo.pop() else {
-                    state[*q] = 2;
-                    path.pop();
-                    continue;
-                };
-                match state[n] {
-                    1 => {
-                        let at = path.iter().position(|x| x.0 == n).unwrap_or(0);
-                        return Some(
-                            path[at..]
-                                .iter()
-                                .map(|&(c, _)| ((c / VLS) as u32, (c % VLS) as u8))
-                                .collect(),
-                        );
-                    }
-                    0 => {
-                        let mut next = Vec::new();
-                        self.blocked_on(n, &mut want, &mut next);
-                        state[n] = 1;
-                        path.push((n, next));
-                    }
-                    _ => {}
+            if state[s] == 0 && !self.queues[s].is_empty() {
+                if let Some(c) = self.cycle_from(s, &mut state, &mut want) {
+                    return Some(c);
                 }
             }
         }
