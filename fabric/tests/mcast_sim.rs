@@ -10,7 +10,7 @@ use fabric::mcast::{Group, Multicast, PortMask, all_members};
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::sim::packet::{Channel, Config, Sim, Stop, SubnetMcast};
 use fabric::sim::workload::{Saturate, saturate_with};
-use fabric::sim::{Paths, SubnetPaths, Uniform};
+use fabric::sim::{Paths, SubnetPaths};
 use fabric::tables::Routing;
 
 mod common;

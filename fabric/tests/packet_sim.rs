@@ -9,7 +9,7 @@ use fabric::model::Fabric;
 use fabric::routing::{EngineKind, EngineOptions};
 use fabric::sim::packet::{Channel, Config};
 use fabric::sim::workload::{Saturate, saturate};
-use fabric::sim::{SubnetPaths, Uniform};
+use fabric::sim::SubnetPaths;
 use fabric::tables::{PathSl, Routing};
 use fabric::verify::{LocalCdg, check_transition, verify, verify_with_cdg};
 use rand::{Rng, SeedableRng};
