@@ -69,14 +69,29 @@ install -D -m 0644 "$OUT/ibfabric.fish" "$STAGE/usr/share/fish/vendor_completion
 # Library dependencies as dpkg-shlibdeps finds them (libc, libibmad,
 # libibumad); the plugin's libopensm symbols come from the OpenSM that
 # loads it.
-SHLIBS=$(cd "$STAGE" && mkdir -p debian && touch debian/control &&
-  dpkg-shlibdeps -O --ignore-missing-info -e usr/bin/ibfabric -e usr/bin/ibfabric-pathrecord-sl \
-    -e usr/bin/ibfabric-sl2vl-read -e usr/bin/ibfabric-mcast-join 2>/dev/null |
-  sed -n 's/^shlibs:Depends=//p'; rm -rf debian)
+mkdir -p "$STAGE/debian"
+touch "$STAGE/debian/control"
+SHLIBS=$(cd "$STAGE" && dpkg-shlibdeps -O --ignore-missing-info -e usr/bin/ibfabric \
+  -e usr/bin/ibfabric-pathrecord-sl -e usr/bin/ibfabric-sl2vl-read -e usr/bin/ibfabric-mcast-join \
+  2>"$ROOT/$OUT/shlibdeps.log" | sed -n 's/^shlibs:Depends=//p')
+rm -rf "$STAGE/debian"
+if [ -z "$SHLIBS" ]; then
+  cat "$OUT/shlibdeps.log" >&2
+  echo "build-deb: dpkg-shlibdeps found no library dependencies" >&2
+  exit 1
+fi
+# OpenSM loads only a plugin built for its own OSM_VERSION (the upstream
+# version): the package breaks any other.
+OSM=$(dpkg-query -W -f='${Version}' opensm 2>/dev/null | sed -e 's/^[0-9]*://' -e 's/-[^-]*$//')
+if [ -z "$OSM" ]; then
+  echo "build-deb: opensm is not installed: the plugin is built against it" >&2
+  exit 1
+fi
+OSM_NEXT=$(echo "$OSM" | awk -F. -v OFS=. '{$NF = $NF + 1; print}')
 SIZE=$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SHLIBS@/${SHLIBS:-libc6}/" \
-  -e "s/@SIZE@/$SIZE/" deploy/debian/control.in >"$STAGE/DEBIAN/control"
-install -m 0755 deploy/debian/postinst deploy/debian/postrm "$STAGE/DEBIAN/"
+  -e "s/@SIZE@/$SIZE/" -e "s/@OSM_LO@/$OSM/" -e "s/@OSM_HI@/$OSM_NEXT~/" deploy/debian/control.in >"$STAGE/DEBIAN/control"
+install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$STAGE/DEBIAN/"
 install -m 0644 deploy/debian/triggers "$STAGE/DEBIAN/triggers"
 (cd "$STAGE" && find etc -type f | sed 's|^|/|' | sort) >"$STAGE/DEBIAN/conffiles"
 (cd "$STAGE" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z |

@@ -26,15 +26,28 @@ man -w ibfabric-route >/dev/null
 test -f /usr/share/bash-completion/completions/ibfabric
 
 step "a key made by root reaches the service user through the group (postinst)"
-cd /etc/ibfabric/tls
-ibfabric certs --out /etc/ibfabric/tls ca >/dev/null
-ibfabric certs --out /etc/ibfabric/tls issue --ca ca.pem --ca-key ca-key.pem controller --dns localhost >/dev/null
+ibfabric certs --out /root/pki ca >/dev/null
+ibfabric certs --out /etc/ibfabric/tls issue --ca /root/pki/ca.pem --ca-key /root/pki/ca-key.pem \
+  controller --dns localhost >/dev/null
+cp /root/pki/ca.pem /etc/ibfabric/tls/ca.pem
+# A CA key left beside the services must not become theirs.
+cp /root/pki/ca-key.pem /etc/ibfabric/tls/ca-key.pem
 dpkg-reconfigure ibfabric
 su -s /bin/sh ibfabric -c 'cat /etc/ibfabric/tls/controller-key.pem' >/dev/null
-if su -s /bin/sh nobody -c 'cat /etc/ibfabric/tls/controller-key.pem' 2>/dev/null; then
+for who in ibfabric nobody; do
+  if su -s /bin/sh "$who" -c 'cat /etc/ibfabric/tls/ca-key.pem' >/dev/null 2>&1; then
+    echo "deb-test: $who reads the CA key" >&2
+    exit 1
+  fi
+done
+if su -s /bin/sh nobody -c 'cat /etc/ibfabric/tls/controller-key.pem' >/dev/null 2>&1; then
   echo "deb-test: a key is readable by others" >&2
   exit 1
 fi
+# Renewed in place, the key stays readable by the services.
+ibfabric certs renew --ca /root/pki/ca.pem --ca-key /root/pki/ca-key.pem \
+  --cert /etc/ibfabric/tls/controller.pem >/dev/null
+su -s /bin/sh ibfabric -c 'cat /etc/ibfabric/tls/controller-key.pem' >/dev/null
 
 step "OpenSM on ibsim applies a DF-DN set through the installed plugin"
 W=/var/lib/ibfabric/agent
@@ -72,4 +85,9 @@ step "the switches' tables read back equal the set and verify"
 # (4 when they differ, 3 when unsafe).
 LD_PRELOAD=$PRELOAD ibfabric audit -o readback --expect subnet-a -t fab.net --path-sample 4
 kill "$OSM" "$SIM" 2>/dev/null || true
+step "remove: the units go, the site's keys and state stay"
+apt-get remove -y -qq ibfabric >/dev/null 2>&1
+test ! -e /lib/systemd/system/ibfabric-agent.service
+test -f /etc/ibfabric/tls/controller-key.pem
+test -d /var/lib/ibfabric/agent/subnet-a
 step "ok"

@@ -2025,6 +2025,13 @@ fn certs_renew_keeps_the_identity_and_names_with_a_new_key() {
     let cert = std::path::PathBuf::from(issued["cert"].as_str().unwrap());
     let key = std::path::PathBuf::from(issued["key"].as_str().unwrap());
     let (old_cert, old_key) = (std::fs::read(&cert).unwrap(), std::fs::read(&key).unwrap());
+    // A site gave the key to the services' group (0640): the renewed key
+    // keeps the group read bit (and its owner and group).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    }
     let renewed = json(&ibf(&[
         "certs",
         "--json",
@@ -2052,7 +2059,7 @@ fn certs_renew_keeps_the_identity_and_names_with_a_new_key() {
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        assert_eq!(mode, 0o640, "the group read bit kept, nothing for others");
     }
     // The renewed pair is a TLS identity the transport takes.
     let t = ibtls::TlsSettings {

@@ -81,7 +81,9 @@ fn systemd_units_notify_reload_and_verify() {
         for line in [
             "Type=notify",
             "ExecReload=/bin/kill -HUP $MAINPID",
-            &format!("ExecStart=/usr/local/bin/ibfabric {role} "),
+            &format!("ExecStart=/usr/bin/ibfabric {role} "),
+            "User=ibfabric",
+            &format!("StateDirectory=ibfabric/{role}\n"),
         ] {
             assert!(unit.contains(line), "{name}: {line}");
         }
@@ -93,7 +95,7 @@ fn systemd_units_notify_reload_and_verify() {
         }
         std::fs::write(
             tmp.path().join(&name),
-            unit.replace("/usr/local/bin/ibfabric", env!("CARGO_BIN_EXE_ibfabric")),
+            unit.replace("/usr/bin/ibfabric", env!("CARGO_BIN_EXE_ibfabric")),
         )
         .expect("copy");
     }
@@ -147,6 +149,7 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
         "proto/src/ops.rs",
         "src/cmd/runtime.rs",
         "proto/src/listen.rs",
+        "proto/src/tls_listen.rs",
     ]
     .iter()
     .map(|p| {

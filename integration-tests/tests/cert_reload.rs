@@ -154,6 +154,26 @@ async fn a_controller_reloads_its_certificate_and_ca_on_sighup_without_dropping_
     );
     assert!(c.controllers[0].1.log().contains("TLS files not reloaded"));
 
+    // A certificate of another identity is refused on reload, as at start.
+    let other = issue_into(&dir2, &ca2, &Identity::Worker { name: "w".into() }).expect("cert");
+    std::fs::copy(&other.key, &ctl.key).expect("key");
+    std::fs::copy(&other.cert, &ctl.cert).expect("cert");
+    c.controllers[0].1.signal("HUP").expect("SIGHUP");
+    scrape_until(&c, "the refused identity counted", |m| {
+        m.contains("ibfabric_tls_reloads_total{result=\"error\"} 2")
+    })
+    .await;
+    assert!(
+        c.controllers[0]
+            .1
+            .log()
+            .contains("where this service is ibfabric://controller")
+    );
+    assert!(
+        answers(&c, &only2).await,
+        "the controller's certificate stays in force"
+    );
+
     // The fabric never noticed.
     c.converged(0, CONVERGE).await.expect("still converged");
 }

@@ -78,16 +78,14 @@ pub async fn serve(
     use tokio_stream::StreamExt;
     if let Some(tls) = tls {
         let admission = crate::listen::Admission::standard("grpc");
-        let (incoming, tasks) = crate::tls_listen::incoming(listener, admission, tls);
-        let r = routes
+        // The accept and SIGHUP tasks end with this future, also when it
+        // is dropped rather than run to its end.
+        let (incoming, _tasks) = crate::tls_listen::incoming(listener, admission, tls);
+        return routes
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = shutdown.wait_for(|s| *s).await;
             })
             .await;
-        for t in tasks {
-            t.abort();
-        }
-        return r;
     }
     // The server's own `tcp_nodelay` applies only to listeners it binds;
     // without it a reply's last segment can wait for the peer's delayed

@@ -15,7 +15,9 @@ use tokio_rustls::server::TlsStream;
 /// When a certificate's validity ends (Unix seconds), labelled
 /// `certificate`: `own`, `ca` (the first in the CA file), or `peer` with
 /// `peer` (the identity of a client that connected). The alert rules
-/// (deploy/prometheus/) subtract `time()` for the days left.
+/// (deploy/prometheus/) subtract `time()` for the days left. A peer's
+/// series stays until the service restarts, with the certificate it last
+/// connected with: a peer that left keeps its alert until then.
 pub const CERT_EXPIRY: &str = "ibfabric_certificate_expiry_timestamp_seconds";
 /// Reloads of the TLS files, labelled `result` (`ok`, `error`).
 pub const TLS_RELOADS: &str = "ibfabric_tls_reloads_total";
@@ -43,15 +45,26 @@ pub fn record_certificates(t: &ibtls::TlsSettings) {
     }
 }
 
-/// Connections admitted on `listener` and through their handshake, until
-/// the returned tasks are aborted.
+/// Tasks aborted when dropped.
+pub(crate) struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Connections admitted on `listener` and through their handshake, while
+/// the returned tasks are held.
 pub(crate) fn incoming(
     listener: TcpListener,
     admission: Admission,
     tls: Arc<ReloadableServer>,
 ) -> (
     tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<Admitted>>>,
-    Vec<tokio::task::JoinHandle<()>>,
+    Tasks,
 ) {
     let (tx, rx) = mpsc::channel(64);
     let t = tls.clone();
@@ -78,7 +91,7 @@ pub(crate) fn incoming(
     let hup = tokio::spawn(reload_on_hangup(tls));
     (
         tokio_stream::wrappers::ReceiverStream::new(rx),
-        vec![accept, hup],
+        Tasks(vec![accept, hup]),
     )
 }
 

@@ -142,6 +142,21 @@ struct Written {
 const CERT_MODE: u32 = 0o644;
 const KEY_MODE: u32 = 0o600;
 
+/// Gives the file at `path` (written 0600) the owner and group of the one
+/// it replaced, and its group read bit; never any access for others.
+fn keep_access(path: &Path, old: &std::fs::Metadata) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::os::unix::fs::chown(path, Some(old.uid()), Some(old.gid())).with_context(|| {
+        format!(
+            "{}: giving it the old key's owner and group",
+            path.display()
+        )
+    })?;
+    let mode = KEY_MODE | (old.mode() & 0o040);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("{}: mode {mode:o}", path.display()))
+}
+
 /// `certs renew`: the identity and names of the certificate in place,
 /// issued again by the CA.
 fn renew(r: &RenewArgs, json: bool) -> Result<i32> {
@@ -169,7 +184,14 @@ fn renew(r: &RenewArgs, json: bool) -> Result<i32> {
     };
     let ca = CaBundle::load(&r.ca, &r.ca_key)?;
     let leaf = issue(&ca, &id, &dns, &ips)?;
+    // A service reads its key as the owner or through the group the
+    // site gave it (the package's ibfabric group, 0640): the new key
+    // keeps both, or the reload that follows could not read it.
+    let access = std::fs::metadata(&key).ok();
     write_atomic(&key, &leaf.key_pem, KEY_MODE, true)?;
+    if let Some(m) = access {
+        keep_access(&key, &m)?;
+    }
     write_atomic(&r.cert, &leaf.cert_pem, CERT_MODE, true)?;
     let written = Written {
         identity: Some(id.to_uri()),

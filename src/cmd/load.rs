@@ -101,9 +101,14 @@ pub fn run(a: LoadArgs) -> Result<i32> {
     if !(0.0..=1.0).contains(&a.mcast_share) {
         bail!("--mcast-share must lie in 0..=1, not {}", a.mcast_share);
     }
-    if a.mtu < 64 || a.buffer_packets == 0 || a.window_packets == 0 || a.samples == 0 {
+    if !(64..=4096).contains(&a.mtu)
+        || a.buffer_packets == 0
+        || a.window_packets == 0
+        || a.samples == 0
+    {
         bail!(
-            "--mtu must be at least 64 and --buffer-packets, --window-packets, --samples positive"
+            "--mtu must lie in 64..=4096 (IB's MTUs) and --buffer-packets, --window-packets, \
+             --samples be positive"
         );
     }
     let f = super::read_topology(&a.topology)?;
@@ -151,7 +156,10 @@ pub fn run(a: LoadArgs) -> Result<i32> {
         message: u64::from(a.mtu),
         min_packet: a.mtu,
         warmup: 0,
-        window: a.window_packets * packet,
+        window: a
+            .window_packets
+            .checked_mul(packet)
+            .ok_or_else(|| anyhow::anyhow!("--window-packets {} is too many", a.window_packets))?,
         skip_unroutable: false,
         mcast_share: a.mcast_share,
     };

@@ -75,10 +75,20 @@ impl ReloadableServer {
     }
 
     /// Reads the files again; on success new connections use them, on
-    /// failure the configuration in force stays.
+    /// failure the configuration in force stays. A certificate of another
+    /// identity than the one the service started with is refused, as the
+    /// service would have refused it at start.
     pub fn reload(&self) -> Result<CertState, TlsError> {
         let next = build(&self.settings)?;
         let state = next.1.clone();
+        let had = self.state().identity;
+        if state.identity != had {
+            return Err(invalid(
+                "certificate",
+                &self.settings.cert,
+                format_args!("names {} where this service is {had}", state.identity),
+            ));
+        }
         match self.current.write() {
             Ok(mut g) => *g = next,
             Err(poisoned) => *poisoned.into_inner() = next,

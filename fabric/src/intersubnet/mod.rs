@@ -40,7 +40,7 @@ pub trait InterSubnetRouting: Send + Sync {
 /// The inter-subnet algorithms the product ships: a closed set, so configs
 /// and the command line refuse unknown names when they are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum AlgorithmKind {
     Prefix,

@@ -35,9 +35,11 @@ pub enum RouterPick {
     /// into subnet `t` carries the traffic of every source that names it
     /// for `t`.
     Index,
-    /// Router `(s + t) mod n`: for a fixed source the remote subnets still
-    /// get different routers, and for a fixed destination so do the
-    /// sources, so no router port into a subnet carries two sources.
+    /// Router `(s + t) mod n` among those joining both: where every pair
+    /// of subnets sees the same `n` routers and `n` is at least the number
+    /// of subnets (the paper's setups), the remote subnets of a source get
+    /// different routers and so do the sources of a destination, so no
+    /// router port into a subnet carries two sources.
     Spread,
 }
 
@@ -300,6 +302,23 @@ mod tests {
                     b.name()
                 );
             }
+        }
+    }
+
+    /// A config names an algorithm as the command line and `name()` do.
+    #[test]
+    fn config_names_are_the_command_line_names() {
+        use crate::intersubnet::AlgorithmKind;
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Config {
+            algorithm: AlgorithmKind,
+        }
+        for k in AlgorithmKind::ALL {
+            let text = format!("algorithm = \"{}\"\n", k.name());
+            let c: Config = toml::from_str(&text).expect("the config reads the name");
+            assert_eq!(c.algorithm, k);
+            assert_eq!(toml::to_string(&c).ok(), Some(text));
+            assert_eq!(k.name().parse::<AlgorithmKind>().ok(), Some(k));
         }
     }
 }

@@ -247,7 +247,10 @@ pub fn saturate_with<P: Paths + ?Sized>(
                 for _ in 0..64 {
                     // No draw for multicast without groups: unicast runs
                     // draw as they always have.
-                    if groups > 0 && rng.gen_bool(s.mcast_share) && !member_of[h].is_empty() {
+                    if s.mcast_share > 0.0
+                        && !member_of[h].is_empty()
+                        && rng.gen_bool(s.mcast_share)
+                    {
                         let g = member_of[h][rng.gen_range(0..member_of[h].len())];
                         let packet = size(rng);
                         return sim.send_mcast(h, g, s.message, packet, 0);
