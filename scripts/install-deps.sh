@@ -5,7 +5,8 @@
 # (the controller's store tests start a real one), what the OpenSM plugin
 # builds with (libopensm-dev, libibmad-dev, libibumad-dev), Prometheus's
 # promtool (the alert rules' tests), dpkg-dev and debootstrap (the Debian
-# package and its test), and docker-compose where Docker is installed.
+# package and its test), chromium (the status page in a real browser), and
+# docker-compose where Docker is installed.
 # `--build-only` installs just what building needs.
 set -euo pipefail
 need=()
@@ -33,6 +34,8 @@ if [ "${1:-}" != "--build-only" ]; then
     # Debian (scripts/deb_test.sh).
     command -v dpkg-shlibdeps >/dev/null 2>&1 || { need+=(dpkg-shlibdeps); pkgs+=(dpkg-dev); }
     command -v debootstrap >/dev/null 2>&1 || { need+=(debootstrap); pkgs+=(debootstrap); }
+    # The controller's status page is checked in a real browser.
+    command -v chromium >/dev/null 2>&1 || { need+=(chromium); pkgs+=(chromium); }
     command -v make >/dev/null 2>&1 || need+=(make)
     command -v cc >/dev/null 2>&1 || need+=(cc)
     [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time \

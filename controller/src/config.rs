@@ -6,6 +6,7 @@
 //! algorithm = "prefix"              # inter-subnet algorithm: prefix, issr or isfr
 //! lease_seconds = 10                # agents report at least every lease/3
 //! metrics_listen = "127.0.0.1:9464" # optional: Prometheus /metrics (plain HTTP)
+//! status_page = false               # GET /status there too (loopback metrics_listen only)
 //!
 //! [store]                           # optional; default: in-memory
 //! kind = "etcd"                     # "memory" or "etcd"
@@ -57,6 +58,11 @@ pub struct ControllerConfig {
     /// off unless given.
     #[serde(default)]
     pub metrics_listen: Option<SocketAddr>,
+    /// A read-only status page (`GET /status`: subnets, routers, versions
+    /// and what lags) beside the metrics. The page has no TLS, so it is
+    /// served only when `metrics_listen` is a loopback address.
+    #[serde(default)]
+    pub status_page: bool,
     #[serde(default = "default_algorithm")]
     pub algorithm: AlgorithmKind,
     #[serde(default = "default_lease")]
@@ -133,6 +139,13 @@ impl ConfigFile for ControllerConfig {
             .map_err(|e| Invalid(e.to_string()))?;
         if self.lease_seconds == 0 {
             return Err(Invalid("lease_seconds must be at least 1".into()));
+        }
+        if self.status_page && !self.metrics_listen.is_some_and(|a| a.ip().is_loopback()) {
+            return Err(Invalid(
+                "status_page needs metrics_listen on a loopback address (127.0.0.1 or ::1): \
+                 the page is plain HTTP; reach it through an SSH tunnel or a TLS proxy"
+                    .into(),
+            ));
         }
         let l = &self.limits;
         if l.max_subnets == 0
@@ -261,5 +274,23 @@ mod tests {
         let e = ControllerConfig::parse(&format!("{OK}lease_seconds = 0\n"), "c.toml")
             .expect_err("lease");
         assert_eq!(e.to_string(), "c.toml: lease_seconds must be at least 1");
+        // The status page is plain HTTP: loopback only.
+        let e = ControllerConfig::parse(
+            &format!("{OK}status_page = true\nmetrics_listen = \"0.0.0.0:9464\"\n"),
+            "c.toml",
+        )
+        .expect_err("not loopback");
+        assert!(
+            e.to_string()
+                .contains("status_page needs metrics_listen on a loopback"),
+            "{e}"
+        );
+        assert!(ControllerConfig::parse(&format!("{OK}status_page = true\n"), "c.toml").is_err());
+        let c = ControllerConfig::parse(
+            &format!("{OK}status_page = true\nmetrics_listen = \"127.0.0.1:9464\"\n"),
+            "c.toml",
+        )
+        .expect("loopback");
+        assert!(c.status_page);
     }
 }

@@ -21,6 +21,7 @@ pub mod config;
 mod leader;
 pub mod service;
 pub mod state;
+pub mod status_page;
 
 pub use leader::{ELECTION, start};
 

@@ -20,11 +20,16 @@ pub const MAX_HEAD: usize = 8 << 10;
 const PER_ADDRESS: usize = 16;
 const TOTAL: usize = 64;
 
-/// What renders the page: Prometheus text.
+/// What renders a page: Prometheus text, or the status page's HTML.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Serves `GET /metrics` on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, render: Render) {
+    serve_pages(listener, render, None).await
+}
+
+/// [`serve`], and `GET /status` (HTML) when `status` is given.
+pub async fn serve_pages(listener: TcpListener, render: Render, status: Option<Render>) {
     let admission = Admission::new("metrics", PER_ADDRESS, TOTAL);
     loop {
         let stream = match listener.accept().await {
@@ -39,16 +44,20 @@ pub async fn serve(listener: TcpListener, render: Render) {
         let Some(conn) = admission.admit(stream) else {
             continue;
         };
-        let render = render.clone();
+        let (render, status) = (render.clone(), status.clone());
         tokio::spawn(async move {
-            if let Err(e) = answer(conn, &render).await {
+            if let Err(e) = answer(conn, &render, status.as_ref()).await {
                 tracing::debug!("metrics request: {e}");
             }
         });
     }
 }
 
-async fn answer(mut conn: crate::listen::Admitted, render: &Render) -> std::io::Result<()> {
+async fn answer(
+    mut conn: crate::listen::Admitted,
+    render: &Render,
+    status: Option<&Render>,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let read = tokio::time::timeout(HEAD_DEADLINE, async {
         let mut buf = [0u8; 1024];
@@ -73,7 +82,8 @@ async fn answer(mut conn: crate::listen::Admitted, render: &Render) -> std::io::
         }
     })
     .await;
-    let (status, body) = match read {
+    let mut kind = "text/plain; version=0.0.4";
+    let (code, body) = match read {
         Err(_) => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -90,13 +100,17 @@ async fn answer(mut conn: crate::listen::Admitted, render: &Render) -> std::io::
             let mut parts = line.split_whitespace();
             match (parts.next(), parts.next()) {
                 (Some("GET"), Some("/metrics")) | (Some("GET"), Some("/")) => ("200 OK", render()),
+                (Some("GET"), Some("/status")) if status.is_some() => {
+                    kind = "text/html; charset=utf-8";
+                    ("200 OK", status.map(|s| s()).unwrap_or_default())
+                }
                 (Some("GET"), _) => ("404 Not Found", "try /metrics\n".to_string()),
                 _ => ("405 Method Not Allowed", String::new()),
             }
         }
     };
     let reply = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {code}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     tokio::time::timeout(WRITE_DEADLINE, async {

@@ -21,9 +21,15 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let shutdown = shutdown_on_signal();
         let ctl = controller::start(&cfg, shutdown.clone()).await?;
         let c = ctl.clone();
-        super::runtime::serve_metrics(cfg.metrics_listen, move || {
-            proto::ops::record_controller(&c.state())
-        })?;
+        let status: Option<proto::metrics_http::Render> = cfg.status_page.then(|| {
+            let c = ctl.clone();
+            Arc::new(move || controller::status_page::render(&c.state())) as proto::metrics_http::Render
+        });
+        super::runtime::serve_metrics_and(
+            cfg.metrics_listen,
+            move || proto::ops::record_controller(&c.state()),
+            status,
+        )?;
         super::runtime::record_certificates(cfg.tls.as_ref());
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
         super::runtime::reload_needs_restart(path, cfg.clone());

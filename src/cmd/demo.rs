@@ -122,6 +122,7 @@ async fn start_demo(
         tls: None,
         insecure: true,
         metrics_listen: None,
+        status_page: false,
     };
     let ctl = start_controller(&cfg, stop.clone()).await?;
     tokio::spawn(controller::service::serve(

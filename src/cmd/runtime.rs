@@ -109,6 +109,15 @@ pub fn serve_metrics(
     addr: Option<std::net::SocketAddr>,
     sample: impl Fn() + Send + 'static,
 ) -> Result<()> {
+    serve_metrics_and(addr, sample, None)
+}
+
+/// [`serve_metrics`], with `GET /status` rendered by `status` when given.
+pub fn serve_metrics_and(
+    addr: Option<std::net::SocketAddr>,
+    sample: impl Fn() + Send + 'static,
+    status: Option<proto::metrics_http::Render>,
+) -> Result<()> {
     let Some(addr) = addr else {
         return Ok(());
     };
@@ -123,9 +132,10 @@ pub fn serve_metrics(
             tokio::net::TcpListener::from_std(l)
         })
         .with_context(|| format!("serving metrics on {addr}"))?;
-    tokio::spawn(proto::metrics_http::serve(
+    tokio::spawn(proto::metrics_http::serve_pages(
         listener,
         std::sync::Arc::new(move || handle.render()),
+        status,
     ));
     metrics::gauge!("ibfabric_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     tokio::spawn(async move {

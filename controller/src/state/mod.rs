@@ -525,6 +525,16 @@ impl State {
                     held_mapping_version: 0,
                     session: e.session.clone(),
                     left_out: self.left_out.get(&prefix).cloned().unwrap_or_default(),
+                    router_guids: {
+                        let mut g: Vec<u64> = e
+                            .report
+                            .iter()
+                            .flat_map(|r| r.router_ports.iter().map(|p| p.router_guid))
+                            .collect();
+                        g.sort_unstable();
+                        g.dedup();
+                        g
+                    },
                 })
                 .collect(),
             routers: p
