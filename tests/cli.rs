@@ -2185,3 +2185,29 @@ fn dqr_curve_reproduces_the_library_curve_point_for_point() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--runs"));
 }
+
+/// A fabric with LMC 1 (the ibnetdiscover man page's example): `info`
+/// shows it with its LID ranges; `route` refuses it by line, pointing at
+/// `info`.
+#[test]
+fn info_shows_a_fabric_with_lmc_and_route_refuses_it() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fabric/tests/data/ibnetdiscover/ibtopotool-1.txt"
+    );
+    let o = ibf(&["info", file]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("LMC             up to 1 on 5 ports, 12 LIDs")
+    );
+    let j = json_any(&ibf(&["info", file, "--json"]));
+    assert_eq!(j["max_lmc"], 1);
+    assert_eq!(j["lids"], 12);
+    let o = ibf(&["route", "-t", file, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("ibtopotool-1.txt:33: LMC 1") && e.contains("`ibfabric info` reads it"),
+        "{e}"
+    );
+}

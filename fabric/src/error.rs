@@ -31,6 +31,10 @@ pub enum ModelError {
     },
     #[error("LID {0} is assigned twice")]
     DuplicateLid(u16),
+    #[error("LID {lid} with LMC {lmc} is not a multiple of {}: a port's 2^LMC LIDs start aligned", 1u32 << lmc)]
+    LidNotAligned { lid: u16, lmc: u8 },
+    #[error("LMC {0} is above 7")]
+    LmcOutOfRange(u8),
     #[error("LID {0} is outside the unicast range 1..=49151")]
     LidOutOfRange(u16),
     #[error("the subnet needs more than 49151 unicast LIDs")]

@@ -50,6 +50,8 @@ pub struct FabricBuilder {
     remote: Vec<u32>,
     port_guid: Vec<u64>,
     lid: Vec<u16>,
+    /// Per slot: the port answers to 2^LMC LIDs from its base LID.
+    lmc: Vec<u8>,
     subnet_prefix: Option<u64>,
 }
 
@@ -91,6 +93,7 @@ impl FabricBuilder {
                 _ => guid.wrapping_add(p),
             });
             self.lid.push(0);
+            self.lmc.push(0);
         }
         self.port_start.push(self.remote.len() as u32);
         id
@@ -159,6 +162,21 @@ impl FabricBuilder {
             self.slot(node, port)?
         };
         self.lid[s as usize] = lid;
+        Ok(())
+    }
+
+    /// Sets the LMC of a port (of a switch: its port 0): it answers to the
+    /// 2^LMC LIDs from its base LID, which must be a multiple of 2^LMC.
+    pub fn set_lmc(&mut self, node: NodeId, port: u8, lmc: u8) -> Result<(), ModelError> {
+        if lmc > 7 {
+            return Err(ModelError::LmcOutOfRange(lmc));
+        }
+        let s = if self.kinds[node as usize] == NodeKind::Switch {
+            self.port_start[node as usize]
+        } else {
+            self.slot(node, port)?
+        };
+        self.lmc[s as usize] = lmc;
         Ok(())
     }
 
@@ -249,12 +267,23 @@ impl FabricBuilder {
         let mut used = vec![false; MAX_UNICAST_LID as usize + 1];
         let mut owner = vec![NONE; MAX_UNICAST_LID as usize + 1];
         for (s, &l) in self.lid.iter().enumerate() {
-            if l != 0 {
-                if used[l as usize] {
-                    return Err(ModelError::DuplicateLid(l));
+            if l == 0 {
+                continue;
+            }
+            let lmc = self.lmc[s];
+            let count = 1usize << lmc;
+            if l as usize % count != 0 {
+                return Err(ModelError::LidNotAligned { lid: l, lmc });
+            }
+            for x in l as usize..l as usize + count {
+                if x > MAX_UNICAST_LID as usize {
+                    return Err(ModelError::LidOutOfRange(x.min(u16::MAX as usize) as u16));
                 }
-                used[l as usize] = true;
-                owner[l as usize] = s as u32;
+                if used[x] {
+                    return Err(ModelError::DuplicateLid(x as u16));
+                }
+                used[x] = true;
+                owner[x] = s as u32;
             }
         }
         let mut next = 1usize;
@@ -319,7 +348,9 @@ impl FabricBuilder {
             port_start: self.port_start,
             remote: self.remote,
             port_guid: self.port_guid,
+            max_lmc: self.lmc.iter().copied().max().unwrap_or(0),
             lid: self.lid,
+            lmc: self.lmc,
             node_of_slot,
             lid_owner: owner,
             max_lid,
@@ -341,6 +372,8 @@ pub struct Fabric {
     remote: Vec<u32>,
     port_guid: Vec<u64>,
     lid: Vec<u16>,
+    lmc: Vec<u8>,
+    max_lmc: u8,
     node_of_slot: Vec<u32>,
     lid_owner: Vec<u32>,
     max_lid: u16,
@@ -398,6 +431,22 @@ impl Fabric {
         } else {
             self.lid[s as usize]
         }
+    }
+    /// A port's LMC (a switch port: its port 0's): it answers to the
+    /// 2^LMC LIDs from [`Self::lid_of_slot`]. Only fabrics read for
+    /// display carry LMC > 0 (`ibnetdiscover::parse_with_lmc`); routing
+    /// and verification read one LID per port and refuse more.
+    pub fn lmc(&self, s: Slot) -> u8 {
+        let n = self.node_of(s);
+        if self.kinds[n as usize] == NodeKind::Switch {
+            self.lmc[self.port_start[n as usize] as usize]
+        } else {
+            self.lmc[s as usize]
+        }
+    }
+    /// The largest LMC of any port.
+    pub fn max_lmc(&self) -> u8 {
+        self.max_lmc
     }
     pub fn switch_lid(&self, n: NodeId) -> u16 {
         self.lid[self.port_start[n as usize] as usize]

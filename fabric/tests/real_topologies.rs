@@ -7,7 +7,7 @@ use fabric::formats::ibnetdiscover;
 use fabric::model::NodeKind;
 use fabric::routing::{self, EngineOptions};
 use fabric::verify;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -97,4 +97,52 @@ fn what_cannot_be_routed_is_refused_with_its_line() {
         e.contains("ibtopotool-3.txt:1:") && e.contains("discovery may be incomplete"),
         "{e}"
     );
+}
+
+/// Read for showing (`ibfabric info`), the man page's fabric keeps its
+/// LMC: each CA port answers to two LIDs from an even base, and a LID of
+/// another port inside a range, or a base not aligned, is refused with
+/// its line.
+#[test]
+fn lmc_ranges_are_kept_for_showing_and_checked() {
+    let text = std::fs::read_to_string(path("ibtopotool-1.txt")).expect("data");
+    let f = ibnetdiscover::parse_with_lmc(&text, &path("ibtopotool-1.txt")).expect("reads");
+    assert_eq!(f.max_lmc(), 1);
+    let with_lmc: Vec<_> = f
+        .endports()
+        .iter()
+        .copied()
+        .filter(|&e| f.lmc(e) == 1)
+        .collect();
+    assert_eq!(with_lmc.len(), 5);
+    for e in with_lmc {
+        let base = f.lid_of_slot(e);
+        assert_eq!(base % 2, 0);
+        assert_eq!(f.lid_owner(base), Some(e));
+        assert_eq!(
+            f.lid_owner(base + 1),
+            Some(e),
+            "the second LID is the port's"
+        );
+    }
+    // Line 33 holds `lid 16 lmc 1`: LID 17 is that port's.
+    let clash = text.replacen("lid 12 lmc 1", "lid 17 lmc 0", 1);
+    let e = ibnetdiscover::parse_with_lmc(&clash, Path::new("t.net")).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("LID 17 is assigned twice (first on line 33)"),
+        "{e}"
+    );
+    let odd = text.replacen("lid 16 lmc 1", "lid 15 lmc 1", 1);
+    let e = ibnetdiscover::parse_with_lmc(&odd, Path::new("t.net")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("t.net:33: LID 15 with LMC 1 is not a multiple of 2"),
+        "{e}"
+    );
+    let e = ibnetdiscover::parse_with_lmc(&text.replacen("lmc 1", "lmc 8", 1), Path::new("t.net"))
+        .unwrap_err();
+    assert!(e.to_string().contains("bad LMC"), "{e}");
+    // Routing's reader still refuses it.
+    assert!(ibnetdiscover::parse(&text, Path::new("t.net")).is_err());
 }

@@ -29,6 +29,12 @@ pub struct Info {
     /// Connected CA and router ports.
     pub ports: usize,
     pub max_lid: u16,
+    /// The largest LMC of any port (each port answers to 2^LMC LIDs).
+    pub max_lmc: u8,
+    /// Ports with LMC above 0.
+    pub ports_with_lmc: usize,
+    /// Unicast LIDs the ports answer to, all LMC ranges counted.
+    pub lids: usize,
     /// Switch-graph diameter in hops; null when disconnected.
     pub diameter: Option<u32>,
     /// Most ports on one switch.
@@ -64,6 +70,18 @@ impl Info {
             links: f.num_links(),
             ports: f.endports().len(),
             max_lid: f.max_lid(),
+            max_lmc: f.max_lmc(),
+            ports_with_lmc: f.endports().iter().filter(|&&e| f.lmc(e) > 0).count()
+                + f.switches()
+                    .iter()
+                    .filter(|&&s| f.lmc(f.slot(s, 0)) > 0)
+                    .count(),
+            lids: f
+                .endports()
+                .iter()
+                .map(|&e| 1usize << f.lmc(e))
+                .chain(f.switches().iter().map(|&s| 1usize << f.lmc(f.slot(s, 0))))
+                .sum(),
             diameter: g.diameter(),
             max_radix: f
                 .switches()
@@ -84,6 +102,13 @@ impl Info {
         println!("links           {}", self.links);
         println!("end ports       {}", self.ports);
         println!("max LID         {}", self.max_lid);
+        if self.max_lmc > 0 {
+            println!(
+                "LMC             up to {} on {} ports, {} LIDs in all (route, verify and the \
+                 other commands take one LID per port and refuse this fabric)",
+                self.max_lmc, self.ports_with_lmc, self.lids
+            );
+        }
         match self.diameter {
             Some(d) => println!("diameter        {d} (switch hops)"),
             None => println!("diameter        disconnected"),
@@ -97,7 +122,8 @@ impl Info {
 }
 
 pub fn run(a: InfoArgs) -> Result<i32> {
-    let f = super::read_topology(&a.file)?;
+    // Any LMC: info only shows the fabric.
+    let f = fabric::formats::ibnetdiscover::read_with_lmc(&a.file)?;
     let i = Info::of(&f, a.json && a.guids);
     if a.json {
         super::print_json("info", &i)?;

@@ -73,10 +73,11 @@ fn take_paren(s: &str) -> (Option<&str>, &str) {
     (None, s)
 }
 
-/// The LID at `words[at]` (the word after `lid`), and the LMC after it
-/// must be 0 when given: a port with 2^LMC LIDs owns LIDs this model would
-/// hand to other ports.
-fn lid_at(words: &[&str], at: usize) -> Result<u16, String> {
+/// The LID at `words[at]` (the word after `lid`) and the LMC after it (0
+/// when not given). An LMC above 0 is refused unless `allow_lmc`: routing
+/// and verification read one LID per port, and a port with 2^LMC LIDs owns
+/// LIDs they would hand to other ports.
+fn lid_at(words: &[&str], at: usize, allow_lmc: bool) -> Result<(u16, u8), String> {
     let w = words
         .get(at)
         .ok_or_else(|| "'lid' without a value".to_string())?;
@@ -88,24 +89,57 @@ fn lid_at(words: &[&str], at: usize) -> Result<u16, String> {
             "LID {lid} is outside the unicast range 1..={MAX_UNICAST_LID}"
         ));
     }
+    let mut lmc = 0;
     if words.get(at + 1) == Some(&"lmc") {
         match words.get(at + 2).map(|m| m.parse::<u8>()) {
             Some(Ok(0)) => {}
+            Some(Ok(m)) if m <= 7 && allow_lmc => lmc = m,
             Some(Ok(m)) if m <= 7 => {
                 return Err(format!(
-                    "LMC {m}: the port has {} LIDs, ibfabric routes one LID per port",
+                    "LMC {m}: the port has {} LIDs, ibfabric routes one LID per port \
+                     (`ibfabric info` reads it)",
                     1u32 << m
                 ));
             }
             _ => return Err("bad LMC after the LID".to_string()),
         }
     }
-    Ok(lid as u16)
+    if lmc > 0 && lid % (1 << lmc) != 0 {
+        return Err(format!(
+            "LID {lid} with LMC {lmc} is not a multiple of {}: a port's LIDs start aligned",
+            1u32 << lmc
+        ));
+    }
+    if lid + (1 << lmc) - 1 > MAX_UNICAST_LID as u64 {
+        return Err(format!(
+            "LIDs {lid}..={} (LMC {lmc}) reach past the unicast range",
+            lid + (1 << lmc) - 1
+        ));
+    }
+    Ok((lid as u16, lmc))
 }
 
 /// Parses ibnetdiscover text; `file` is only used in error messages.
+/// A port with LMC above 0 is refused (one LID per port).
 pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
+    parse_as(text, file, false)
+}
+
+/// [`parse`], keeping ports' LMC: for showing a fabric (`ibfabric info`),
+/// not for routing or verifying it, which read one LID per port.
+pub fn parse_with_lmc(text: &str, file: &Path) -> Result<Fabric, Error> {
+    parse_as(text, file, true)
+}
+
+/// [`read`], keeping ports' LMC ([`parse_with_lmc`]).
+pub fn read_with_lmc(path: &Path) -> Result<Fabric, Error> {
+    let text = super::read_file(path)?;
+    parse_with_lmc(&text, path)
+}
+
+fn parse_as(text: &str, file: &Path, allow_lmc: bool) -> Result<Fabric, Error> {
     let mut p = Parser::new(file);
+    p.allow_lmc = allow_lmc;
     // Editors on some systems save a byte-order mark in front.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
@@ -138,6 +172,7 @@ struct Parser<'f> {
     // found here, they get the line of their second use.
     guid_line: HashMap<u64, usize>,
     lid_line: HashMap<u16, usize>,
+    allow_lmc: bool,
     // The first explicit LID 0 and the first real LID: LID 0 is a port the
     // subnet manager has not configured, fine in a subnet without one (all
     // LIDs assigned here) but not beside assigned LIDs, where the LID given
@@ -164,6 +199,7 @@ impl<'f> Parser<'f> {
             auto_guid: 0x0003_0000_0000_0000u64,
             guid_line: HashMap::new(),
             lid_line: HashMap::new(),
+            allow_lmc: false,
             first_zero_lid: None,
             first_lid: None,
             stated_guid: HashMap::new(),
@@ -329,15 +365,18 @@ impl<'f> Parser<'f> {
         if words.first() != Some(&"lid") {
             return Ok(());
         }
-        let lid = lid_at(&words, 1).map_err(|e| self.err(ln, e))?;
+        let (lid, lmc) = lid_at(&words, 1, self.allow_lmc).map_err(|e| self.err(ln, e))?;
         if lid == 0 {
             self.first_zero_lid.get_or_insert(ln);
             return Ok(());
         }
         self.b
             .set_lid(node, port, lid)
+            .and_then(|()| self.b.set_lmc(node, port, lmc))
             .map_err(|e| self.err(ln, e.to_string()))?;
-        self.claim_lid(lid, ln)?;
+        for l in lid..=lid + ((1u16 << lmc) - 1) {
+            self.claim_lid(l, ln)?;
+        }
         self.first_lid.get_or_insert(ln);
         Ok(())
     }
@@ -378,7 +417,7 @@ impl<'f> Parser<'f> {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let lid = match words.iter().position(|w| *w == "lid") {
                     Some(i) if kind == NodeKind::Switch => {
-                        Some(lid_at(&words, i + 1).map_err(err)?)
+                        Some(lid_at(&words, i + 1, self.allow_lmc).map_err(err)?)
                     }
                     _ => None,
                 };
@@ -401,14 +440,17 @@ impl<'f> Parser<'f> {
         }
         let node = self.b.add_node(kind, guid, desc, nports as u8);
         match lid {
-            Some(0) => {
+            Some((0, _)) => {
                 self.first_zero_lid.get_or_insert(ln);
             }
-            Some(l) => {
+            Some((l, lmc)) => {
                 self.b
                     .set_lid(node, 0, l)
+                    .and_then(|()| self.b.set_lmc(node, 0, lmc))
                     .map_err(|e| self.err(ln, e.to_string()))?;
-                self.claim_lid(l, ln)?;
+                for x in l..=l + ((1u16 << lmc) - 1) {
+                    self.claim_lid(x, ln)?;
+                }
                 self.first_lid.get_or_insert(ln);
             }
             None => {}
@@ -745,7 +787,7 @@ Ca 1 \"h0\"
         );
         assert_eq!(
             sw("base port 0 lid 1 lmc 2"),
-            "t.net:2: LMC 2: the port has 4 LIDs, ibfabric routes one LID per port"
+            "t.net:2: LMC 2: the port has 4 LIDs, ibfabric routes one LID per port (`ibfabric info` reads it)"
         );
         let ca = |c: &str| refused(&two_cas("11", "31", "lid 2 lmc 0", c, "lid 1 lmc 0"));
         assert_eq!(
