@@ -272,7 +272,7 @@ impl FabricBuilder {
             }
             let lmc = self.lmc[s];
             let count = 1usize << lmc;
-            if l as usize % count != 0 {
+            if !(l as usize).is_multiple_of(count) {
                 return Err(ModelError::LidNotAligned { lid: l, lmc });
             }
             for x in l as usize..l as usize + count {

@@ -104,7 +104,7 @@ fn lid_at(words: &[&str], at: usize, allow_lmc: bool) -> Result<(u16, u8), Strin
             _ => return Err("bad LMC after the LID".to_string()),
         }
     }
-    if lmc > 0 && lid % (1 << lmc) != 0 {
+    if lmc > 0 && !lid.is_multiple_of(1 << lmc) {
         return Err(format!(
             "LID {lid} with LMC {lmc} is not a multiple of {}: a port's LIDs start aligned",
             1u32 << lmc
