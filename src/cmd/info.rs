@@ -123,7 +123,16 @@ impl Info {
 
 pub fn run(a: InfoArgs) -> Result<i32> {
     // Any LMC: info only shows the fabric.
+    let t = std::time::Instant::now();
     let f = fabric::formats::ibnetdiscover::read_with_lmc(&a.file)?;
+    tracing::info!(
+        file = %a.file.display(),
+        switches = f.switches().len(),
+        end_ports = f.endports().len(),
+        max_lmc = f.max_lmc(),
+        secs = t.elapsed().as_secs_f64(),
+        "topology loaded"
+    );
     let i = Info::of(&f, a.json && a.guids);
     if a.json {
         super::print_json("info", &i)?;
