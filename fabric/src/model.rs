@@ -150,17 +150,22 @@ impl FabricBuilder {
         Ok(())
     }
 
+    /// The slot that holds a port's addressing: a switch's port 0 whatever
+    /// `port` says (a switch has one LID), else the port's own.
+    fn addressed_slot(&self, node: NodeId, port: u8) -> Result<u32, ModelError> {
+        match self.kinds.get(node as usize) {
+            Some(NodeKind::Switch) => Ok(self.port_start[node as usize]),
+            _ => self.slot(node, port),
+        }
+    }
+
     /// Sets the LID of a CA/router port, or of a switch (any `port`; switches
     /// have one LID, on port 0).
     pub fn set_lid(&mut self, node: NodeId, port: u8, lid: u16) -> Result<(), ModelError> {
         if lid > MAX_UNICAST_LID {
             return Err(ModelError::LidOutOfRange(lid));
         }
-        let s = if self.kinds[node as usize] == NodeKind::Switch {
-            self.port_start[node as usize]
-        } else {
-            self.slot(node, port)?
-        };
+        let s = self.addressed_slot(node, port)?;
         self.lid[s as usize] = lid;
         Ok(())
     }
@@ -171,11 +176,7 @@ impl FabricBuilder {
         if lmc > 7 {
             return Err(ModelError::LmcOutOfRange(lmc));
         }
-        let s = if self.kinds[node as usize] == NodeKind::Switch {
-            self.port_start[node as usize]
-        } else {
-            self.slot(node, port)?
-        };
+        let s = self.addressed_slot(node, port)?;
         self.lmc[s as usize] = lmc;
         Ok(())
     }
