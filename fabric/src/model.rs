@@ -426,11 +426,16 @@ impl Fabric {
     /// LID of a slot's port: CA/router ports have their own, switch ports all
     /// answer with the switch's LID.
     pub fn lid_of_slot(&self, s: Slot) -> u16 {
+        self.lid[self.addressed(s)]
+    }
+    /// The slot holding a port's LID and LMC: a switch's port 0 for any
+    /// of its ports, else the port's own.
+    fn addressed(&self, s: Slot) -> usize {
         let n = self.node_of(s);
         if self.kinds[n as usize] == NodeKind::Switch {
-            self.lid[self.port_start[n as usize] as usize]
+            self.port_start[n as usize] as usize
         } else {
-            self.lid[s as usize]
+            s as usize
         }
     }
     /// A port's LMC (a switch port: its port 0's): it answers to the
@@ -438,12 +443,7 @@ impl Fabric {
     /// display carry LMC > 0 (`ibnetdiscover::parse_with_lmc`); routing
     /// and verification read one LID per port and refuse more.
     pub fn lmc(&self, s: Slot) -> u8 {
-        let n = self.node_of(s);
-        if self.kinds[n as usize] == NodeKind::Switch {
-            self.lmc[self.port_start[n as usize] as usize]
-        } else {
-            self.lmc[s as usize]
-        }
+        self.lmc[self.addressed(s)]
     }
     /// The largest LMC of any port.
     pub fn max_lmc(&self) -> u8 {
