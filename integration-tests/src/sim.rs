@@ -10,6 +10,18 @@ use std::time::{Duration, Instant};
 
 pub const PRELOAD: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 
+/// The opensm.conf lines that make OpenSM apply the table set in `tables`
+/// through the ibfabric plugin (polled every 200 ms), with no fallback
+/// engine when the set cannot be applied.
+pub fn plugin_conf(tables: &Path) -> String {
+    format!(
+        "event_plugin_name ibfabric\n\
+         event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
+         routing_engine ibfabric,no_fallback\n",
+        tables.display()
+    )
+}
+
 /// Fails with instructions when the IB tools are not installed.
 pub fn require_tools() -> Result<()> {
     let missing: Vec<&str> = ["ibsim", "opensm", "dump_lfts", "ibnetdiscover"]

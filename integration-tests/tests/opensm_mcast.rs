@@ -6,7 +6,7 @@
 //! close a dependency cycle with LASH's routes on a Dragonfly: the case the
 //! plan exists for. A group on another SL than the plan's gets no tree.
 
-use integration_tests::sim::Sim;
+use integration_tests::sim::{Sim, plugin_conf};
 use integration_tests::{ibfabric, ibfabric_bin, opensm_plugin_build};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -64,12 +64,8 @@ fn start(fx: &Fixture, name: &str, tables: &Path, sl: u8) -> Sim {
     let mut sim = Sim::start(&fx.net, &dir).expect("ibsim loads the topology");
     sim.run_opensm_with(
         &format!(
-            "event_plugin_name ibfabric\n\
-             event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
-             routing_engine ibfabric,no_fallback\n\
-             qos TRUE\n\
-             partition_config_file {}\n",
-            tables.display(),
+            "{}qos TRUE\npartition_config_file {}\n",
+            plugin_conf(tables),
             part.display()
         ),
         &[("LD_LIBRARY_PATH", &fx.plugin)],
@@ -288,13 +284,7 @@ fn a_plan_that_does_not_fit_the_fabric_refuses_the_set() {
     let mut sim = Sim::start(&fx.net, &dir).expect("ibsim");
     let err = sim
         .run_opensm_with(
-            &format!(
-                "event_plugin_name ibfabric\n\
-                 event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
-                 routing_engine ibfabric,no_fallback\n\
-                 qos TRUE\n",
-                tables.display()
-            ),
+            &format!("{}qos TRUE\n", plugin_conf(&tables)),
             &[("LD_LIBRARY_PATH", &fx.plugin)],
         )
         .err();

@@ -5,7 +5,7 @@
 //! (matched by GUID: OpenSM assigns its own LIDs) and verifies deadlock
 //! free on its own. A truncated set is refused and the tables in force stay.
 
-use integration_tests::sim::Sim;
+use integration_tests::sim::{Sim, plugin_conf};
 use integration_tests::{ibfabric, ibfabric_bin, opensm_plugin_build};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -73,13 +73,7 @@ fn start_sim(fx: &Fixture, tables: &Path, console: bool) -> Sim {
     .expect("ibsim loads the topology");
     let log = sim
         .run_opensm_with(
-            &format!(
-                "event_plugin_name ibfabric\n\
-                 event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
-                 routing_engine ibfabric,no_fallback\n\
-                 qos TRUE\n",
-                tables.display()
-            ),
+            &format!("{}qos TRUE\n", plugin_conf(tables)),
             &[("LD_LIBRARY_PATH", &fx.plugin)],
         )
         .expect("OpenSM with the plugin brings the subnet up");

@@ -8,7 +8,7 @@
 use fabric::formats::{ibnetdiscover, manifest};
 use fabric::model::NodeKind;
 use integration_tests::ibfabric;
-use integration_tests::sim::Sim;
+use integration_tests::sim::{Sim, plugin_conf};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -267,11 +267,9 @@ fn the_plugin_answers_each_remote_gid_with_the_router_port_issr_chose() {
     let log = sim
         .run_opensm_with(
             &format!(
-                "subnet_prefix {:#018x}\nevent_plugin_name ibfabric\n\
-                 event_plugin_options ibfabric_dir={} ibfabric_poll_ms=200\n\
-                 routing_engine ibfabric,no_fallback\n",
+                "subnet_prefix {:#018x}\n{}",
                 local.prefix,
-                tables.display()
+                plugin_conf(&tables)
             ),
             &[("LD_LIBRARY_PATH", &plugin)],
         )
