@@ -31,18 +31,7 @@ fn groups(f: &Fabric, seed: u64) -> Vec<Group> {
         .collect();
     some.sort_unstable();
     some.dedup();
-    vec![
-        Group {
-            mlid: 0xC000,
-            sl: 0,
-            members: all,
-        },
-        Group {
-            mlid: 0xC001,
-            sl: 0,
-            members: some,
-        },
-    ]
+    common::two_groups(all, some)
 }
 
 /// Routes `f` with `kind`, builds trees by `mode`, checks both together.
@@ -56,20 +45,7 @@ fn route_with_trees(
     fabric::verify::mcast::McastReport,
     Multicast,
 ) {
-    let reserved = mode == TreeMode::Reserved;
-    let opts = EngineOptions {
-        max_vls: if reserved { 7 } else { 8 },
-        max_sls: if reserved { 15 } else { 16 },
-        ..Default::default()
-    };
-    let mut r = kind.engine().route(f, &opts).expect("routes");
-    let mut gs = groups(f, seed);
-    let (mfts, plan) = build(f, &mut r, &mut gs, mode, reserved.then_some((15, 7))).expect("trees");
-    let mc = Multicast {
-        groups: gs,
-        mfts,
-        plan,
-    };
+    let (r, mc) = common::route_with_trees(f, kind, mode, groups(f, seed));
     let (u, m) = verify_with_mcast(f, &r, &mc);
     (u, m, mc)
 }

@@ -5,46 +5,25 @@
 
 use fabric::Fabric;
 use fabric::generate::{Topology, generate};
-use fabric::mcast::tree::{TreeMode, build};
-use fabric::mcast::{Group, Multicast, PortMask, all_members};
-use fabric::routing::{EngineKind, EngineOptions};
+use fabric::mcast::tree::TreeMode;
+use fabric::mcast::{Multicast, PortMask, all_members};
+use fabric::routing::EngineKind;
 use fabric::sim::packet::{Channel, Config, Sim, Stop, SubnetMcast};
 use fabric::sim::workload::{Saturate, saturate_with};
 use fabric::sim::{Paths, SubnetPaths};
 use fabric::tables::Routing;
-
-mod common;
 use fabric::verify::mcast::verify_with_mcast;
 use fabric::verify::{LocalCdg, verify_with_cdg};
+
+mod common;
 
 /// The broadcast group and a small one, on SL 0 unless reserved.
 fn routed(t: &Topology, kind: EngineKind, mode: TreeMode) -> (Fabric, Routing, Multicast) {
     let f = generate(t).expect("topology");
-    let reserved = mode == TreeMode::Reserved;
-    let opts = EngineOptions {
-        max_vls: if reserved { 7 } else { 8 },
-        max_sls: if reserved { 15 } else { 16 },
-        ..Default::default()
-    };
-    let mut r = kind.engine().route(&f, &opts).expect("routes");
     let mut all = all_members(&f);
     all.sort_unstable();
     let some: Vec<_> = all.iter().step_by(5).copied().collect();
-    let mut groups = vec![
-        Group {
-            mlid: 0xC000,
-            sl: 0,
-            members: all,
-        },
-        Group {
-            mlid: 0xC001,
-            sl: 0,
-            members: some,
-        },
-    ];
-    let (mfts, plan) =
-        build(&f, &mut r, &mut groups, mode, reserved.then_some((15, 7))).expect("trees");
-    let mc = Multicast { groups, mfts, plan };
+    let (r, mc) = common::route_with_trees(&f, kind, mode, common::two_groups(all, some));
     (f, r, mc)
 }
 

@@ -106,3 +106,45 @@ pub fn saturating(
         mcast_share,
     }
 }
+
+/// IPoIB's broadcast group over `all` as MLID 0xC000 and a group of
+/// `some` as 0xC001, both on SL 0.
+pub fn two_groups(
+    all: Vec<fabric::model::Slot>,
+    some: Vec<fabric::model::Slot>,
+) -> Vec<fabric::mcast::Group> {
+    vec![
+        fabric::mcast::Group {
+            mlid: 0xC000,
+            sl: 0,
+            members: all,
+        },
+        fabric::mcast::Group {
+            mlid: 0xC001,
+            sl: 0,
+            members: some,
+        },
+    ]
+}
+
+/// Routes `f` with `kind` and builds the trees of `groups` by `mode`;
+/// reserved trees take SL 15 and VL 7, so the engine routes with one SL
+/// and one VL fewer.
+pub fn route_with_trees(
+    f: &Fabric,
+    kind: fabric::routing::EngineKind,
+    mode: fabric::mcast::tree::TreeMode,
+    mut groups: Vec<fabric::mcast::Group>,
+) -> (fabric::tables::Routing, fabric::mcast::Multicast) {
+    let reserved = mode == fabric::mcast::tree::TreeMode::Reserved;
+    let opts = fabric::routing::EngineOptions {
+        max_vls: if reserved { 7 } else { 8 },
+        max_sls: if reserved { 15 } else { 16 },
+        ..Default::default()
+    };
+    let mut r = kind.engine().route(f, &opts).expect("routes");
+    let (mfts, plan) =
+        fabric::mcast::tree::build(f, &mut r, &mut groups, mode, reserved.then_some((15, 7)))
+            .expect("trees");
+    (r, fabric::mcast::Multicast { groups, mfts, plan })
+}
