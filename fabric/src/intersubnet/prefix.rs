@@ -60,13 +60,15 @@ impl PrefixBaseline {
         egress: Egress::First,
     };
 
-    fn router_for(&self, via: &[(u64, u8, u16)], si: usize, ti: usize, j: usize) -> Option<usize> {
-        if via.is_empty() {
+    /// Which of the `n` routers joining `si` and `ti` (the `j`-th remote
+    /// subnet of `si`) subnet `si` names.
+    fn router_for(&self, n: usize, si: usize, ti: usize, j: usize) -> Option<usize> {
+        if n == 0 {
             return None;
         }
         Some(match self.pick {
-            RouterPick::Index => j % via.len(),
-            RouterPick::Spread => (si + ti) % via.len(),
+            RouterPick::Index => j % n,
+            RouterPick::Spread => (si + ti) % n,
         })
     }
 }
@@ -95,21 +97,20 @@ impl InterSubnetRouting for PrefixBaseline {
                 .enumerate()
             {
                 // Routers (ascending GUID) with ports in both subnets.
-                let via: Vec<(u64, u8, u16)> = routers
+                let via: Vec<(u64, u16)> = routers
                     .values()
                     .filter_map(|ports| {
                         let here = ports.iter().find(|(sn, _)| *sn == si)?;
-                        ports.iter().any(|(sn, _)| *sn == ti).then_some((
-                            here.1.port_guid,
-                            here.1.port,
-                            here.1.lid,
-                        ))
+                        ports
+                            .iter()
+                            .any(|(sn, _)| *sn == ti)
+                            .then_some((here.1.port_guid, here.1.lid))
                     })
                     .collect();
-                let Some(k) = self.router_for(&via, si, ti, j) else {
+                let Some(k) = self.router_for(via.len(), si, ti, j) else {
                     continue;
                 };
-                let (guid, _, lid) = via[k];
+                let (guid, lid) = via[k];
                 entries.extend(t.end_ports.iter().map(|e| MapEntry {
                     dest: Gid {
                         prefix: t.prefix,
