@@ -2186,6 +2186,62 @@ fn dqr_curve_reproduces_the_library_curve_point_for_point() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--runs"));
 }
 
+/// `dqr-curve --switch-flows` on a fat tree: DQR reconnects every flow
+/// toward a switch (the fat-tree routing leaves switch-to-switch paths
+/// out), then tolerates the faults; without turns that go down the list
+/// the spine-to-spine U-turns cannot be made, and that is said.
+#[test]
+fn dqr_curve_with_switch_flows_reconnects_them_before_the_faults() {
+    let d = tempfile::tempdir().unwrap();
+    let net = d.path().join("ft.net");
+    let made = ibf(&[
+        "gen",
+        "fattree",
+        "--leaves",
+        "6",
+        "--spines",
+        "4",
+        "--hosts",
+        "3",
+        "-o",
+        s(&net),
+    ]);
+    assert!(made.status.success());
+    let curve = |turns: &str| {
+        ibf(&[
+            "dqr-curve",
+            "-t",
+            s(&net),
+            "-e",
+            "ftree",
+            "--switch-flows",
+            "--turns",
+            turns,
+            "--runs",
+            "5",
+            "--faults",
+            "3",
+            "--json",
+        ])
+    };
+    let o = curve("single");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    // 10 endpoints, each reached from the 27 other end ports but the 3
+    // hosts of its own switch when it is a leaf.
+    assert_eq!(j["switch_flows"]["endpoints"], 10, "{j}");
+    assert_eq!(j["switch_flows"]["flows_rerouted"], 10 * 27 - 6 * 3, "{j}");
+    assert_eq!(j["switch_flows"]["vls_after"], 1, "{j}");
+    assert_eq!(j["percent"][0], 100.0, "{j}");
+    let o = curve("none");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("could not reconnect the switch-to-switch flows"),
+        "{err}"
+    );
+}
+
 /// A fabric with LMC 1 (the ibnetdiscover man page's example): `info`
 /// shows it with its LID ranges; `route` refuses it by line, pointing at
 /// `info`.

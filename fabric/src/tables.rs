@@ -99,6 +99,11 @@ impl Lfts {
             });
         cols
     }
+    /// Where the entries are stored: it stays with the tables when they
+    /// move, so two equal ids (of non-empty tables) are one set of tables.
+    pub fn storage_id(&self) -> usize {
+        self.data.as_ptr() as usize
+    }
     /// Mutable rows for parallel fill (one per switch index).
     pub fn par_rows_mut(&mut self) -> rayon::slice::ChunksMut<'_, u8> {
         use rayon::slice::ParallelSliceMut;

@@ -130,3 +130,62 @@ fn the_multi_subnet_pipeline_refuses_a_subnet_whose_engine_lies() {
     let ok = pipeline::route_with(&m, &[dfdn.as_ref()]).expect("DF-DN passes");
     assert!(ok.routings[0].report().ok());
 }
+
+/// Tables written beside their verification are put in place only with
+/// the gate's acceptance of those very tables; another acceptance (of a
+/// copy, of a drain stage, for another fabric) is refused, and a candidate
+/// dropped leaves neither files nor the directory it made.
+#[test]
+fn a_candidate_set_is_confirmed_only_by_the_acceptance_of_its_own_tables() {
+    use fabric::formats::{Export, stage_candidate};
+    let f = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("dragonfly");
+    let e = EngineKind::Dfdn.engine();
+    let d = tempfile::tempdir().expect("tmp");
+    let out = d.path().join("set");
+    let stage = |r: &fabric::tables::Routing| {
+        stage_candidate(&f, r, EngineKind::Dfdn, &out, Export::default())
+    };
+    let (v, c, _) = fabric::verify::gate::accept_while(
+        &f,
+        e.as_ref(),
+        route(e.as_ref(), &f),
+        Policy::DeadlockFree,
+        stage,
+    );
+    let v = v.expect("accepted");
+    let c = c.expect("staged");
+    // A copy of the same tables, accepted on its own: not these tables.
+    let copy = accept(&f, e.as_ref(), v.get().clone(), Policy::DeadlockFree).expect("copy");
+    let err = c.confirm(&f, &copy).err().expect("another acceptance");
+    assert!(err.to_string().contains("not the tables staged"), "{err}");
+    assert!(!out.exists(), "the refused candidate leaves nothing");
+    // The acceptance of the staged tables themselves puts them in place.
+    let (v, c, _) = fabric::verify::gate::accept_while(
+        &f,
+        e.as_ref(),
+        v.into_inner(),
+        Policy::DeadlockFree,
+        stage,
+    );
+    let v = v.expect("accepted");
+    let files = c
+        .expect("staged")
+        .confirm(&f, &v)
+        .expect("confirmed")
+        .commit()
+        .expect("commit");
+    assert!(
+        files
+            .written
+            .iter()
+            .any(|p| p.ends_with("ibfabric-lfts.bin"))
+    );
+    let back = fabric::formats::tableset::read_set(&f, &out).expect("read back");
+    assert_eq!(
+        back.lfts,
+        v.get().lfts,
+        "the set reads back as the tables accepted"
+    );
+    assert_eq!(back.sl2vl, v.get().sl2vl);
+    assert_eq!(back.path_sl, v.get().path_sl);
+}

@@ -41,6 +41,12 @@ pub struct DqrCurveArgs {
     /// the agent does), rebuilt afresh, or carried.
     #[arg(long, value_enum, default_value = "pruned")]
     list: ListAfter,
+    /// Switch-to-switch flows as data traffic (the DQR paper's fat-tree
+    /// experiment): each switch gets a management endpoint, the flows
+    /// toward them start disconnected and DQR reconnects them (U-turns at
+    /// fat-tree leaves) before the faults.
+    #[arg(long)]
+    switch_flows: bool,
     /// Also draw the curve as an SVG to this file.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -58,6 +64,8 @@ struct CurveJson<'a> {
     list: ListAfter,
     route_seconds: f64,
     curve_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    switch_flows: Option<Reconnected>,
     #[serde(flatten)]
     curve: &'a Curve,
 }
@@ -84,6 +92,12 @@ pub fn run(a: DqrCurveArgs) -> Result<i32> {
         );
     }
     let route_seconds = t.elapsed().as_secs_f64();
+    let (f, routing, list, reconnected) = if a.switch_flows {
+        let (f, r, l, rec) = reconnect(&a, &f, &routing)?;
+        (f, r, l, Some(rec))
+    } else {
+        (f, routing, list, None)
+    };
     let detours = a.detours.unwrap_or(dqr::Detours::default_for(a.engine));
     let setup = CurveSetup {
         runs: a.runs,
@@ -134,18 +148,94 @@ pub fn run(a: DqrCurveArgs) -> Result<i32> {
                 list: setup.list,
                 route_seconds,
                 curve_seconds,
+                switch_flows: reconnected,
                 curve: &c,
             },
         )?;
     } else {
-        print_text(&a, &c, route_seconds, curve_seconds)?;
+        print_text(&a, &c, route_seconds, curve_seconds, reconnected)?;
     }
     Ok(0)
 }
 
-fn print_text(a: &DqrCurveArgs, c: &Curve, route_seconds: f64, curve_seconds: f64) -> Result<()> {
+/// What reconnecting the switch-to-switch flows took.
+#[derive(Serialize, Clone, Copy)]
+struct Reconnected {
+    endpoints: usize,
+    flows_broken: u64,
+    flows_rerouted: u64,
+    entries_changed: u64,
+    vls_after: u32,
+    seconds: f64,
+}
+
+/// The fabric with a management endpoint per switch, and `routing` with
+/// the flows toward them reconnected by DQR (its own checks: connected,
+/// deadlock free, no more VLs, a safe transition).
+fn reconnect(
+    a: &DqrCurveArgs,
+    f: &fabric::Fabric,
+    routing: &fabric::tables::Routing,
+) -> Result<(
+    fabric::Fabric,
+    fabric::tables::Routing,
+    ChannelList,
+    Reconnected,
+)> {
+    let t = Instant::now();
+    let sf = dqr::switch_flows::disconnected(f, routing)
+        .with_context(|| format!("{}: adding the switches' endpoints", a.topology.display()))?;
+    let (mut list, _) = ChannelList::build(&sf.fabric, &sf.routing).with_context(|| {
+        format!(
+            "{}: the channel list with switch flows",
+            a.topology.display()
+        )
+    })?;
+    let opts = Options {
+        turns: a.turns,
+        reconnect: true,
+        ..Options::default()
+    };
+    let out = dqr::reroute(&sf.fabric, &sf.routing, &mut list, &opts).with_context(|| {
+        format!(
+            "{}: DQR could not reconnect the switch-to-switch flows of {}",
+            a.topology.display(),
+            a.engine.name()
+        )
+    })?;
+    let s = &out.stats;
+    let rec = Reconnected {
+        endpoints: sf.endpoints.len(),
+        flows_broken: s.flows_broken,
+        flows_rerouted: s.flows_rerouted,
+        entries_changed: s.entries_changed,
+        vls_after: s.vls_after,
+        seconds: t.elapsed().as_secs_f64(),
+    };
+    tracing::info!(
+        flows = rec.flows_rerouted,
+        secs = rec.seconds,
+        "switch flows reconnected"
+    );
+    Ok((sf.fabric, out.routing, list, rec))
+}
+
+fn print_text(
+    a: &DqrCurveArgs,
+    c: &Curve,
+    route_seconds: f64,
+    curve_seconds: f64,
+    reconnected: Option<Reconnected>,
+) -> Result<()> {
     use std::io::Write as _;
     let mut o = std::io::stdout().lock();
+    if let Some(r) = reconnected {
+        writeln!(
+            o,
+            "switch flows: {} management endpoints, {} flows reconnected by DQR ({} entries) in {:.2} s, {} VL(s)",
+            r.endpoints, r.flows_rerouted, r.entries_changed, r.seconds, r.vls_after
+        )?;
+    }
     writeln!(
         o,
         "{}: {} routed and its channel list built in {route_seconds:.2} s; {} runs of up to {} link faults in {curve_seconds:.1} s",

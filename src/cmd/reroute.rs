@@ -144,6 +144,7 @@ pub fn run(a: RerouteArgs) -> Result<i32> {
         // The gate below verifies the new tables in full before writing.
         verify_result: false,
         detours: a.detours.unwrap_or(dqr::Detours::default_for(engine)),
+        reconnect: false,
     };
     let t = Instant::now();
     let res = dqr::reroute_from(&f0, &f1, &old, &mut list, &opts);

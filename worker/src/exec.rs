@@ -152,23 +152,56 @@ pub async fn verify(
 }
 
 /// Passes `routing` through the verification gate: verified here
-/// ([`fabric::verify::accept`], which also makes the dependency summary
-/// inter-subnet checks need), or on `placement`'s workers and accepted on
-/// their merged report ([`fabric::verify::gate::accept_merged`]: the same
-/// policy, no summary).
-pub async fn accept(
+/// ([`fabric::verify::gate::accept_while`], which also makes the
+/// dependency summary inter-subnet checks need), or on `placement`'s
+/// workers and accepted on their merged report
+/// ([`fabric::verify::gate::accept_merged`]: the same policy, no summary).
+/// `side` runs on a thread of its own meanwhile, on the tables being
+/// verified (`route` writes them out then, to put them in place once
+/// accepted). Also returns how long the verification took on its own.
+pub fn accept_while<S: Send>(
+    rt: &tokio::runtime::Runtime,
     placement: Option<&Placement>,
     f: &Fabric,
     engine: &dyn RoutingEngine,
     routing: Routing,
     policy: Policy,
-) -> Result<(Result<Verified<Routing>, Refused>, Option<JobRun>), CoordError> {
-    match placement {
-        None => Ok((fabric::verify::accept(f, engine, routing, policy), None)),
-        Some(p) => {
-            let (report, run) = coordinator::verify(&p.farm, f, &routing, &p.topology).await?;
-            let accepted = fabric::verify::gate::accept_merged(f, engine, routing, report, policy);
-            Ok((accepted, Some(run)))
-        }
-    }
+    side: impl FnOnce(&Routing) -> S + Send,
+) -> Result<Accepted<S>, CoordError> {
+    let Some(p) = placement else {
+        let (accepted, side, took) =
+            fabric::verify::gate::accept_while(f, engine, routing, policy, side);
+        return Ok(Accepted {
+            accepted,
+            job: None,
+            side,
+            verify_seconds: took.as_secs_f64(),
+        });
+    };
+    let (merged, took, side) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| side(&routing));
+        let t = std::time::Instant::now();
+        let merged = rt.block_on(coordinator::verify(&p.farm, f, &routing, &p.topology));
+        let took = t.elapsed();
+        (merged, took, fabric::verify::gate::join(h))
+    });
+    let (report, run) = merged?;
+    Ok(Accepted {
+        accepted: fabric::verify::gate::accept_merged(f, engine, routing, report, policy),
+        job: Some(run),
+        side,
+        verify_seconds: took.as_secs_f64(),
+    })
+}
+
+/// What [`accept_while`] gives back.
+pub struct Accepted<S> {
+    /// The gate's verdict.
+    pub accepted: Result<Verified<Routing>, Refused>,
+    /// The workers' job, when they verified.
+    pub job: Option<JobRun>,
+    /// What the side task returned.
+    pub side: S,
+    /// The verification alone (the side task may have run longer).
+    pub verify_seconds: f64,
 }

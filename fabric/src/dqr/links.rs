@@ -85,7 +85,9 @@ pub(super) fn repair_switch_lids(
 /// The switch-to-switch links of a fabric as the backward searches want
 /// them: per switch its dead ports, and the links into it.
 pub(super) struct SwitchLinks {
-    /// Switches with a port whose link is down, and those ports.
+    /// Switches with a port whose link is down, and those ports
+    /// ([`crate::tables::NO_PATH`] among them when a switch with no entry
+    /// counts as broken: [`super::Options::reconnect`]).
     dead: Vec<(u32, Vec<u8>)>,
     /// Per switch `x`, `into[into_off[x]..into_off[x + 1]]`: the links
     /// into it as (switch at the far end, that switch's port).
@@ -94,7 +96,7 @@ pub(super) struct SwitchLinks {
 }
 
 impl SwitchLinks {
-    pub(super) fn new(f: &Fabric) -> Self {
+    pub(super) fn new(f: &Fabric, no_entry_is_dead: bool) -> Self {
         let n = f.switches().len();
         let mut dead = Vec::new();
         let mut by_target: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
@@ -107,6 +109,9 @@ impl SwitchLinks {
                 } else if let Some(x) = f.switch_index(f.node_of(rem)) {
                     by_target[x as usize].push((si as u32, p));
                 }
+            }
+            if no_entry_is_dead {
+                d.push(crate::tables::NO_PATH);
             }
             if !d.is_empty() {
                 dead.push((si as u32, d));

@@ -34,6 +34,7 @@ pub mod diff;
 mod links;
 mod reroute;
 mod search;
+pub mod switch_flows;
 pub mod update_order;
 
 pub use channel_list::{ChannelList, ChannelListError, Vertex};
@@ -104,6 +105,12 @@ pub struct Options {
     /// Local detours around each failed link enabled before the search
     /// ([`reroute_from`]; [`reroute`] alone knows no failed link).
     pub detours: Detours,
+    /// Also route the flows whose route ends at a switch with no entry for
+    /// their destination, not only those that cross a link that is down:
+    /// tables that leave pairs unrouted on purpose (the switches'
+    /// management endpoints of [`switch_flows`], which the engine did not
+    /// serve) are made whole. A connected routing has no such entry.
+    pub reconnect: bool,
 }
 
 impl Default for Options {
@@ -114,6 +121,7 @@ impl Default for Options {
             check_transition: true,
             verify_result: true,
             detours: Detours::None,
+            reconnect: false,
         }
     }
 }
@@ -470,7 +478,7 @@ mod tests {
                 let mut dests: Vec<Slot> = f.endports().to_vec();
                 dests.extend(f.switches().iter().map(|&s| f.slot(s, 0)));
                 let none = vec![false; f.max_lid() as usize + 1];
-                let got = SwitchLinks::new(&f).broken(&f, &r, &dests, &none);
+                let got = SwitchLinks::new(&f, false).broken(&f, &r, &dests, &none);
                 let n = f.switches().len() as u32;
                 for (&d, got) in dests.iter().zip(got) {
                     let dlid = f.lid_of_slot(d);

@@ -45,7 +45,7 @@ pub(super) fn reroute_once(
     }
     // The list may carry earlier reroutes: count this one's share.
     let (added0, reorders0) = (list.added(), list.reorders());
-    let scan = Scan::new(f, old);
+    let scan = Scan::new(f, old, opts.reconnect);
     let sources = Sources::new(f);
     // The switches whose route toward each affected destination crossed
     // the fault, found for all of them first, from the tables in force (a
@@ -58,7 +58,7 @@ pub(super) fn reroute_once(
         .collect();
     // The destinations an earlier try found no path to go first.
     affected_dests.sort_by_key(|&d| !first.contains(&f.lid_of_slot(d)));
-    let links = SwitchLinks::new(f);
+    let links = SwitchLinks::new(f, opts.reconnect);
     let broken_all = links.broken(f, old, &affected_dests, &scan.dropped_lid);
     let mut search = Search::new(f, old, list, opts, &sources);
     search.stats.flows = sources.flows(f);
@@ -107,7 +107,9 @@ struct Scan {
 }
 
 impl Scan {
-    fn new(f: &Fabric, old: &Routing) -> Self {
+    /// `reconnect`: a destination some switch has no entry for is
+    /// affected too ([`super::Options::reconnect`]).
+    fn new(f: &Fabric, old: &Routing, reconnect: bool) -> Self {
         let mut dropped_lid = vec![false; f.max_lid() as usize + 1];
         for lid in 1..=f.max_lid() {
             let Some(s) = f.lid_owner(lid) else { continue };
@@ -133,6 +135,18 @@ impl Scan {
                 let e = old.lfts.get(si as u32, lid as u16);
                 if dead.get(e as usize).copied().unwrap_or(false) {
                     *hit = true;
+                }
+            }
+        }
+        if reconnect {
+            for si in 0..f.switches().len() as u32 {
+                for (lid, hit) in affected_lid.iter_mut().enumerate().skip(1) {
+                    if old.lfts.get(si, lid as u16) == NO_PATH
+                        && !dropped_lid[lid]
+                        && f.lid_owner(lid as u16).is_some()
+                    {
+                        *hit = true;
+                    }
                 }
             }
         }

@@ -109,8 +109,103 @@ pub fn stage_routing(
             dir.display()
         )));
     }
-    let r = v.get();
     let drain = v.step() == crate::verify::Step::Drain;
+    stage_tables(f, v.get(), v.engine(), drain, dir, export)
+}
+
+/// A routing staged before its verification ended
+/// ([`crate::verify::gate::accept_while`]): complete on disk under
+/// temporary names, replacing nothing, and unable to until
+/// [`Candidate::confirm`] is shown the gate's acceptance of these very
+/// tables. Dropped unconfirmed, it removes its files (and the directory,
+/// when it made it and it is empty).
+#[must_use = "a candidate routing replaces nothing until it is confirmed and committed"]
+pub struct Candidate {
+    staged: StagedRouting,
+    engine: crate::routing::EngineKind,
+    /// The LFTs' storage: it moves with the routing into the gate's
+    /// acceptance, so equal addresses mean the tables staged are the
+    /// tables accepted.
+    lfts_at: usize,
+    made_dir: bool,
+}
+
+/// Writes `r` (made by `engine` for `f`) into `dir` as [`stage_routing`]
+/// would, before the verification gate has ruled on it.
+pub fn stage_candidate(
+    f: &Fabric,
+    r: &crate::tables::Routing,
+    engine: crate::routing::EngineKind,
+    dir: &Path,
+    export: Export,
+) -> Result<Candidate, Error> {
+    let made_dir = !dir.exists();
+    let staged = stage_tables(f, r, engine, false, dir, export).inspect_err(|_| {
+        if made_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    })?;
+    Ok(Candidate {
+        staged,
+        engine,
+        lfts_at: r.lfts.storage_id(),
+        made_dir,
+    })
+}
+
+impl Candidate {
+    /// The staged set, ready to commit, once `v` shows the gate accepted
+    /// the tables staged, as final tables, for `f`.
+    pub fn confirm(
+        mut self,
+        f: &Fabric,
+        v: &crate::verify::Verified<crate::tables::Routing>,
+    ) -> Result<StagedRouting, Error> {
+        let same = v.is_for(f)
+            && v.engine() == self.engine
+            && v.step() == crate::verify::Step::Final
+            && v.get().lfts.storage_id() == self.lfts_at;
+        if !same {
+            return Err(Error::Invalid(format!(
+                "{}: the tables accepted are not the tables staged; nothing written",
+                self.staged.dir.display()
+            )));
+        }
+        self.made_dir = false;
+        let empty = StagedRouting {
+            dir: self.staged.dir.clone(),
+            files: Vec::new(),
+            manifest: tableset::TableSet {
+                engine: String::new(),
+                generation: 0,
+                files: Vec::new(),
+            },
+        };
+        Ok(std::mem::replace(&mut self.staged, empty))
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        // The staged files go first (their own guards), then the directory
+        // a refused routing should not leave behind.
+        let dir = self.staged.dir.clone();
+        self.staged.files.clear();
+        if self.made_dir {
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
+/// The tables of `r` staged in `dir`, the manifest naming `engine`.
+fn stage_tables(
+    f: &Fabric,
+    r: &crate::tables::Routing,
+    engine: crate::routing::EngineKind,
+    drain: bool,
+    dir: &Path,
+    export: Export,
+) -> Result<StagedRouting, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     // Leftovers of a writer killed mid-set, also of files this routing
     // does not write (another engine's SL-to-VL dump).
@@ -170,7 +265,7 @@ pub fn stage_routing(
         dir: dir.to_path_buf(),
         files,
         manifest: tableset::TableSet {
-            engine: v.engine().to_string(),
+            engine: engine.to_string(),
             generation,
             files: entries,
         },

@@ -120,6 +120,35 @@ pub fn accept(
     settle(f, engine, routing, report, policy, from_local(f, &local))
 }
 
+/// [`accept`], with `side` run on a thread of its own beside the
+/// verification, on the very tables being verified: the caller writes
+/// them out while they are checked ([`crate::formats::stage_candidate`])
+/// and puts them in place only if they are accepted. `side` has the tables
+/// borrowed until both are done, so what it saw is what was verified.
+/// Also returns how long the verification took on its own.
+pub fn accept_while<S: Send>(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    routing: Routing,
+    policy: Policy,
+    side: impl FnOnce(&Routing) -> S + Send,
+) -> (Result<Verified<Routing>, Refused>, S, std::time::Duration) {
+    let ((report, local), took, s) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| side(&routing));
+        let t = std::time::Instant::now();
+        let verdict = verify_keeping_local(f, &routing);
+        let took = t.elapsed();
+        (verdict, took, join(h))
+    });
+    let accepted = settle(f, engine, routing, report, policy, from_local(f, &local));
+    (accepted, s, took)
+}
+
+/// The result of a scoped thread; its panic goes on in the caller.
+pub fn join<S>(h: std::thread::ScopedJoinHandle<'_, S>) -> S {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
 /// The dependency summary made from the CA-to-CA graph a walk kept.
 fn from_local<'a>(
     f: &'a Fabric,
