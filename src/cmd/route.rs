@@ -212,54 +212,26 @@ fn run_with(
     };
     let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
-    // Where the tables go, when they may go there before the verdict:
-    // staged beside the verification, put in place only if accepted.
-    let early = match (&a.out, &mc) {
-        (Some(out), None) if !a.dry_run => Some(out.as_path()),
-        _ => None,
-    };
-    let (mut staged_secs, mut candidate, mut verify_alone) = (0.0, None, None);
-    // With multicast and no workers, one walk gives the unicast report and
-    // the graph the trees are checked in.
-    let (outcome, mrep) = match (&placed, &mc) {
-        (None, Some(mc)) => fabric::verify::gate::accept_with_mcast(f, engine, routing, policy, mc),
-        _ => {
-            let stage = |r: &fabric::tables::Routing| {
-                let t = Instant::now();
-                let c = early.map(|out| {
-                    fabric::formats::stage_candidate(f, r, engine.kind(), out, a.export())
-                });
-                (c, t.elapsed().as_secs_f64())
-            };
-            let done = worker::exec::accept_while(
-                &rt,
-                placed.as_ref(),
-                f,
-                engine,
-                routing,
-                policy,
-                stage,
-            )?;
-            jobs.extend(done.job);
-            (candidate, staged_secs) = done.side;
-            verify_alone = Some(done.verify_seconds);
-            let outcome = done.accepted;
-            let mrep = match (&outcome, &mc) {
-                (Ok(v), Some(mc)) => {
-                    Some(fabric::verify::mcast::verify_with_mcast(f, v.get(), mc).1)
-                }
-                _ => None,
-            };
-            (outcome, mrep)
-        }
-    };
+    let g = gate(
+        a,
+        f,
+        engine,
+        routing,
+        policy,
+        (&rt, placed.as_ref()),
+        mc.as_ref(),
+    )?;
+    jobs.extend(g.job);
+    let (outcome, mrep, candidate) = (g.outcome, g.mrep, g.candidate);
     let mcast_refusal = match (&outcome, &mc) {
         (Ok(v), Some(mc)) => fabric::verify::mcast::reserved_vl_taken(v.report(), mc),
         _ => None,
     }
     .or_else(|| mrep.as_ref().and_then(|m| m.refusal()));
     drop(sp);
-    let verify_secs = verify_alone.unwrap_or_else(|| t.elapsed().as_secs_f64());
+    let verify_secs = g
+        .verify_seconds
+        .unwrap_or_else(|| t.elapsed().as_secs_f64());
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
     let t = Instant::now();
@@ -281,7 +253,7 @@ fn run_with(
         (Ok(v), _) => (v.report(), RoutingFiles::default()),
         (Err(refused), _) => (&*refused.report, RoutingFiles::default()),
     };
-    let write_secs = staged_secs + t.elapsed().as_secs_f64();
+    let write_secs = g.staged_seconds + t.elapsed().as_secs_f64();
     let paths = |ps: &[PathBuf]| ps.iter().map(|p| p.display().to_string()).collect();
     let summary = RouteJson {
         jobs,
@@ -312,6 +284,68 @@ fn run_with(
         return Err(super::exit::Unsafe(format!("{why}; nothing written")).into());
     }
     conclude(a, engine, outcome)
+}
+
+/// What the verification gate said, with the set staged beside it.
+struct Gated {
+    outcome: Result<fabric::verify::Verified<fabric::tables::Routing>, fabric::verify::Refused>,
+    mrep: Option<fabric::verify::mcast::McastReport>,
+    job: Option<worker::coordinator::JobRun>,
+    /// The set written while the verifier ran (no multicast, not a dry run).
+    candidate: Option<Result<fabric::formats::Candidate, fabric::Error>>,
+    staged_seconds: f64,
+    /// The verification alone, when something ran beside it.
+    verify_seconds: Option<f64>,
+}
+
+/// Passes the routing through the gate. Without multicast the set is
+/// staged beside the verification, to be put in place only if accepted;
+/// with multicast and no workers, one walk gives the unicast report and
+/// the graph the trees are checked in.
+fn gate(
+    a: &RouteArgs,
+    f: &fabric::Fabric,
+    engine: &dyn RoutingEngine,
+    routing: fabric::tables::Routing,
+    policy: Policy,
+    (rt, placed): (&tokio::runtime::Runtime, Option<&worker::exec::Placement>),
+    mc: Option<&fabric::mcast::Multicast>,
+) -> Result<Gated> {
+    if let (None, Some(mc)) = (placed, mc) {
+        let (outcome, mrep) =
+            fabric::verify::gate::accept_with_mcast(f, engine, routing, policy, mc);
+        return Ok(Gated {
+            outcome,
+            mrep,
+            job: None,
+            candidate: None,
+            staged_seconds: 0.0,
+            verify_seconds: None,
+        });
+    }
+    let early = match (&a.out, mc) {
+        (Some(out), None) if !a.dry_run => Some(out.as_path()),
+        _ => None,
+    };
+    let stage = |r: &fabric::tables::Routing| {
+        let t = Instant::now();
+        let c =
+            early.map(|out| fabric::formats::stage_candidate(f, r, engine.kind(), out, a.export()));
+        (c, t.elapsed().as_secs_f64())
+    };
+    let done = worker::exec::accept_while(rt, placed, f, engine, routing, policy, stage)?;
+    let mrep = match (&done.accepted, mc) {
+        (Ok(v), Some(mc)) => Some(fabric::verify::mcast::verify_with_mcast(f, v.get(), mc).1),
+        _ => None,
+    };
+    Ok(Gated {
+        outcome: done.accepted,
+        mrep,
+        job: done.job,
+        candidate: done.side.0,
+        staged_seconds: done.side.1,
+        verify_seconds: Some(done.verify_seconds),
+    })
 }
 
 /// The root switch GUIDs `--root-guids` names, for an engine that takes
