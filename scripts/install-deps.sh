@@ -5,7 +5,8 @@
 # (the controller's store tests start a real one), what the OpenSM plugin
 # builds with (libopensm-dev, libibmad-dev, libibumad-dev), Prometheus's
 # promtool (the alert rules' tests), dpkg-dev and debootstrap (the Debian
-# package and its test), chromium (the status page in a real browser), and
+# package and its test), chromium, NSS's tools, curl and openssl (the
+# status page in a real browser, over mutual TLS), and
 # docker-compose where Docker is installed.
 # `--build-only` installs just what building needs.
 set -euo pipefail
@@ -34,8 +35,13 @@ if [ "${1:-}" != "--build-only" ]; then
     # Debian (scripts/deb_test.sh).
     command -v dpkg-shlibdeps >/dev/null 2>&1 || { need+=(dpkg-shlibdeps); pkgs+=(dpkg-dev); }
     command -v debootstrap >/dev/null 2>&1 || { need+=(debootstrap); pkgs+=(debootstrap); }
-    # The controller's status page is checked in a real browser.
+    # The controller's status page is checked in a real browser, over
+    # mutual TLS with an operator's certificate (NSS's certutil and
+    # pk12util put it where chromium finds it; curl and openssl too).
     command -v chromium >/dev/null 2>&1 || { need+=(chromium); pkgs+=(chromium); }
+    command -v pk12util >/dev/null 2>&1 || { need+=(pk12util); pkgs+=(libnss3-tools); }
+    command -v openssl >/dev/null 2>&1 || { need+=(openssl); pkgs+=(openssl); }
+    command -v curl >/dev/null 2>&1 || { need+=(curl); pkgs+=(curl); }
     command -v make >/dev/null 2>&1 || need+=(make)
     command -v cc >/dev/null 2>&1 || need+=(cc)
     [ ${#need[@]} -eq ${#pkgs[@]} ] || pkgs+=(opensm ibsim-utils infiniband-diags libibumad3 time \

@@ -7,6 +7,7 @@
 //! lease_seconds = 10                # agents report at least every lease/3
 //! metrics_listen = "127.0.0.1:9464" # optional: Prometheus /metrics (plain HTTP)
 //! status_page = false               # GET /status there too (loopback metrics_listen only)
+//! # status_listen = "0.0.0.0:9443"  # GET /status over HTTPS, mutual TLS, operator certificates
 //!
 //! [store]                           # optional; default: in-memory
 //! kind = "etcd"                     # "memory" or "etcd"
@@ -63,6 +64,12 @@ pub struct ControllerConfig {
     /// served only when `metrics_listen` is a loopback address.
     #[serde(default)]
     pub status_page: bool,
+    /// The status page over HTTPS on this address, with the controller's
+    /// own certificate and mutual TLS: only clients with a certificate of
+    /// the fabric's CA naming an operator (`ibfabric certs issue
+    /// operator/<name>`) or a controller get it. Needs `[tls]`.
+    #[serde(default)]
+    pub status_listen: Option<SocketAddr>,
     #[serde(default = "default_algorithm")]
     pub algorithm: AlgorithmKind,
     #[serde(default = "default_lease")]
@@ -144,6 +151,13 @@ impl ConfigFile for ControllerConfig {
             return Err(Invalid(
                 "status_page needs metrics_listen on a loopback address (127.0.0.1 or ::1): \
                  the page is plain HTTP; reach it through an SSH tunnel or a TLS proxy"
+                    .into(),
+            ));
+        }
+        if self.status_listen.is_some() && self.tls.is_none() {
+            return Err(Invalid(
+                "status_listen serves the page over mutual TLS and needs [tls]; \
+                 with insecure = true use status_page on a loopback metrics_listen"
                     .into(),
             ));
         }
@@ -292,5 +306,14 @@ mod tests {
         )
         .expect("loopback");
         assert!(c.status_page);
+        // Over HTTPS it needs the controller's TLS.
+        let e =
+            ControllerConfig::parse(&format!("{OK}status_listen = \"0.0.0.0:9443\"\n"), "c.toml")
+                .expect_err("no TLS");
+        assert!(
+            e.to_string()
+                .contains("status_listen serves the page over mutual TLS"),
+            "{e}"
+        );
     }
 }

@@ -608,11 +608,33 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), proto::client::ServeError> {
+    serve_with_status(ctl, bounds, transport, (listener, None), shutdown).await
+}
+
+/// The status page over HTTPS: its listener and the page.
+pub type StatusHttps = (tokio::net::TcpListener, proto::metrics_http::Render);
+
+/// [`serve`], and the status page over HTTPS on the service's own mutual
+/// TLS (reloaded with it on SIGHUP) when `status` is given.
+pub async fn serve_with_status(
+    ctl: Arc<Controller>,
+    bounds: Bounds,
+    transport: ibtls::Transport,
+    (listener, status): (tokio::net::TcpListener, Option<StatusHttps>),
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), proto::client::ServeError> {
     let (mut server, tls) = proto::client::server(
         &transport,
         bounds.rpc_timeout,
         bounds.concurrency_per_connection,
     )?;
+    let _page = match (status, &tls) {
+        (Some((l, page)), Some(tls)) => Some(proto::tls_listen::Tasks::of(tokio::spawn(
+            proto::status_https::serve(l, tls.clone(), page),
+        ))),
+        (Some(_), None) => return Err(proto::client::ServeError::StatusNeedsTls),
+        (None, _) => None,
+    };
     let svc = v1::controller_server::ControllerServer::new(Service::new(ctl, bounds, transport))
         .max_decoding_message_size(bounds.max_message_bytes)
         .max_encoding_message_size(bounds.max_message_bytes);

@@ -403,4 +403,6 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("server reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the status page over HTTPS needs the service's TLS (status_listen without [tls])")]
+    StatusNeedsTls,
 }

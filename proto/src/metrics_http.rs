@@ -46,18 +46,24 @@ pub async fn serve_pages(listener: TcpListener, render: Render, status: Option<R
         };
         let (render, status) = (render.clone(), status.clone());
         tokio::spawn(async move {
-            if let Err(e) = answer(conn, &render, status.as_ref()).await {
+            if let Err(e) = answer(conn, Some(&render), status.as_ref()).await {
                 tracing::debug!("metrics request: {e}");
             }
         });
     }
 }
 
-async fn answer(
-    mut conn: crate::listen::Admitted,
-    render: &Render,
+/// Reads one request head from `conn` and answers it: `/metrics` (and
+/// `/`) with `render`, `/status` with `status`, each when given (`/` is
+/// the status page where there are no metrics).
+pub(crate) async fn answer<S>(
+    mut conn: S,
+    render: Option<&Render>,
     status: Option<&Render>,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut head = Vec::with_capacity(512);
     let read = tokio::time::timeout(HEAD_DEADLINE, async {
         let mut buf = [0u8; 1024];
@@ -99,12 +105,17 @@ async fn answer(
             let line = String::from_utf8_lossy(line);
             let mut parts = line.split_whitespace();
             match (parts.next(), parts.next()) {
-                (Some("GET"), Some("/metrics")) | (Some("GET"), Some("/")) => ("200 OK", render()),
-                (Some("GET"), Some("/status")) if status.is_some() => {
+                (Some("GET"), Some("/metrics" | "/")) if render.is_some() => {
+                    ("200 OK", render.map(|r| r()).unwrap_or_default())
+                }
+                (Some("GET"), Some("/status" | "/")) if status.is_some() => {
                     kind = "text/html; charset=utf-8";
                     ("200 OK", status.map(|s| s()).unwrap_or_default())
                 }
-                (Some("GET"), _) => ("404 Not Found", "try /metrics\n".to_string()),
+                (Some("GET"), _) if render.is_some() => {
+                    ("404 Not Found", "try /metrics\n".to_string())
+                }
+                (Some("GET"), _) => ("404 Not Found", "try /status\n".to_string()),
                 _ => ("405 Method Not Allowed", String::new()),
             }
         }

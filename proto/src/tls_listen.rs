@@ -46,7 +46,14 @@ pub fn record_certificates(t: &ibtls::TlsSettings) {
 }
 
 /// Tasks aborted when dropped.
-pub(crate) struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Tasks {
+    /// One task, aborted when the value is dropped.
+    pub fn of(t: tokio::task::JoinHandle<()>) -> Self {
+        Self(vec![t])
+    }
+}
 
 impl Drop for Tasks {
     fn drop(&mut self) {

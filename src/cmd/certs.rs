@@ -19,7 +19,7 @@ Examples:
   ibfabric certs renew --ca pki/ca.pem --ca-key pki/ca-key.pem --cert /etc/ibfabric/tls/controller.pem
 
 Certificates carry their identity as a URI (ibfabric://controller, ibfabric://agent/0x<prefix>, \
-ibfabric://router/0x<guid>, ibfabric://worker/<name>) and may act as TLS client and server. \
+ibfabric://router/0x<guid>, ibfabric://worker/<name>, ibfabric://operator/<name>) and may act as TLS client and server. \
 A service that others connect to also needs the names they connect by (--dns, --ip). \
 Private keys are written with mode 0600.")]
 pub struct CertsArgs {
@@ -112,6 +112,15 @@ enum RoleArg {
         #[arg(long)]
         name: String,
     },
+    /// An operator: reads the controller's status page over HTTPS
+    /// (`status_listen`) and `ibfabric status`; no service takes its
+    /// other calls. Import it into a browser as PKCS#12 (`openssl pkcs12
+    /// -export -in operator-NAME.pem -inkey operator-NAME-key.pem`).
+    Operator {
+        /// Operator name: letters, digits, '-', '_', '.' (at most 64).
+        #[arg(long)]
+        name: String,
+    },
 }
 
 fn parse_hex(s: &str) -> Result<u64, String> {
@@ -126,6 +135,7 @@ impl RoleArg {
             RoleArg::Agent { prefix } => Identity::Agent { prefix: *prefix },
             RoleArg::Router { guid } => Identity::Router { guid: *guid },
             RoleArg::Worker { name } => Identity::Worker { name: name.clone() },
+            RoleArg::Operator { name } => Identity::Operator { name: name.clone() },
         }
     }
 }

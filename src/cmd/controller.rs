@@ -21,22 +21,38 @@ pub fn run(a: ConfigArgs) -> Result<i32> {
         let shutdown = shutdown_on_signal();
         let ctl = controller::start(&cfg, shutdown.clone()).await?;
         let c = ctl.clone();
-        let status: Option<proto::metrics_http::Render> = cfg.status_page.then(|| {
+        let page = {
             let c = ctl.clone();
             Arc::new(move || controller::status_page::render(&c.state())) as proto::metrics_http::Render
-        });
+        };
         super::runtime::serve_metrics_and(
             cfg.metrics_listen,
             move || proto::ops::record_controller(&c.state()),
-            status,
+            cfg.status_page.then(|| page.clone()),
         )?;
+        let https = match cfg.status_listen {
+            Some(addr) => {
+                let l = TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding the status page (status_listen) to {addr}"))?;
+                tracing::info!(%addr, "status page over HTTPS, operator certificates only");
+                Some((l, page))
+            }
+            None => None,
+        };
         super::runtime::record_certificates(cfg.tls.as_ref());
         tracing::info!(id = %cfg.id, listen = %cfg.listen, store = %cfg.store.kind, "controller up");
         super::runtime::reload_needs_restart(path, cfg.clone());
         // The listener is bound: connections queue until serve takes them.
         super::runtime::notify_ready();
-        controller::service::serve(ctl, cfg.limits.bounds(), cfg.transport(), listener, shutdown)
-            .await?;
+        controller::service::serve_with_status(
+            ctl,
+            cfg.limits.bounds(),
+            cfg.transport(),
+            (listener, https),
+            shutdown,
+        )
+        .await?;
         Ok(0)
     })
 }

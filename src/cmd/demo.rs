@@ -123,6 +123,7 @@ async fn start_demo(
         insecure: true,
         metrics_listen: None,
         status_page: false,
+        status_listen: None,
     };
     let ctl = start_controller(&cfg, stop.clone()).await?;
     tokio::spawn(controller::service::serve(

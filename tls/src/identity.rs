@@ -8,6 +8,7 @@
 //! | agent of a subnet | `ibfabric://agent/0x<prefix, 16 lowercase hex digits>` |
 //! | router | `ibfabric://router/0x<node GUID, 16 lowercase hex digits>` |
 //! | worker | `ibfabric://worker/<name>` |
+//! | operator (reads the controller's status page) | `ibfabric://operator/<name>` |
 //!
 //! Each identity has one spelling only, so a URI read from a certificate
 //! compares equal to the one formatted from a configuration, and two
@@ -29,7 +30,8 @@ const PREFIX: &str = "ibfabric://";
 pub const MAX_WORKER_NAME: usize = 64;
 
 const FORMS: &str = "ibfabric://controller, ibfabric://agent/0x<16 hex digits>, \
-                     ibfabric://router/0x<16 hex digits> or ibfabric://worker/<name>";
+                     ibfabric://router/0x<16 hex digits>, ibfabric://worker/<name> or \
+                     ibfabric://operator/<name>";
 
 /// Who a peer is, as its certificate says.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,6 +45,9 @@ pub enum Identity {
     Router { guid: u64 },
     /// A worker, by name.
     Worker { name: String },
+    /// A person or script that reads the controller's status page, by
+    /// name (the same rules as a worker's). No service takes its calls.
+    Operator { name: String },
 }
 
 /// The kind of an [`Identity`], without its subnet, GUID or name.
@@ -52,6 +57,7 @@ pub enum Role {
     Agent,
     Router,
     Worker,
+    Operator,
 }
 
 impl Role {
@@ -61,6 +67,7 @@ impl Role {
             Role::Agent => "agent",
             Role::Router => "router",
             Role::Worker => "worker",
+            Role::Operator => "operator",
         }
     }
 }
@@ -104,6 +111,7 @@ impl Identity {
             Identity::Agent { .. } => Role::Agent,
             Identity::Router { .. } => Role::Router,
             Identity::Worker { .. } => Role::Worker,
+            Identity::Operator { .. } => Role::Operator,
         }
     }
 
@@ -140,21 +148,26 @@ impl Identity {
             ("router", Some(id)) => Ok(Identity::Router {
                 guid: parse_id(id).map_err(|r| malformed(&format!("router GUID: {r}")))?,
             }),
-            ("worker", Some(name)) => {
+            (role @ ("worker" | "operator"), Some(name)) => {
                 check_worker_name(name).map_err(|e| match e {
                     IdentityError::WorkerName { reason, .. } => {
-                        malformed(&format!("worker name: {reason}"))
+                        malformed(&format!("{role} name: {reason}"))
                     }
                     other => other,
                 })?;
-                Ok(Identity::Worker {
-                    name: name.to_string(),
+                let name = name.to_string();
+                Ok(if role == "worker" {
+                    Identity::Worker { name }
+                } else {
+                    Identity::Operator { name }
                 })
             }
             ("agent" | "router", None) => Err(malformed(&format!(
                 "expected ibfabric://{role}/0x<16 hex digits>"
             ))),
-            ("worker", None) => Err(malformed("expected ibfabric://worker/<name>")),
+            ("worker" | "operator", None) => {
+                Err(malformed(&format!("expected ibfabric://{role}/<name>")))
+            }
             _ => Err(malformed(&format!(
                 "unknown role '{role}': expected {FORMS}"
             ))),
@@ -166,7 +179,7 @@ impl Identity {
     /// go into a certificate.
     pub fn validate(&self) -> Result<(), IdentityError> {
         match self {
-            Identity::Worker { name } => check_worker_name(name),
+            Identity::Worker { name } | Identity::Operator { name } => check_worker_name(name),
             _ => Ok(()),
         }
     }
@@ -179,6 +192,7 @@ impl Identity {
             Identity::Agent { prefix } => format!("agent-{prefix:#018x}"),
             Identity::Router { guid } => format!("router-{guid:#018x}"),
             Identity::Worker { name } => format!("worker-{name}"),
+            Identity::Operator { name } => format!("operator-{name}"),
         }
     }
 
@@ -283,6 +297,7 @@ impl fmt::Display for Identity {
             Identity::Agent { prefix } => write!(f, "{PREFIX}agent/{prefix:#018x}"),
             Identity::Router { guid } => write!(f, "{PREFIX}router/{guid:#018x}"),
             Identity::Worker { name } => write!(f, "{PREFIX}worker/{name}"),
+            Identity::Operator { name } => write!(f, "{PREFIX}operator/{name}"),
         }
     }
 }
@@ -411,6 +426,23 @@ mod tests {
             Identity::Agent { prefix: 0 }.file_stem(),
             "agent-0x0000000000000000"
         );
+        let op = Identity::Operator {
+            name: "alice".into(),
+        };
+        assert_eq!(op.to_uri(), "ibfabric://operator/alice");
+        assert_eq!(
+            Identity::parse_uri("ibfabric://operator/alice").ok(),
+            Some(op.clone())
+        );
+        assert_eq!(op.role(), Role::Operator);
+        assert_eq!(op.file_stem(), "operator-alice");
+        for bad in [
+            "ibfabric://operator",
+            "ibfabric://operator/",
+            "ibfabric://operator/a b",
+        ] {
+            assert!(Identity::parse_uri(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -122,7 +122,25 @@ impl ReloadableServer {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let acceptor = TlsAcceptor::from(self.config());
+        Self::handshake(TlsAcceptor::from(self.config()), io).await
+    }
+
+    /// [`Self::accept`] for HTTP/1.1 (a browser reading the status page)
+    /// instead of gRPC's HTTP/2: the same certificate, key, CA bundle and
+    /// client verification.
+    pub async fn accept_http1<IO>(&self, io: IO) -> std::io::Result<TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut cfg = (*self.config()).clone();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Self::handshake(TlsAcceptor::from(Arc::new(cfg)), io).await
+    }
+
+    async fn handshake<IO>(acceptor: TlsAcceptor, io: IO) -> std::io::Result<TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
             Ok(r) => r,
             Err(_) => Err(std::io::Error::new(
