@@ -7,6 +7,7 @@ pub mod convert;
 pub mod listen;
 pub mod metrics_http;
 pub mod ops;
+pub mod peer_expiry;
 pub mod status_https;
 pub mod tls_listen;
 pub mod version;

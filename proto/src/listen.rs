@@ -104,6 +104,7 @@ impl Admission {
                 admission: self.clone(),
                 addr,
             },
+            held: None,
         })
     }
 }
@@ -133,11 +134,18 @@ impl Drop for Slot {
 pub struct Admitted {
     stream: TcpStream,
     slot: Slot,
+    /// Dropped with the connection (the TLS peer it is counted under).
+    held: Option<Box<dyn Send + Sync>>,
 }
 
 impl Admitted {
     pub fn peer_addr(&self) -> Option<IpAddr> {
         self.slot.addr
+    }
+
+    /// Keeps `g` until the connection closes.
+    pub(crate) fn hold(&mut self, g: impl Send + Sync + 'static) {
+        self.held = Some(Box::new(g));
     }
 }
 

@@ -16,8 +16,8 @@ use tokio_rustls::server::TlsStream;
 /// `certificate`: `own`, `ca` (the first in the CA file), or `peer` with
 /// `peer` (the identity of a client that connected). The alert rules
 /// (deploy/prometheus/) subtract `time()` for the days left. A peer's
-/// series stays until the service restarts, with the certificate it last
-/// connected with: a peer that left keeps its alert until then.
+/// series, with the certificate it last connected with, lasts while it is
+/// connected and an hour after ([`crate::peer_expiry`]).
 pub const CERT_EXPIRY: &str = "ibfabric_certificate_expiry_timestamp_seconds";
 /// Reloads of the TLS files, labelled `result` (`ok`, `error`).
 pub const TLS_RELOADS: &str = "ibfabric_tls_reloads_total";
@@ -109,14 +109,10 @@ async fn handshake(
     tx: mpsc::Sender<std::io::Result<TlsStream<Admitted>>>,
 ) {
     match tls.accept(admitted).await {
-        Ok(stream) => {
+        Ok(mut stream) => {
             if let Some(p) = ibtls::peer_state(&stream) {
-                metrics::gauge!(
-                    CERT_EXPIRY,
-                    "certificate" => "peer",
-                    "peer" => p.identity.to_string()
-                )
-                .set(p.not_after as f64);
+                let seen = crate::peer_expiry::seen(p.identity.to_string(), p.not_after);
+                stream.get_mut().0.hold(seen);
             }
             let _ = tx.send(Ok(stream)).await;
         }

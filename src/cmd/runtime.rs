@@ -134,7 +134,7 @@ pub fn serve_metrics_and(
         .with_context(|| format!("serving metrics on {addr}"))?;
     tokio::spawn(proto::metrics_http::serve_pages(
         listener,
-        std::sync::Arc::new(move || handle.render()),
+        std::sync::Arc::new(move || proto::peer_expiry::splice(handle.render())),
         status,
     ));
     metrics::gauge!("ibfabric_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
