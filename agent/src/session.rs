@@ -252,6 +252,7 @@ async fn one_session(
     let mut left_out = String::new();
     let mut due = false;
     let mut heard = tokio::time::Instant::now();
+    let mut reload = proto::client_reload::ClientReload::new(transport);
     let ended = loop {
         if due && in_flight.is_none() {
             due = false;
@@ -266,6 +267,10 @@ async fn one_session(
             // Counted from the last message, whatever else wakes the loop.
             _ = tokio::time::sleep_until(heard + silence) => {
                 tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                break Ok(());
+            }
+            () = reload.ready() => {
+                tracing::info!(controller = %addr, "TLS files reloaded (SIGHUP): reconnecting with them");
                 break Ok(());
             }
             m = stream.message() => {

@@ -181,3 +181,51 @@ async fn a_controller_reloads_its_certificate_and_ca_on_sighup_without_dropping_
 fn settings(c: &Cluster, id: &Identity) -> TlsSettings {
     c.tls_for(id).expect("the controller's files")
 }
+
+/// A client's long-lived session (an agent's with the controller) ends on
+/// SIGHUP when its TLS files changed and pass the checks, and reconnects
+/// with them: the controller sees the new certificate. Files that fail the
+/// checks leave the session as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_reconnects_with_its_new_certificate_on_sighup() {
+    let c = Cluster::start(2, 1, "updn").expect("cluster starts");
+    c.converged(0, CONVERGE).await.expect("converges");
+    let id = Identity::Agent {
+        prefix: c.agents[0].prefix,
+    };
+    let label = format!("peer=\"{id}\"");
+    let m = scrape_until(&c, "the agent's expiry", |m| m.contains(&label)).await;
+    let before = sample(&m, EXPIRY, &label).expect("expiry");
+
+    // Garbage first: refused, the session stays.
+    let files = settings(&c, &id);
+    let good_cert = std::fs::read(&files.cert).expect("cert");
+    std::fs::write(&files.cert, b"not a certificate").expect("garbage");
+    c.agents[0].proc.signal("HUP").expect("SIGHUP");
+    wait_for("the refusal logged", Duration::from_secs(15), || async {
+        c.agents[0]
+            .proc
+            .log()
+            .contains("this client's connection keeps the ones in force")
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(!c.agents[0].proc.log().contains("reconnecting with them"));
+    std::fs::write(&files.cert, good_cert).expect("restore");
+
+    // A new certificate a second later (a later expiry), then SIGHUP.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let dir = files.cert.parent().expect("dir").to_path_buf();
+    let fresh = issue_into(&dir, &c.ca, &id).expect("new certificate");
+    let after = ibtls::Identity::not_after_pem(&std::fs::read(&fresh.cert).expect("read"))
+        .expect("expiry") as f64;
+    assert!(after > before, "{after} > {before}");
+    c.agents[0].proc.signal("HUP").expect("SIGHUP");
+    scrape_until(&c, "the agent's new certificate seen", |m| {
+        sample(m, EXPIRY, &label) == Some(after)
+    })
+    .await;
+    assert!(c.agents[0].proc.log().contains("reconnecting with them"));
+    c.converged(0, CONVERGE).await.expect("still converged");
+}

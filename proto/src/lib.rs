@@ -3,6 +3,7 @@
 
 pub mod chunk;
 pub mod client;
+pub mod client_reload;
 pub mod convert;
 pub mod listen;
 pub mod metrics_http;

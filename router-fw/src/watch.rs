@@ -77,12 +77,17 @@ async fn watch_one(
     );
     let mut interval = None;
     let mut heard = tokio::time::Instant::now();
+    let mut reload = proto::client_reload::ClientReload::new(transport);
     loop {
         let silence = proto::client::silence_bound(interval, SILENCE_FALLBACK);
         let msg = tokio::select! {
             // Counted from the last message, whatever else wakes the loop.
             _ = tokio::time::sleep_until(heard + silence) => {
                 tracing::warn!(controller = %addr, ?silence, "no heartbeat from the controller; looking for the leader");
+                return Ok(());
+            }
+            () = reload.ready() => {
+                tracing::info!(controller = %addr, "TLS files reloaded (SIGHUP): reconnecting with them");
                 return Ok(());
             }
             m = stream.message() => {
