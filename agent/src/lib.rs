@@ -78,6 +78,9 @@ pub struct Agent {
     /// A sharply shrunken discovery held back: its signature and when it
     /// was first seen; routed once it persists `discovery_hold_ms`.
     shrink_seen: std::sync::Mutex<Option<((usize, usize), std::time::Instant)>>,
+    /// The link load of the tables in force, measured after they were put
+    /// in force, with the routed subnet it is of; reports carry it.
+    load: std::sync::Mutex<Option<(Weak<RoutedSubnet>, v1::LinkLoadSummary)>>,
 }
 
 /// The channel list held, when it is the one of `routed`'s tables.
@@ -162,6 +165,7 @@ impl Agent {
             list: std::sync::Mutex::new(None),
             mapping_changed: watch::channel(0).0,
             shrink_seen: std::sync::Mutex::new(None),
+            load: std::sync::Mutex::new(None),
         })
     }
 
@@ -425,6 +429,7 @@ impl Agent {
         // may still send with the SL they cached, whose walks only the
         // carried list holds ([`ChannelList::holds_cached_sl_walks`]).
         self.subnet.store(Some(routed.clone()));
+        self.measure_load(routed.clone());
         match list {
             Some(l) => {
                 let prune = !l.holds_cached_sl_walks();
@@ -445,7 +450,33 @@ impl Agent {
         let mut r = s.report.clone();
         r.session = session.to_string();
         r.generation = self.generation.load(Ordering::SeqCst);
+        let load = self.load.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some((of, l)), Some(x)) = (load.as_ref(), r.routing.as_mut()) {
+            if std::ptr::eq(of.as_ptr(), Arc::as_ptr(&s)) {
+                x.link_load = Some(l.clone());
+            }
+        }
         Some(r)
+    }
+
+    /// Measures the link load of `routed`'s tables in the background, kept
+    /// while they stay in force.
+    fn measure_load(self: &Arc<Self>, routed: Arc<RoutedSubnet>) {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let t = std::time::Instant::now();
+            let l = subnet::load_summary(&routed);
+            let current = me.subnet.load_full();
+            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &routed)) {
+                tracing::debug!(
+                    seconds = t.elapsed().as_secs_f64(),
+                    max = l.max,
+                    "link load measured"
+                );
+                *me.load.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((Arc::downgrade(&routed), l));
+            }
+        });
     }
 
     fn accept_mapping(&self, m: &v1::MappingUpdate, prefix: u64) -> Result<bool, MappingRefused> {

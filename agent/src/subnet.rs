@@ -624,7 +624,7 @@ fn describe(
         }
     }
     let rep = routing.report();
-    let g = SwitchGraph::new(&fabric);
+    let diameter = SwitchGraph::new(&fabric).diameter().unwrap_or(0);
     let links = (0..fabric.num_slots() as u32)
         .filter(|&s| fabric.remote(s) != NONE)
         .count()
@@ -638,7 +638,7 @@ fn describe(
             cas: fabric.num_cas() as u32,
             routers: fabric.num_routers() as u32,
             links: links as u32,
-            diameter: g.diameter().unwrap_or(0),
+            diameter,
             max_lid: fabric.max_lid() as u32,
         }),
         end_ports,
@@ -653,6 +653,8 @@ fn describe(
             table_digest: digest,
             route_seconds,
             update,
+            // Measured after the tables are in force ([`load_summary`]).
+            link_load: None,
         }),
         dependencies: summary(&routing),
     };
@@ -674,5 +676,28 @@ fn describe(
         mcast,
         lid_by_guid,
         router_port_lid,
+    }
+}
+
+/// The link-load report of a routed subnet's tables in brief, for the
+/// status page. At the LID limit it takes seconds (2.8 s on Dragonfly
+/// p=10), so the agent measures it after the tables are in force.
+pub fn load_summary(r: &RoutedSubnet) -> v1::LinkLoadSummary {
+    let load = fabric::load::link_load(&r.fabric, &r.routing.get().lfts);
+    v1::LinkLoadSummary {
+        links: load.links,
+        max: load.max,
+        mean: load.mean,
+        stdev: load.stdev,
+        buckets: load
+            .histogram
+            .iter()
+            .map(|b| v1::LoadBucket {
+                low: b.low,
+                high: b.high,
+                links: b.links,
+            })
+            .collect(),
+        unrouted: load.unrouted,
     }
 }

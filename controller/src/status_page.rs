@@ -178,7 +178,7 @@ fn subnets(h: &mut String, state: &v1::ControllerState) {
     h.push_str(
         "<h2>Subnets</h2>\n<table id=\"subnets\"><tr><th>agent</th><th>prefix</th><th>state</th>\
          <th>generation</th><th>switches / HCAs</th><th>engine</th><th>VLs / SLs</th>\
-         <th>deadlock free</th><th>route s</th><th>last change</th><th>mapping published / held</th></tr>\n",
+         <th>deadlock free</th><th>route s</th><th>link load</th><th>last change</th><th>mapping published / held</th></tr>\n",
     );
     for s in &state.subnets {
         let r = s.routing.clone().unwrap_or_default();
@@ -204,7 +204,7 @@ fn subnets(h: &mut String, state: &v1::ControllerState) {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{:#018x}</td><td>{state_cell}</td><td>{}</td><td>{} / {}</td><td>{}</td>\
-             <td>{} / {}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{:#x} / {:#x}</td></tr>",
+             <td>{} / {}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:#x} / {:#x}</td></tr>",
             esc(&s.agent_id),
             s.subnet_prefix,
             s.generation,
@@ -215,12 +215,52 @@ fn subnets(h: &mut String, state: &v1::ControllerState) {
             r.sls,
             if r.deadlock_free { "yes" } else { "no" },
             r.route_seconds,
+            load_cell(r.link_load.as_ref()),
             esc(&change),
             s.mapping_version,
             s.held_mapping_version
         );
     }
     h.push_str("</table>\n");
+}
+
+/// A subnet's link-load histogram as a small bar chart (links per load
+/// bucket, 0 to the busiest link), with the busiest and the mean.
+fn load_cell(l: Option<&v1::LinkLoadSummary>) -> String {
+    let Some(l) = l.filter(|l| !l.buckets.is_empty()) else {
+        return "-".to_string();
+    };
+    let (w, h) = (120.0, 28.0);
+    let most = l.buckets.iter().map(|b| b.links).max().unwrap_or(0).max(1) as f64;
+    let bw = w / l.buckets.len() as f64;
+    let mut svg =
+        format!("<svg class=\"load\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">");
+    for (i, b) in l.buckets.iter().enumerate() {
+        let bh = (b.links as f64 / most * h).max(if b.links > 0 { 1.0 } else { 0.0 });
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4a7\">\
+             <title>{} links carry {}-{} paths</title></rect>",
+            i as f64 * bw + 0.5,
+            h - bh,
+            (bw - 1.0).max(0.5),
+            b.links,
+            b.low,
+            b.high
+        );
+    }
+    svg.push_str("</svg>");
+    format!(
+        "{svg}<br><small>max {} paths, mean {:.1} on {} links{}</small>",
+        l.max,
+        l.mean,
+        l.links,
+        if l.unrouted > 0 {
+            format!(", {} pairs unrouted", l.unrouted)
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn routers(h: &mut String, state: &v1::ControllerState) {
@@ -248,6 +288,34 @@ fn routers(h: &mut String, state: &v1::ControllerState) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_load_histogram_has_a_bar_per_bucket_and_says_the_busiest() {
+        let l = v1::LinkLoadSummary {
+            links: 40,
+            max: 90,
+            mean: 31.5,
+            buckets: (0..10)
+                .map(|i| v1::LoadBucket {
+                    low: i * 9,
+                    high: i * 9 + 8,
+                    links: i % 3,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let cell = load_cell(Some(&l));
+        assert_eq!(cell.matches("<rect ").count(), 10, "{cell}");
+        assert!(
+            cell.contains("max 90 paths, mean 31.5 on 40 links"),
+            "{cell}"
+        );
+        assert!(
+            cell.contains("<title>2 links carry 18-26 paths</title>"),
+            "{cell}"
+        );
+        assert_eq!(load_cell(None), "-");
+    }
 
     #[test]
     fn a_stopped_agent_and_a_router_behind_are_shown_lagging_and_text_is_escaped() {

@@ -38,6 +38,16 @@ async fn the_status_page_shows_the_fabric_and_a_stopped_agent_as_lagging() {
         );
     }
     assert!(p.contains("<svg"), "{p}");
+    // Each subnet's link-load histogram, measured by its agent once its
+    // tables are in force and sent with the next heartbeat.
+    let p = wait_for("both histograms", Duration::from_secs(20), || async move {
+        integration_tests::chaos::http_get(port, "/status")
+            .await
+            .filter(|p| p.matches("<svg class=\"load\"").count() == 2)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert_eq!(p.matches("paths, mean").count(), 2, "{p}");
     assert_eq!(
         p.matches("<line ").count(),
         2,

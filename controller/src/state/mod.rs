@@ -40,6 +40,8 @@ pub const SUBNET_KEY: &str = "subnets/";
 pub const ROUTES_KEY: &str = "routes/";
 /// Store key of the leadership term.
 pub const TERM_KEY: &str = "term";
+/// Buckets a subnet's link-load histogram may have (agents send ten).
+pub const MAX_LOAD_BUCKETS: usize = 64;
 
 /// One store write a transition asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +132,9 @@ pub struct Accepted {
     report: Option<v1::SubnetReport>,
     order: u64,
     unvouched: Option<String>,
+    /// A heartbeat's link load (not content: it comes after the tables are
+    /// in force and changes no route), kept in memory only.
+    link_load: Option<v1::LinkLoadSummary>,
 }
 
 impl Accepted {
@@ -335,6 +340,16 @@ impl State {
         }
         let changed = e.report.as_ref().is_none_or(|old| !same_content(old, r));
         if !changed {
+            let link_load = r.routing.as_ref().and_then(|x| x.link_load.clone());
+            if link_load
+                .as_ref()
+                .is_some_and(|l| l.buckets.len() > MAX_LOAD_BUCKETS)
+            {
+                return Err(invalid(
+                    prefix,
+                    format!("its link-load histogram has more than {MAX_LOAD_BUCKETS} buckets"),
+                ));
+            }
             return Ok(Accepted {
                 prefix,
                 generation: r.generation,
@@ -342,6 +357,7 @@ impl State {
                 report: None,
                 order: e.order,
                 unvouched: None,
+                link_load,
             });
         }
         self.validate(r, limits)?;
@@ -373,6 +389,7 @@ impl State {
             report: Some(r.clone()),
             order,
             unvouched: claims::vouch(r),
+            link_load: None,
         })
     }
 
@@ -392,6 +409,15 @@ impl State {
                 return bad(format!(
                     "engine '{}' tables are not deadlock free",
                     x.engine
+                ));
+            }
+            Some(x)
+                if x.link_load
+                    .as_ref()
+                    .is_some_and(|l| l.buckets.len() > MAX_LOAD_BUCKETS) =>
+            {
+                return bad(format!(
+                    "its link-load histogram has more than {MAX_LOAD_BUCKETS} buckets"
                 ));
             }
             Some(_) => {}
@@ -469,6 +495,12 @@ impl State {
         };
         e.last_seen = now;
         e.generation = e.generation.max(a.generation);
+        if let (Some(l), Some(x)) = (
+            a.link_load,
+            e.report.as_mut().and_then(|r| r.routing.as_mut()),
+        ) {
+            x.link_load = Some(l);
+        }
         if let Some(r) = a.report {
             e.report = Some(r);
             e.order = a.order;

@@ -409,6 +409,12 @@ fn reports_that_are_unverified_or_malformed_are_refused() {
     let mut r = base.clone();
     r.routing = None;
     refused(&st, &r, "no routing result");
+    let mut r = base.clone();
+    r.routing.as_mut().expect("routing").link_load = Some(v1::LinkLoadSummary {
+        buckets: vec![v1::LoadBucket::default(); 65],
+        ..Default::default()
+    });
+    refused(&st, &r, "more than 64 buckets");
     // Port 7 on a router of 6 ports.
     let mut r = base.clone();
     r.router_ports[0].port = 7;
