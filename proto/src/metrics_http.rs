@@ -31,25 +31,37 @@ pub async fn serve(listener: TcpListener, render: Render) {
 /// [`serve`], and `GET /status` (HTML) when `status` is given.
 pub async fn serve_pages(listener: TcpListener, render: Render, status: Option<Render>) {
     let admission = Admission::new("metrics", PER_ADDRESS, TOTAL);
+    serve_admitted(listener, admission, move |conn| {
+        let (render, status) = (render.clone(), status.clone());
+        async move {
+            if let Err(e) = answer(conn, Some(&render), status.as_ref()).await {
+                tracing::debug!("metrics request: {e}");
+            }
+        }
+    })
+    .await
+}
+
+/// Accepts connections on `listener` under `admission` and hands each to
+/// `handle` in a task of its own, until the task is dropped.
+pub(crate) async fn serve_admitted<F, Fut>(listener: TcpListener, admission: Admission, handle: F)
+where
+    F: Fn(crate::listen::Admitted) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
                 // Out of descriptors, most likely: wait, do not spin.
-                tracing::warn!("metrics listener: accept: {e}");
+                tracing::warn!("page listener: accept: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let Some(conn) = admission.admit(stream) else {
-            continue;
-        };
-        let (render, status) = (render.clone(), status.clone());
-        tokio::spawn(async move {
-            if let Err(e) = answer(conn, Some(&render), status.as_ref()).await {
-                tracing::debug!("metrics request: {e}");
-            }
-        });
+        if let Some(conn) = admission.admit(stream) {
+            tokio::spawn(handle(conn));
+        }
     }
 }
 

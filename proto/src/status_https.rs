@@ -8,7 +8,6 @@ use crate::listen::Admission;
 use crate::metrics_http::Render;
 use ibtls::{ReloadableServer, Role};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
@@ -23,25 +22,15 @@ pub const READERS: &[Role] = &[Role::Operator, Role::Controller];
 /// is dropped.
 pub async fn serve(listener: TcpListener, tls: Arc<ReloadableServer>, status: Render) {
     let admission = Admission::new("status", PER_ADDRESS, TOTAL);
-    loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                tracing::warn!("status listener: accept: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let Some(conn) = admission.admit(stream) else {
-            continue;
-        };
+    crate::metrics_http::serve_admitted(listener, admission, move |conn| {
         let (tls, status) = (tls.clone(), status.clone());
-        tokio::spawn(async move {
+        async move {
             if let Err(e) = answer(&tls, conn, &status).await {
                 tracing::debug!("status page request: {e}");
             }
-        });
-    }
+        }
+    })
+    .await
 }
 
 async fn answer(
