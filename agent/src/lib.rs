@@ -10,6 +10,7 @@ pub mod config;
 pub mod follow;
 mod list;
 pub mod live;
+mod load;
 mod mcast;
 mod session;
 pub mod subnet;
@@ -465,7 +466,7 @@ impl Agent {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             let t = std::time::Instant::now();
-            let l = subnet::load_summary(&routed);
+            let l = load::load_summary(&routed);
             let current = me.subnet.load_full();
             if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &routed)) {
                 tracing::debug!(

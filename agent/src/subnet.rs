@@ -653,7 +653,7 @@ fn describe(
             table_digest: digest,
             route_seconds,
             update,
-            // Measured after the tables are in force ([`load_summary`]).
+            // Measured after the tables are in force (`load::load_summary`).
             link_load: None,
         }),
         dependencies: summary(&routing),
@@ -676,28 +676,5 @@ fn describe(
         mcast,
         lid_by_guid,
         router_port_lid,
-    }
-}
-
-/// The link-load report of a routed subnet's tables in brief, for the
-/// status page. At the LID limit it takes seconds (2.8 s on Dragonfly
-/// p=10), so the agent measures it after the tables are in force.
-pub fn load_summary(r: &RoutedSubnet) -> v1::LinkLoadSummary {
-    let load = fabric::load::link_load(&r.fabric, &r.routing.get().lfts);
-    v1::LinkLoadSummary {
-        links: load.links,
-        max: load.max,
-        mean: load.mean,
-        stdev: load.stdev,
-        buckets: load
-            .histogram
-            .iter()
-            .map(|b| v1::LoadBucket {
-                low: b.low,
-                high: b.high,
-                links: b.links,
-            })
-            .collect(),
-        unrouted: load.unrouted,
     }
 }
