@@ -132,6 +132,15 @@ where
             }
         }
     };
+    reply(conn, code, kind, &body).await
+}
+
+/// Writes one whole answer on `conn` within the write deadline, then closes
+/// it.
+pub(crate) async fn reply<S>(mut conn: S, code: &str, kind: &str, body: &str) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncWrite + Unpin,
+{
     let reply = format!(
         "HTTP/1.1 {code}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()

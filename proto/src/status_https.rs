@@ -8,7 +8,6 @@ use crate::listen::Admission;
 use crate::metrics_http::Render;
 use ibtls::{ReloadableServer, Role};
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 /// Open connections: a few people with a browser, a few scripts.
@@ -38,7 +37,7 @@ async fn answer(
     conn: crate::listen::Admitted,
     status: &Render,
 ) -> std::io::Result<()> {
-    let mut stream = tls.accept_http1(conn).await?;
+    let stream = tls.accept_http1(conn).await?;
     let who = ibtls::peer_state(&stream).map(|p| p.identity);
     match who {
         Some(id) if READERS.contains(&id.role()) => {
@@ -50,12 +49,7 @@ async fn answer(
             tracing::info!(peer = %who, "status page refused: not an operator");
             let body =
                 format!("{who} may not read the status page: an operator certificate is needed\n");
-            let reply = format!(
-                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            stream.write_all(reply.as_bytes()).await?;
-            stream.shutdown().await
+            crate::metrics_http::reply(stream, "403 Forbidden", "text/plain", &body).await
         }
     }
 }

@@ -120,24 +120,25 @@ async fn handshake(
     }
 }
 
+/// A stream of this process's SIGHUPs from now on (each caller gets every
+/// one); None, logged, when no handler can be installed.
+pub(crate) fn hangups() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup())
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "no SIGHUP handler: the TLS files cannot be reloaded"),
+        )
+        .ok()
+}
+
 /// SIGHUP reads the TLS files again.
 async fn reload_on_hangup(tls: Arc<ReloadableServer>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = match signal(SignalKind::hangup()) {
-        Ok(h) => Some(h),
-        Err(e) => {
-            tracing::warn!(error = %e, "no SIGHUP handler: the TLS files cannot be reloaded");
-            None
-        }
+    let Some(mut hup) = hangups() else {
+        return;
     };
     loop {
-        match hup.as_mut() {
-            Some(h) => {
-                if h.recv().await.is_none() {
-                    return;
-                }
-            }
-            None => return,
+        if hup.recv().await.is_none() {
+            return;
         }
         match tls.reload() {
             Ok(s) => {

@@ -178,12 +178,8 @@ pub fn accept_while<S: Send>(
             verify_seconds: took.as_secs_f64(),
         });
     };
-    let (merged, took, side) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| side(&routing));
-        let t = std::time::Instant::now();
-        let merged = rt.block_on(coordinator::verify(&p.farm, f, &routing, &p.topology));
-        let took = t.elapsed();
-        (merged, took, fabric::verify::gate::join(h))
+    let (merged, took, side) = fabric::verify::gate::beside(&routing, side, |r| {
+        rt.block_on(coordinator::verify(&p.farm, f, r, &p.topology))
     });
     let (report, run) = merged?;
     Ok(Accepted {

@@ -159,6 +159,23 @@ fn hex(v: u64) -> String {
     format!("{v:#018x}")
 }
 
+/// A report's link-load histogram within [`MAX_LOAD_BUCKETS`], whether the
+/// report is new content or a heartbeat.
+fn load_bounded(r: &v1::SubnetReport) -> Result<(), ControlError> {
+    let buckets = r
+        .routing
+        .as_ref()
+        .and_then(|x| x.link_load.as_ref())
+        .map_or(0, |l| l.buckets.len());
+    if buckets > MAX_LOAD_BUCKETS {
+        return Err(invalid(
+            r.subnet_prefix,
+            format!("its link-load histogram has more than {MAX_LOAD_BUCKETS} buckets"),
+        ));
+    }
+    Ok(())
+}
+
 fn invalid(prefix: u64, why: String) -> ControlError {
     ControlError::Invalid(format!("report for subnet {}: {why}", hex(prefix)))
 }
@@ -340,16 +357,8 @@ impl State {
         }
         let changed = e.report.as_ref().is_none_or(|old| !same_content(old, r));
         if !changed {
+            load_bounded(r)?;
             let link_load = r.routing.as_ref().and_then(|x| x.link_load.clone());
-            if link_load
-                .as_ref()
-                .is_some_and(|l| l.buckets.len() > MAX_LOAD_BUCKETS)
-            {
-                return Err(invalid(
-                    prefix,
-                    format!("its link-load histogram has more than {MAX_LOAD_BUCKETS} buckets"),
-                ));
-            }
             return Ok(Accepted {
                 prefix,
                 generation: r.generation,
@@ -411,16 +420,7 @@ impl State {
                     x.engine
                 ));
             }
-            Some(x)
-                if x.link_load
-                    .as_ref()
-                    .is_some_and(|l| l.buckets.len() > MAX_LOAD_BUCKETS) =>
-            {
-                return bad(format!(
-                    "its link-load histogram has more than {MAX_LOAD_BUCKETS} buckets"
-                ));
-            }
-            Some(_) => {}
+            Some(_) => load_bounded(r)?,
         }
         if r.end_ports.len() > limits.max_end_ports {
             return bad(format!(

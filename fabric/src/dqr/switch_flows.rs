@@ -170,7 +170,8 @@ fn sl2vl(f: &Fabric, g: &Fabric, t: &Sl2Vl, endpoints: &[Slot]) -> Sl2Vl {
         let si32 = si as u32;
         let np = f.num_ports(sw);
         let q = np + 1;
-        let from = host_of(f, sw).map_or(0, |h| f.port_of(f.remote(h)));
+        let host = host_of(f, sw);
+        let from = host.map_or(0, |h| f.port_of(f.remote(h)));
         for out in 0..=np {
             for inp in 0..=np {
                 u.set_switch_row(si32, inp, out, t.switch_row(si32, inp, out));
@@ -181,7 +182,7 @@ fn sl2vl(f: &Fabric, g: &Fabric, t: &Sl2Vl, endpoints: &[Slot]) -> Sl2Vl {
             let like = if inp == q { from } else { inp };
             u.set_switch_row(si32, inp, q, t.switch_row(si32, like, 0));
         }
-        let inject = host_of(f, sw).map_or([0; NUM_SLS], |h| t.port_row(h));
+        let inject = host.map_or([0; NUM_SLS], |h| t.port_row(h));
         u.set_port_row(endpoints[si], inject);
     }
     for &s in f.endports() {

@@ -121,7 +121,9 @@ pub fn stage_routing(
 /// when it made it and it is empty).
 #[must_use = "a candidate routing replaces nothing until it is confirmed and committed"]
 pub struct Candidate {
-    staged: StagedRouting,
+    /// Taken by [`Candidate::confirm`].
+    staged: Option<StagedRouting>,
+    dir: std::path::PathBuf,
     engine: crate::routing::EngineKind,
     /// The LFTs' storage: it moves with the routing into the gate's
     /// acceptance, so equal addresses mean the tables staged are the
@@ -146,7 +148,8 @@ pub fn stage_candidate(
         }
     })?;
     Ok(Candidate {
-        staged,
+        staged: Some(staged),
+        dir: dir.to_path_buf(),
         engine,
         lfts_at: r.lfts.storage_id(),
         made_dir,
@@ -165,23 +168,14 @@ impl Candidate {
             && v.engine() == self.engine
             && v.step() == crate::verify::Step::Final
             && v.get().lfts.storage_id() == self.lfts_at;
-        if !same {
-            return Err(Error::Invalid(format!(
+        let staged = self.staged.take().filter(|_| same).ok_or_else(|| {
+            Error::Invalid(format!(
                 "{}: the tables accepted are not the tables staged; nothing written",
-                self.staged.dir.display()
-            )));
-        }
+                self.dir.display()
+            ))
+        })?;
         self.made_dir = false;
-        let empty = StagedRouting {
-            dir: self.staged.dir.clone(),
-            files: Vec::new(),
-            manifest: tableset::TableSet {
-                engine: String::new(),
-                generation: 0,
-                files: Vec::new(),
-            },
-        };
-        Ok(std::mem::replace(&mut self.staged, empty))
+        Ok(staged)
     }
 }
 
@@ -189,10 +183,9 @@ impl Drop for Candidate {
     fn drop(&mut self) {
         // The staged files go first (their own guards), then the directory
         // a refused routing should not leave behind.
-        let dir = self.staged.dir.clone();
-        self.staged.files.clear();
+        drop(self.staged.take());
         if self.made_dir {
-            let _ = std::fs::remove_dir(&dir);
+            let _ = std::fs::remove_dir(&self.dir);
         }
     }
 }

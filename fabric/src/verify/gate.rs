@@ -133,20 +133,27 @@ pub fn accept_while<S: Send>(
     policy: Policy,
     side: impl FnOnce(&Routing) -> S + Send,
 ) -> (Result<Verified<Routing>, Refused>, S, std::time::Duration) {
-    let ((report, local), took, s) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| side(&routing));
-        let t = std::time::Instant::now();
-        let verdict = verify_keeping_local(f, &routing);
-        let took = t.elapsed();
-        (verdict, took, join(h))
-    });
+    let ((report, local), took, s) = beside(&routing, side, |r| verify_keeping_local(f, r));
     let accepted = settle(f, engine, routing, report, policy, from_local(f, &local));
     (accepted, s, took)
 }
 
-/// The result of a scoped thread; its panic goes on in the caller.
-pub fn join<S>(h: std::thread::ScopedJoinHandle<'_, S>) -> S {
-    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+/// `work` on this thread and `side` on a thread of its own, both on
+/// `routing`: what `work` gave, how long it took, what `side` gave. A
+/// panic of `side` goes on in the caller.
+pub fn beside<S: Send, T>(
+    routing: &Routing,
+    side: impl FnOnce(&Routing) -> S + Send,
+    work: impl FnOnce(&Routing) -> T,
+) -> (T, std::time::Duration, S) {
+    std::thread::scope(|sc| {
+        let h = sc.spawn(|| side(routing));
+        let t = std::time::Instant::now();
+        let out = work(routing);
+        let took = t.elapsed();
+        let s = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (out, took, s)
+    })
 }
 
 /// The dependency summary made from the CA-to-CA graph a walk kept.
