@@ -63,6 +63,13 @@ impl Info {
             Vec::new()
         };
         guids.sort();
+        // Every port with a LID of its own: end ports and switches' port 0.
+        let addressed: Vec<u32> = f
+            .endports()
+            .iter()
+            .copied()
+            .chain(f.switches().iter().map(|&s| f.slot(s, 0)))
+            .collect();
         Info {
             switches: f.switches().len(),
             hcas: f.num_cas(),
@@ -71,17 +78,8 @@ impl Info {
             ports: f.endports().len(),
             max_lid: f.max_lid(),
             max_lmc: f.max_lmc(),
-            ports_with_lmc: f.endports().iter().filter(|&&e| f.lmc(e) > 0).count()
-                + f.switches()
-                    .iter()
-                    .filter(|&&s| f.lmc(f.slot(s, 0)) > 0)
-                    .count(),
-            lids: f
-                .endports()
-                .iter()
-                .map(|&e| 1usize << f.lmc(e))
-                .chain(f.switches().iter().map(|&s| 1usize << f.lmc(f.slot(s, 0))))
-                .sum(),
+            ports_with_lmc: addressed.iter().filter(|&&s| f.lmc(s) > 0).count(),
+            lids: addressed.iter().map(|&s| 1usize << f.lmc(s)).sum(),
             diameter: g.diameter(),
             max_radix: f
                 .switches()
