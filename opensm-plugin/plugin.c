@@ -99,10 +99,6 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 	size_t ncas = 0, i;
 	uint8_t op = subn->opt.max_op_vls;
 
-	if (subn->opt.lmc) {
-		snprintf(err, errlen, "lmc %u: the set routes base LIDs only", subn->opt.lmc);
-		return -1;
-	}
 	if ((ts->has_sl2vl || ts->has_pathsl) && !subn->opt.qos) {
 		snprintf(err, errlen,
 			 "the set has %s but qos is off: OpenSM would not program them (set 'qos TRUE')",
@@ -113,9 +109,21 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 	 * may be unreachable from some switches (a router port on one spine,
 	 * under Up-Down routing), and the verifier checks only what carries traffic. */
 	for (it = cl_qmap_head(&subn->port_guid_tbl); it != cl_qmap_end(&subn->port_guid_tbl);
-	     it = cl_qmap_next(it))
-		if (osm_node_get_type(((osm_port_t *)it)->p_node) == IB_NODE_TYPE_CA)
-			ncas++;
+	     it = cl_qmap_next(it)) {
+		osm_port_t *port = (osm_port_t *)it;
+		uint64_t g = cl_ntoh64(osm_port_get_guid(port));
+		uint16_t lo, hi;
+		osm_port_get_lid_range_ho(port, &lo, &hi);
+		/* A port's LIDs in the set and in the fabric: as many (the
+		 * set's LMC is the SM's), each LID its own row. */
+		if (ts_file_lid(ts, g) && (1u << ts_file_lmc(ts, g)) != (unsigned)(hi - lo + 1)) {
+			snprintf(err, errlen, "port 0x%016llx (%s) has LMC %u in the set and %u LIDs in the fabric (set 'lmc' as the set was routed)",
+				 (unsigned long long)g, port->p_node->print_desc, ts_file_lmc(ts, g), hi - lo + 1);
+			return -1;
+		}
+		if (osm_node_get_type(port->p_node) == IB_NODE_TYPE_CA)
+			ncas += hi - lo + 1;
+	}
 	for (it = cl_qmap_head(&subn->sw_guid_tbl); it != cl_qmap_end(&subn->sw_guid_tbl);
 	     it = cl_qmap_next(it)) {
 		osm_switch_t *sw = (osm_switch_t *)it;
@@ -146,7 +154,7 @@ static int fits_fabric(struct plugin *p, const struct tableset *ts, char *err, s
 			}
 		}
 		if (cas != ncas) {
-			snprintf(err, errlen, "switch 0x%016llx (%s) routes %zu CA ports, the fabric has %zu: another topology",
+			snprintf(err, errlen, "switch 0x%016llx (%s) routes %zu CA LIDs, the fabric has %zu: another topology",
 				 (unsigned long long)g, node->print_desc, cas, ncas);
 			return -1;
 		}
@@ -199,7 +207,7 @@ static void program_lfts(struct plugin *p, const struct tableset *ts)
 		for (i = 0; s && i < s->count; i++) {
 			const struct ts_lft_row *r = &ts->rows[s->first + i];
 			osm_port_t *dp = osm_get_port_by_guid(subn, cl_hton64(r->dst_guid));
-			uint16_t lid = dp ? cl_ntoh16(osm_port_get_base_lid(dp)) : 0;
+			uint16_t lid = dp ? cl_ntoh16(osm_port_get_base_lid(dp)) + r->offset : 0;
 			if (lid && lid < sw->lft_size) {
 				sw->new_lft[lid] = r->port;
 				n++;
@@ -444,6 +452,17 @@ static void update_sl2vl(void *ctx, osm_physp_t *port, uint8_t in, uint8_t out, 
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* The set's LID for the SM's LID `lid` of `port`: the same offset from
+ * the port's base LID in both; 0 when the set has no such LID. */
+static uint16_t file_lid_of(const struct tableset *ts, osm_port_t *port, uint16_t lid)
+{
+	uint64_t g = cl_ntoh64(osm_port_get_guid(port));
+	uint16_t base = ts_file_lid(ts, g), off = lid - cl_ntoh16(osm_port_get_base_lid(port));
+	if (!base || off >= (1u << ts_file_lmc(ts, g)))
+		return 0;
+	return base + off;
+}
+
 static uint8_t path_sl(void *ctx, uint8_t hint, const ib_net16_t slid, const ib_net16_t dlid)
 {
 	struct plugin *p = ctx;
@@ -454,9 +473,12 @@ static uint8_t path_sl(void *ctx, uint8_t hint, const ib_net16_t slid, const ib_
 	if (p->has_active && p->active.has_pathsl) {
 		sp = osm_get_port_by_lid(&p->osm->subn, slid);
 		dp = osm_get_port_by_lid(&p->osm->subn, dlid);
+		/* Each LID at its offset in its port's range: with LMC the
+		 * set's path SLs are per (source LID, destination LID). */
 		if (sp && dp)
-			sl = ts_path_sl(&p->active, ts_file_lid(&p->active, cl_ntoh64(osm_port_get_guid(sp))),
-					ts_file_lid(&p->active, cl_ntoh64(osm_port_get_guid(dp))));
+			sl = ts_path_sl(&p->active,
+					file_lid_of(&p->active, sp, cl_ntoh16(slid)),
+					file_lid_of(&p->active, dp, cl_ntoh16(dlid)));
 	}
 	if (sl < 0)
 		sl = hint;

@@ -165,6 +165,7 @@ enum { LID_SKIP, LID_ROUTED, LID_DROPPED };
 struct lid_slot {
 	uint64_t guid;
 	uint8_t use;
+	uint8_t offset;		/* within the port's 2^LMC LIDs */
 };
 
 /* The LID map, into ts->lids (sorted by GUID as the file is) and `slot`
@@ -181,22 +182,37 @@ static int read_lid_map(struct rd *r, struct tableset *ts, uint16_t max_lid, str
 		size_t at = r->at;
 		uint64_t g;
 		uint16_t lid;
+		uint8_t lmc;
+		unsigned k, n;
 		if (get_u64(r, "a port GUID", &g) || get_u16(r, "a LID", &lid) ||
-		    zero(r, 2, "the bytes after a LID"))
+		    get_u8(r, "the LMC", &lmc) || zero(r, 1, "the byte after the LMC"))
 			return -1;
 		if (i && g <= ts->lids[i - 1].guid)
 			return bad(r, at, "port 0x%016llx: the LID map is not sorted by GUID or names a port twice",
 				   (unsigned long long)g);
-		if (lid == 0 || lid > max_lid)
-			return bad(r, at + 8, "port 0x%016llx: LID %u out of range (1..%u)",
-				   (unsigned long long)g, lid, max_lid);
-		if (slot[lid].use != LID_SKIP)
-			return bad(r, at + 8, "LID %u is named twice (ports 0x%016llx and 0x%016llx)", lid,
-				   (unsigned long long)slot[lid].guid, (unsigned long long)g);
-		slot[lid].guid = g;
-		slot[lid].use = LID_ROUTED;
+		if (lmc > 7 || lid % (1u << lmc))
+			return bad(r, at + 10, "port 0x%016llx: LMC %u above 7, or LID %u not aligned to 2^LMC",
+				   (unsigned long long)g, lmc, lid);
+		n = 1u << lmc;
+		if (lid == 0 || (unsigned)lid + n - 1 > max_lid) {
+			if (n == 1)
+				return bad(r, at + 8, "port 0x%016llx: LID %u out of range (1..%u)",
+					   (unsigned long long)g, lid, max_lid);
+			return bad(r, at + 8, "port 0x%016llx: LIDs %u..%u out of range (1..%u)",
+				   (unsigned long long)g, lid, lid + n - 1, max_lid);
+		}
+		for (k = 0; k < n; k++)
+			if (slot[lid + k].use != LID_SKIP)
+				return bad(r, at + 8, "LID %u is named twice (ports 0x%016llx and 0x%016llx)", lid + k,
+					   (unsigned long long)slot[lid + k].guid, (unsigned long long)g);
+		for (k = 0; k < n; k++) {
+			slot[lid + k].guid = g;
+			slot[lid + k].use = LID_ROUTED;
+			slot[lid + k].offset = (uint8_t)k;
+		}
 		ts->lids[i].guid = g;
 		ts->lids[i].lid = lid;
+		ts->lids[i].lmc = lmc;
 		ts->nlids = i + 1;
 	}
 	return 0;
@@ -262,6 +278,7 @@ static size_t lft_rows(const uint8_t *p, struct tableset *ts, size_t blocks, uin
 			if (rows) {
 				rows[n].dst_guid = slot[lid].guid;
 				rows[n].port = row[lid];
+				rows[n].offset = slot[lid].offset;
 			}
 			n++;
 		}

@@ -9,6 +9,12 @@
 
 /* Orders SL-to-VL entries by (guid, in, out), as ts_find_sl2vl searches. */
 int ts_cmp_sv(const void *a, const void *b);
+/* Order switches and ports by GUID, as the lookups search them. */
+int ts_cmp_sw(const void *a, const void *b);
+int ts_cmp_gl(const void *a, const void *b);
+
+/* A port of the file's LID map by GUID (its base LID and LMC). */
+const struct ts_guid_lid *ts_file_port(const struct tableset *ts, uint64_t guid);
 
 /* The index in ts->lids of an end port without a path SL row, or
  * ts->nlids when every one has its row. */

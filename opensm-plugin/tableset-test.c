@@ -645,6 +645,47 @@ static void test_refusals(const char *dir)
 	expect_refused(dir, "lists no " TS_LFTS_BIN " or " TS_LFTS, "a set without LFTs");
 }
 
+/* A port with LMC 1 in the text dump (a row per LID): one base LID and
+ * LMC in the map, each row the offset of its LID; the binary map's LMC
+ * byte is covered by the interop test, which loads sets `route` wrote. */
+static void test_lmc(const char *dir)
+{
+	static const char *lfts =
+		"Unicast lids [0-3] of switch Lid 1 guid 0x0000000000000001 ('s'):\n"
+		"0x0001 000 # Switch portguid 0x0000000000000001: 's'\n"
+		"0x0002 001 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"0x0003 002 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"3 lids dumped\n"
+		"Unicast lids [0-3] of switch Lid 4 guid 0x0000000000000002 ('t'):\n"
+		"0x0002 003 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"0x0003 004 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"2 lids dumped\n";
+	static const char *unaligned =
+		"Unicast lids [0-3] of switch Lid 1 guid 0x0000000000000001 ('s'):\n"
+		"0x0001 001 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"0x0002 001 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"2 lids dumped\n";
+	struct tableset ts;
+	char err[TS_ERR_LEN] = "";
+	put(dir, TS_LFTS, lfts);
+	manifest(dir, lfts, NULL, NULL, 1);
+	CHECK(ts_load(dir, &ts, err, sizeof err) == 0, "LMC set: %s", err);
+	CHECK(ts_file_lid(&ts, 0x11) == 2 && ts_file_lmc(&ts, 0x11) == 1 && ts.nlids == 2, "base LID and LMC");
+	const struct ts_switch *s = ts_find_switch(&ts, 0x1), *t = ts_find_switch(&ts, 0x2);
+	CHECK(s && s->count == 3 && t && t->count == 2, "rows per switch");
+	if (s && s->count == 3 && t && t->count == 2) {
+		const struct ts_lft_row *r = &ts.rows[s->first], *q = &ts.rows[t->first];
+		CHECK(r[1].offset == 0 && r[1].port == 1 && r[2].offset == 1 && r[2].port == 2,
+		      "the first block's rows by offset");
+		CHECK(q[0].offset == 0 && q[0].port == 3 && q[1].offset == 1 && q[1].port == 4,
+		      "a later block's rows by offset");
+	}
+	ts_free(&ts);
+	put(dir, TS_LFTS, unaligned);
+	manifest(dir, unaligned, NULL, NULL, 1);
+	expect_refused(dir, "not one aligned range of 2^LMC", "LIDs 1-2 of one port");
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/ibfabric-tableset-XXXXXX";
@@ -660,6 +701,7 @@ int main(void)
 	test_text(dir);
 	test_compact(dir);
 	test_refusals(dir);
+	test_lmc(dir);
 	{
 		char cmd[600];
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

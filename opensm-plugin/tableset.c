@@ -208,16 +208,58 @@ static int parse_manifest(char *text, struct tableset *ts, struct ts_file *files
 	return -1;
 }
 
-static int cmp_sw(const void *a, const void *b)
-{
-	const struct ts_switch *x = a, *y = b;
-	return x->guid < y->guid ? -1 : x->guid > y->guid;
-}
-
-static int cmp_gl(const void *a, const void *b)
+static int cmp_gl_lid(const void *a, const void *b)
 {
 	const struct ts_guid_lid *x = a, *y = b;
-	return x->guid < y->guid ? -1 : x->guid > y->guid;
+	if (x->guid != y->guid)
+		return x->guid < y->guid ? -1 : 1;
+	return (int)x->lid - (int)y->lid;
+}
+
+/* After the first block of the text dump: each port's LIDs (one row per
+ * LID) become its base LID and LMC, the LIDs one aligned range of 2^LMC,
+ * and the first block's rows get their offsets. */
+static int port_ranges(struct tableset *ts, char *err, size_t errlen)
+{
+	size_t i, j, k = 0, nrows = ts->nlids;
+	/* The first block's rows and LIDs were added together: row i is
+	 * LID lids[i] until they are sorted. */
+	uint16_t *row_lid = malloc((nrows ? nrows : 1) * sizeof *row_lid);
+	if (!row_lid) {
+		fail(err, errlen, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < nrows; i++)
+		row_lid[i] = ts->lids[i].lid;
+	qsort(ts->lids, ts->nlids, sizeof *ts->lids, cmp_gl_lid);
+	for (i = 0; i < ts->nlids; i = j) {
+		size_t n;
+		uint8_t lmc = 0;
+		for (j = i + 1; j < ts->nlids && ts->lids[j].guid == ts->lids[i].guid; j++)
+			if (ts->lids[j].lid != ts->lids[j - 1].lid + 1)
+				break;
+		n = j - i;
+		while ((1u << lmc) < n)
+			lmc++;
+		if ((j < ts->nlids && ts->lids[j].guid == ts->lids[i].guid) || (1u << lmc) != n ||
+		    lmc > 7 || ts->lids[i].lid % n) {
+			fail(err, errlen, "%s: port 0x%016llx has LIDs that are not one aligned range of 2^LMC",
+			     TS_LFTS, (unsigned long long)ts->lids[i].guid);
+			free(row_lid);
+			return -1;
+		}
+		ts->lids[k] = ts->lids[i];
+		ts->lids[k].lmc = lmc;
+		k++;
+	}
+	ts->nlids = k;
+	for (i = 0; i < nrows; i++) {
+		struct ts_lft_row *r = &ts->rows[ts->sw[0].first + i];
+		const struct ts_guid_lid *e = ts_file_port(ts, r->dst_guid);
+		r->offset = e ? (uint8_t)(row_lid[i] - e->lid) : 0;
+	}
+	free(row_lid);
+	return 0;
 }
 
 int ts_cmp_sv(const void *a, const void *b)
@@ -328,8 +370,9 @@ static int parse_lfts(char *text, struct tableset *ts, char *err, size_t errlen)
 			r->port = (uint8_t)port;
 			s = &ts->sw[ts->nsw - 1];
 			s->count++;
-			/* The first block names every LID it routes; every block
-			 * must agree on which port a LID belongs to. */
+			/* The first block names every LID it routes (a port with
+			 * LMC has a row per LID); every block must agree on which
+			 * port a LID belongs to. */
 			if (ts->nsw == 1) {
 				if (grow((void **)&ts->lids, &capl, ts->nlids, sizeof *ts->lids)) {
 					fail(err, errlen, "out of memory");
@@ -337,11 +380,18 @@ static int parse_lfts(char *text, struct tableset *ts, char *err, size_t errlen)
 				}
 				ts->lids[ts->nlids].guid = g;
 				ts->lids[ts->nlids].lid = (uint16_t)lid;
+				ts->lids[ts->nlids].lmc = 0;
 				ts->nlids++;
-			} else if (ts_file_lid(ts, g) != lid) {
-				fail(err, errlen, "%s:%u: LID 0x%04lx is port 0x%016llx here but not in the first switch's block",
-				     TS_LFTS, ln, lid, (unsigned long long)g);
-				return -1;
+				/* The offset is set once the port's range is known. */
+				r->offset = 0;
+			} else {
+				const struct ts_guid_lid *e = ts_file_port(ts, g);
+				if (!e || lid < e->lid || lid >= (unsigned long)e->lid + (1u << e->lmc)) {
+					fail(err, errlen, "%s:%u: LID 0x%04lx is port 0x%016llx here but not in the first switch's block",
+					     TS_LFTS, ln, lid, (unsigned long long)g);
+					return -1;
+				}
+				r->offset = (uint8_t)(lid - e->lid);
 			}
 		} else if (strstr(p, "lids dumped")) {
 			if (!open) {
@@ -349,16 +399,8 @@ static int parse_lfts(char *text, struct tableset *ts, char *err, size_t errlen)
 				return -1;
 			}
 			open = 0;
-			if (ts->nsw == 1) {
-				size_t i;
-				qsort(ts->lids, ts->nlids, sizeof *ts->lids, cmp_gl);
-				for (i = 1; i < ts->nlids; i++)
-					if (ts->lids[i].guid == ts->lids[i - 1].guid) {
-						fail(err, errlen, "%s: port 0x%016llx has two LIDs", TS_LFTS,
-						     (unsigned long long)ts->lids[i].guid);
-						return -1;
-					}
-			}
+			if (ts->nsw == 1 && port_ranges(ts, err, errlen))
+				return -1;
 		} else if (*p) {
 			fail(err, errlen, "%s:%u: unexpected line", TS_LFTS, ln);
 			return -1;
@@ -373,7 +415,7 @@ static int parse_lfts(char *text, struct tableset *ts, char *err, size_t errlen)
 		return -1;
 	}
 	ts->max_lid = (uint16_t)max_lid;
-	qsort(ts->sw, ts->nsw, sizeof *ts->sw, cmp_sw);
+	qsort(ts->sw, ts->nsw, sizeof *ts->sw, ts_cmp_sw);
 	for (size_t i = 1; i < ts->nsw; i++)
 		if (ts->sw[i].guid == ts->sw[i - 1].guid) {
 			fail(err, errlen, "%s: switch 0x%016llx has two blocks", TS_LFTS,
@@ -644,51 +686,4 @@ void ts_free(struct tableset *ts)
 	free(ts->mnodes);
 	free(ts->mindex);
 	memset(ts, 0, sizeof *ts);
-}
-
-const struct ts_switch *ts_find_switch(const struct tableset *ts, uint64_t guid)
-{
-	struct ts_switch key = { .guid = guid };
-	if (!ts->nsw)
-		return NULL;
-	return bsearch(&key, ts->sw, ts->nsw, sizeof *ts->sw, cmp_sw);
-}
-
-const struct ts_sl2vl *ts_find_sl2vl(const struct tableset *ts, uint64_t guid,
-				     uint8_t in, uint8_t out)
-{
-	struct ts_sl2vl key = { .guid = guid, .in = in, .out = out };
-	if (!ts->nsl2vl)
-		return NULL;
-	return bsearch(&key, ts->sl2vl, ts->nsl2vl, sizeof *ts->sl2vl, ts_cmp_sv);
-}
-
-uint16_t ts_file_lid(const struct tableset *ts, uint64_t guid)
-{
-	struct ts_guid_lid key = { .guid = guid }, *e;
-	if (!ts->nlids)
-		return 0;
-	e = bsearch(&key, ts->lids, ts->nlids, sizeof *ts->lids, cmp_gl);
-	return e ? e->lid : 0;
-}
-
-int ts_path_sl(const struct tableset *ts, uint16_t src, uint16_t dst)
-{
-	const char *row;
-	char c;
-	if (!ts->has_pathsl || src > ts->max_lid || dst > ts->max_lid)
-		return -1;
-	row = ts->pathsl_rows[src];
-	if (!row)
-		return -1;
-	if (ts->pathsl_bin)
-		return (uint8_t)row[dst] == 255 ? -1 : (uint8_t)row[dst];
-	c = row[dst];
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }

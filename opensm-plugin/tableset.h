@@ -32,6 +32,9 @@
 struct ts_lft_row {
 	uint64_t dst_guid;
 	uint8_t port;
+	/* Which of the port's 2^LMC LIDs: the SM's LID at this offset from
+	 * the port's base LID gets the entry. */
+	uint8_t offset;
 };
 
 struct ts_switch {
@@ -70,9 +73,11 @@ struct ts_member {
 	uint8_t port;
 };
 
+/* A port's base LID in the file and its LMC (it answers to 2^LMC LIDs). */
 struct ts_guid_lid {
 	uint64_t guid;
 	uint16_t lid;
+	uint8_t lmc;
 };
 
 struct tableset {
@@ -123,6 +128,8 @@ const struct ts_sl2vl *ts_find_sl2vl(const struct tableset *ts, uint64_t guid,
 				     uint8_t in, uint8_t out);
 /* The file's LID of a port, 0 when the set does not know it. */
 uint16_t ts_file_lid(const struct tableset *ts, uint64_t guid);
+/* The LMC of that port in the file (0 when the file does not name it). */
+uint8_t ts_file_lmc(const struct tableset *ts, uint64_t guid);
 /* The SL from `src` to `dst` (file LIDs); -1 for no path or unknown. */
 int ts_path_sl(const struct tableset *ts, uint16_t src, uint16_t dst);
 

@@ -63,6 +63,8 @@ def opensm_row(a, net, engine, work, roots=None):
     out = os.path.join(work, "opensm-" + engine)
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, TIMEOUT=str(a.timeout), DIAG="1", KEEP_DUMPS_SMALL="1")
+    if a.lmc:
+        env["EXTRA_CONF"] = (env.get("EXTRA_CONF", "") + "\nlmc %d" % a.lmc).lstrip("\n")
     if roots:
         path = os.path.join(work, "roots-" + engine + ".txt")
         with open(path, "w") as f:
@@ -83,7 +85,8 @@ def opensm_row(a, net, engine, work, roots=None):
     except ValueError:
         return {"status": "verify failed: " + p.stderr.strip()[-200:]}
     return {"status": "ok", "load": j["link_load"], "vls": r.get("vls_needed", ""),
-            "seconds": r.get("t_route_s", "")}
+            "seconds": r.get("t_route_s", ""), "spread": j.get("lid_spread"),
+            "pairs": j.get("pairs"), "verify_seconds": "%.3f" % j["verify_seconds"]}
 
 
 def ours_row(a, net, engine, work):
@@ -94,15 +97,20 @@ def ours_row(a, net, engine, work):
     except ValueError:
         return {"status": "failed: " + p.stderr.strip()[-200:]}
     return {"status": "ok", "load": j["link_load"], "vls": j.get("vls_needed", j.get("vls")),
-            "seconds": "%.3f" % j["route_seconds"], "roots": j.get("roots")}
+            "seconds": "%.3f" % j["route_seconds"], "roots": j.get("roots"),
+            "spread": j.get("lid_spread"), "pairs": j.get("pairs"),
+            "verify_seconds": "%.3f" % j["verify_seconds"]}
 
 
 def cell(r):
     if r["status"] != "ok":
         return r["status"]
     l = r["load"]
-    return "%d / %.1f / %.1f (%s VLs, %s s)" % (l["max"], l["mean"], l["stdev"], r["vls"] or "-",
-                                               r["seconds"])
+    c = "%d / %.1f / %.1f (%s VLs, %s s)" % (l["max"], l["mean"], l["stdev"], r["vls"] or "-",
+                                            r["seconds"])
+    if r.get("spread"):
+        c += ", LIDs apart %.1f %%" % (100.0 * r["spread"]["first_hops_share"])
+    return c
 
 
 def ratio(o, u):
@@ -195,6 +203,10 @@ def main():
     ap.add_argument("--ibfabric", default="target/release/ibfabric")
     ap.add_argument("--opensm-dir", default=os.path.join("..", "shared", "opensm"))
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--lmc", type=int, default=0,
+                    help="LMC of the CA ports: ours generate it (gen --lmc), OpenSM is run "
+                         "with 'lmc N'; cells add the share of a destination's LIDs on first "
+                         "hops of their own")
     ap.add_argument("--json", help="write the rows here (rewritten after each row)")
     ap.add_argument("--from-json", help="print the table (and --svg) from rows written by --json")
     ap.add_argument("--svg", help="draw max/mean per engine, OpenSM beside ours")
@@ -216,7 +228,8 @@ def main():
     for spec in ([] if a.from_json else a.topologies.split()):
         with tempfile.TemporaryDirectory() as work:
             net = os.path.join(work, "fabric.net")
-            p, _ = run([a.ibfabric, "gen"] + gen_args(spec) + ["-o", net], a.timeout)
+            p, _ = run([a.ibfabric, "gen"] + gen_args(spec) + ["--lmc", str(a.lmc), "-o", net],
+                       a.timeout)
             if p.returncode != 0:
                 print("| %s | gen failed: %s |" % (spec, p.stderr.strip()[-200:]))
                 continue
@@ -227,7 +240,8 @@ def main():
                     continue  # both sides route fat trees only
                 u = ours_row(a, net, ours, work)
                 o = opensm_row(a, net, theirs, work, u.get("roots") if theirs == "updn" else None)
-                r = {"topology": spec, "theirs": theirs, "ours": ours, "opensm": o, "ibfabric": u}
+                r = {"topology": spec, "theirs": theirs, "ours": ours, "opensm": o, "ibfabric": u,
+                     "lmc": a.lmc}
                 rows.append(r)
                 print("| %s | %s / %s | %s | %s | %s |" % (spec, theirs, ours, cell(o), cell(u),
                                                          ratio(o, u)))

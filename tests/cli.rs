@@ -2243,10 +2243,12 @@ fn dqr_curve_with_switch_flows_reconnects_them_before_the_faults() {
 }
 
 /// A fabric with LMC 1 (the ibnetdiscover man page's example): `info`
-/// shows it with its LID ranges; `route` refuses it by line, pointing at
-/// `info`.
+/// shows its LID ranges; `route` picks an engine that routes every LID
+/// (dfdn), spreads them and writes a set `verify` reads back; an engine
+/// that routes one LID per port is refused by name, and so is `reroute`,
+/// by the line that holds the LMC.
 #[test]
-fn info_shows_a_fabric_with_lmc_and_route_refuses_it() {
+fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/fabric/tests/data/ibnetdiscover/ibtopotool-1.txt"
@@ -2259,11 +2261,45 @@ fn info_shows_a_fabric_with_lmc_and_route_refuses_it() {
     let j = json_any(&ibf(&["info", file, "--json"]));
     assert_eq!(j["max_lmc"], 1);
     assert_eq!(j["lids"], 12);
-    let o = ibf(&["route", "-t", file, "--dry-run"]);
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("set");
+    let out_s = out.to_str().unwrap();
+    let j = json(&ibf(&["route", "-t", file, "--out", out_s, "--json"]));
+    assert_eq!(j["engine"], "dfdn");
+    assert_eq!(j["deadlock_free"], true);
+    assert_eq!(j["broken_pairs"], 0);
+    // 5 linked CA ports with 2 LIDs each: each port's 2 LIDs toward the
+    // 8 LIDs of the others.
+    let pairs = 5 * 2 * 8;
+    assert_eq!(j["pairs"], pairs);
+    assert!(j["lid_spread"]["pairs"].as_u64().unwrap() > 0);
+    let v = json(&ibf(&["verify", "-t", file, "--dir", out_s, "--json"]));
+    assert_eq!(v["pairs"], pairs);
+    assert_eq!(v["deadlock_free"], true);
+    assert_eq!(v["lid_spread"], j["lid_spread"]);
+    let o = ibf(&["route", "-t", file, "-e", "nue", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("ibtopotool-1.txt:33: LMC 1") && e.contains("`ibfabric info` reads it"),
+        e.contains("engine nue routes one LID per port") && e.contains("minhop, sssp, dfdn"),
+        "{e}"
+    );
+    let new = d.path().join("new");
+    let o = ibf(&[
+        "reroute",
+        "-t",
+        file,
+        "--dir",
+        out_s,
+        "--fail",
+        "0x0008f10400410015:6",
+        "--out",
+        new.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("ibtopotool-1.txt:33: LMC 1") && e.contains("reads one LID per port"),
         "{e}"
     );
 }

@@ -151,7 +151,10 @@ fn route_read(
 }
 
 fn read_topology(cfg: &AgentConfig) -> Result<Fabric, RouteError> {
-    let mut fabric = ibnetdiscover::read(&cfg.topology)?;
+    // Every LID of a port with LMC is routed, verified and written; a
+    // fault on such a fabric is recomputed (DQR takes one LID per port),
+    // and a subnet with routers is refused by the dependency summary.
+    let mut fabric = ibnetdiscover::read_with_lmc(&cfg.topology)?;
     fabric.subnet_prefix = cfg.subnet_prefix;
     Ok(fabric)
 }
@@ -215,6 +218,9 @@ fn route(
     f: &Fabric,
     opts: &EngineOptions,
 ) -> Result<Routing, RouteError> {
+    // An engine that routes one LID per port is refused on a fabric with
+    // LMC, here as on workers.
+    fabric::routing::check_lmc(engine, f)?;
     let exec = cfg.executor();
     if !exec.wants_workers() {
         return Ok(engine.route(f, opts)?);

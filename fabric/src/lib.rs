@@ -15,6 +15,7 @@ pub mod fsio;
 pub mod generate;
 pub mod graph;
 pub mod intersubnet;
+pub mod lid_spread;
 pub mod load;
 pub mod mcast;
 pub mod model;

@@ -19,7 +19,8 @@ use serde::Serialize;
 pub struct LinkLoad {
     /// Directed switch-to-switch links (each cable counts twice).
     pub links: u64,
-    /// HCA pairs counted (source != destination).
+    /// HCA pairs counted (source != destination; with LMC, a source port
+    /// and each LID of a destination port).
     pub pairs: u64,
     /// Pairs whose route did not reach the destination (not counted on
     /// the links past the break).
@@ -138,17 +139,25 @@ impl LinkLoad {
     }
 }
 
-/// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports.
+/// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports
+/// (with LMC, of a CA port and a LID of another).
 pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
     let cas = ca_ports(f);
     let n = f.switches().len();
     // A walk toward one destination reads one entry of every switch row:
     // from the row-major tables that is a cache miss per switch; from a
     // block of columns (destination-major) a few contiguous KB.
+    // With LMC, every LID of a destination is one: a source port sends
+    // toward each of them.
+    let lids: Vec<(Slot, u16)> = cas
+        .iter()
+        .flat_map(|&e| f.lids_of_slot(e).map(move |l| (e, l)))
+        .collect();
     let mut sums = LoadSums::zero(f);
-    for block in cas.chunks(1024) {
-        let cols = lfts.columns(f, block);
-        sums.add(&load_sums(f, block, |k, si| cols[k * n + si as usize]));
+    for block in lids.chunks(1024) {
+        let cols = lfts.lid_columns(&block.iter().map(|x| x.1).collect::<Vec<_>>());
+        let slots: Vec<Slot> = block.iter().map(|x| x.0).collect();
+        sums.add(&load_sums(f, &slots, |k, si| cols[k * n + si as usize]));
     }
     summarize(f, &sums)
 }
@@ -237,7 +246,9 @@ pub fn summarize(f: &Fabric, sums: &LoadSums) -> LinkLoad {
     let is_s2s = crate::verify::switch_link_flags(f);
     let load = &sums.per_slot;
     let unrouted = sums.unrouted;
-    let ncas = ca_ports(f).len() as u64;
+    let cas = ca_ports(f);
+    let ncas = cas.len() as u64;
+    let dest_lids: u64 = cas.iter().map(|&e| 1u64 << f.lmc(e)).sum();
     let links: Vec<(Slot, u64)> = (0..f.num_slots() as Slot)
         .filter(|&s| is_s2s[s as usize] && f.kind(f.node_of(s)) == NodeKind::Switch)
         .map(|s| (s, load[s as usize]))
@@ -277,7 +288,7 @@ pub fn summarize(f: &Fabric, sums: &LoadSums) -> LinkLoad {
         .collect();
     LinkLoad {
         links: count,
-        pairs: ncas * ncas.saturating_sub(1),
+        pairs: dest_lids * ncas.saturating_sub(1),
         unrouted,
         max,
         mean,

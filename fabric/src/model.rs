@@ -287,21 +287,32 @@ impl FabricBuilder {
                 owner[x] = s as u32;
             }
         }
+        // Ports without a LID get the first free range of their 2^LMC,
+        // aligned as the base LID must be.
         let mut next = 1usize;
         for node in 0..n {
             for s in self.addressable(node) {
                 if self.lid[s] != 0 {
                     continue;
                 }
+                let count = 1usize << self.lmc[s];
+                let mut at = next.next_multiple_of(count);
+                while at + count - 1 <= MAX_UNICAST_LID as usize
+                    && used[at..at + count].iter().any(|&u| u)
+                {
+                    at += count;
+                }
+                if at + count - 1 > MAX_UNICAST_LID as usize {
+                    return Err(ModelError::OutOfLids);
+                }
+                for x in at..at + count {
+                    used[x] = true;
+                    owner[x] = s as u32;
+                }
+                self.lid[s] = at as u16;
                 while next <= MAX_UNICAST_LID as usize && used[next] {
                     next += 1;
                 }
-                if next > MAX_UNICAST_LID as usize {
-                    return Err(ModelError::OutOfLids);
-                }
-                used[next] = true;
-                owner[next] = s as u32;
-                self.lid[s] = next as u16;
             }
         }
         let max_lid = (1..=MAX_UNICAST_LID as usize)
@@ -340,6 +351,7 @@ impl FabricBuilder {
         // lookups by GUID in readers that name a node per line or entry.
         let mut by_guid: Vec<NodeId> = (0..n as NodeId).collect();
         by_guid.sort_by_key(|&i| self.guids[i as usize]);
+        let end_lids = lids_of_ports(&endports, &self.lid, &self.lmc);
         Ok(Fabric {
             subnet_prefix: self.subnet_prefix.unwrap_or(DEFAULT_SUBNET_PREFIX),
             by_guid,
@@ -358,8 +370,20 @@ impl FabricBuilder {
             switches,
             switch_index,
             endports,
+            end_lids,
         })
     }
+}
+
+/// Every LID of each of `ports`, port by port, each port's ascending.
+fn lids_of_ports(ports: &[Slot], lid: &[u16], lmc: &[u8]) -> Vec<(Slot, u16)> {
+    ports
+        .iter()
+        .flat_map(|&e| {
+            let base = lid[e as usize];
+            (0..1u16 << lmc[e as usize]).map(move |k| (e, base + k))
+        })
+        .collect()
 }
 
 /// An immutable subnet. Cheap to share between threads.
@@ -381,6 +405,9 @@ pub struct Fabric {
     switches: Vec<NodeId>,
     switch_index: Vec<u32>,
     endports: Vec<Slot>,
+    /// Every LID of every end port, port by port (in `endports` order),
+    /// each port's LIDs ascending: the destinations of traffic.
+    end_lids: Vec<(Slot, u16)>,
     /// Node ids in ascending GUID order.
     by_guid: Vec<NodeId>,
 }
@@ -439,15 +466,32 @@ impl Fabric {
         }
     }
     /// A port's LMC (a switch port: its port 0's): it answers to the
-    /// 2^LMC LIDs from [`Self::lid_of_slot`]. Only fabrics read for
-    /// display carry LMC > 0 (`ibnetdiscover::parse_with_lmc`); routing
-    /// and verification read one LID per port and refuse more.
+    /// 2^LMC LIDs from [`Self::lid_of_slot`] ([`Self::lids_of_slot`]).
+    /// Only readers that count every LID keep LMC > 0
+    /// (`ibnetdiscover::parse_with_lmc`).
     pub fn lmc(&self, s: Slot) -> u8 {
         self.lmc[self.addressed(s)]
     }
     /// The largest LMC of any port.
     pub fn max_lmc(&self) -> u8 {
         self.max_lmc
+    }
+    /// The LIDs a port answers to: its base LID and the 2^LMC - 1 after it.
+    pub fn lids_of_slot(&self, s: Slot) -> std::ops::Range<u16> {
+        let base = self.lid_of_slot(s);
+        base..base + (1u16 << self.lmc(s))
+    }
+    /// The LID of port `s` at the offset `lid` has in an aligned range of
+    /// the port's 2^LMC: where a file's LID lands when the file names its
+    /// port by GUID and the port's LIDs may have moved since.
+    pub fn lid_like(&self, s: Slot, lid: u16) -> u16 {
+        self.lid_of_slot(s) + (lid & ((1u16 << self.lmc(s)) - 1))
+    }
+    /// Every LID of every connected end port, with the port: the
+    /// destinations the verifier walks toward (with LMC 0, one per port,
+    /// in [`Self::endports`] order).
+    pub fn end_lids(&self) -> &[(Slot, u16)] {
+        &self.end_lids
     }
     pub fn switch_lid(&self, n: NodeId) -> u16 {
         self.lid[self.port_start[n as usize] as usize]
@@ -534,6 +578,7 @@ impl Fabric {
             }
         }
         f.endports.retain(|&e| f.remote[e as usize] != NONE);
+        f.end_lids = lids_of_ports(&f.endports, &f.lid, &f.lmc);
         f
     }
     /// This fabric with the links `(a, b)` up (slots of two ports without a
@@ -559,6 +604,7 @@ impl Fabric {
             .flat_map(|n| f.port_slots(n))
             .filter(|&s| f.remote[s as usize] != NONE)
             .collect();
+        f.end_lids = lids_of_ports(&f.endports, &f.lid, &f.lmc);
         Ok(f)
     }
     pub fn find_node_by_guid(&self, guid: u64) -> Option<NodeId> {

@@ -75,25 +75,28 @@ impl Lfts {
     pub fn row_mut(&mut self, sw: u32) -> &mut [u8] {
         &mut self.data[sw as usize * self.width..(sw as usize + 1) * self.width]
     }
-    /// LFT columns of the destination ports `dests`: for each destination,
-    /// a contiguous run of one entry per switch index. Walks toward one
-    /// destination then read a few KB instead of one cache line per switch.
+    /// LFT columns of the destination ports `dests` (their base LIDs):
+    /// for each destination, a contiguous run of one entry per switch
+    /// index. Walks toward one destination then read a few KB instead of
+    /// one cache line per switch.
     pub fn columns(&self, f: &Fabric, dests: &[Slot]) -> Vec<u8> {
+        let lids: Vec<u16> = dests.iter().map(|&d| f.lid_of_slot(d)).collect();
+        self.lid_columns(&lids)
+    }
+    /// [`Self::columns`] of the LIDs given.
+    pub fn lid_columns(&self, lids: &[u16]) -> Vec<u8> {
         use rayon::prelude::*;
         let nsw = self.num_switches();
-        let mut cols = vec![NO_PATH; dests.len() * nsw];
+        let mut cols = vec![NO_PATH; lids.len() * nsw];
         // Blocks of 64 destinations: each row is read once per block.
         cols.par_chunks_mut((64 * nsw).max(1))
             .enumerate()
             .for_each(|(bi, block)| {
-                let lids: Vec<usize> = dests[bi * 64..(bi * 64 + 64).min(dests.len())]
-                    .iter()
-                    .map(|&d| f.lid_of_slot(d) as usize)
-                    .collect();
+                let lids = &lids[bi * 64..(bi * 64 + 64).min(lids.len())];
                 for si in 0..nsw {
                     let row = self.row(si as u32);
                     for (k, &lid) in lids.iter().enumerate() {
-                        block[k * nsw + si] = row.get(lid).copied().unwrap_or(NO_PATH);
+                        block[k * nsw + si] = row.get(lid as usize).copied().unwrap_or(NO_PATH);
                     }
                 }
             });

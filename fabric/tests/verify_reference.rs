@@ -24,6 +24,7 @@ struct Reference {
     vl_mask: u16,
     sl_mask: u16,
     max_hops: u32,
+    pairs: u64,
 }
 
 fn is_switch(f: &Fabric, s: Slot) -> bool {
@@ -39,11 +40,10 @@ fn walk_pair(
     f: &Fabric,
     r: &Routing,
     vls: u32,
-    src: Slot,
-    d: Slot,
+    (src, slid): (Slot, u16),
+    (d, dlid): (Slot, u16),
     out: &mut Reference,
 ) -> Option<u32> {
-    let (slid, dlid) = (f.lid_of_slot(src), f.lid_of_slot(d));
     let sw0 = f.node_of(f.remote(src));
     let Some(si0) = f.switch_index(sw0) else {
         return (f.remote(src) == d).then_some(0);
@@ -91,14 +91,16 @@ fn reference(f: &Fabric, r: &Routing) -> Reference {
     let mut out = Reference::default();
     let router = |s: Slot| f.kind(f.node_of(s)) == NodeKind::Router;
     let mut broken = Vec::new();
-    for &d in f.endports() {
-        for &s in f.endports() {
+    // Every LID of a port toward every LID of another (LMC: 2^LMC each).
+    for &(d, dlid) in f.end_lids() {
+        for &(s, slid) in f.end_lids() {
             if s == d || (router(s) && router(d)) {
                 continue;
             }
-            match walk_pair(f, r, vls, s, d, &mut out) {
+            out.pairs += 1;
+            match walk_pair(f, r, vls, (s, slid), (d, dlid), &mut out) {
                 Some(h) => out.max_hops = out.max_hops.max(h),
-                None => broken.push((f.lid_of_slot(s), f.lid_of_slot(d))),
+                None => broken.push((slid, dlid)),
             }
         }
     }
@@ -127,6 +129,7 @@ fn fast(f: &Fabric, r: &Routing) -> (Reference, fabric::verify::Report) {
         vl_mask: 0,
         sl_mask: 0,
         max_hops: rep.max_hops,
+        pairs: rep.pairs,
     };
     (got, rep)
 }
@@ -134,6 +137,7 @@ fn fast(f: &Fabric, r: &Routing) -> (Reference, fabric::verify::Report) {
 fn check(f: &Fabric, r: &Routing, what: &str) {
     let want = reference(f, r);
     let (got, rep) = fast(f, r);
+    assert_eq!(got.pairs, want.pairs, "{what}: pairs");
     assert_eq!(got.broken, want.broken, "{what}: broken pairs");
     assert_eq!(got.first, want.first, "{what}: the first broken pairs");
     assert_eq!(got.edges, want.edges, "{what}: dependencies");
@@ -194,14 +198,69 @@ fn fabrics() -> Vec<(Fabric, &'static str)> {
         ibnetdiscover::parse(text, Path::new("r.net")).expect("parses"),
         "minhop",
     ));
+    // With LMC: every LID of a port is a destination, and a source's LIDs
+    // may take different path-SL rows.
+    let lmc = |t: Topology, lmc: u8| {
+        fabric::generate::with_lmc(&generate(&t).expect("generates"), lmc).expect("LMC")
+    };
+    v.push((lmc(Topology::KaryNTree { k: 3, n: 2 }, 2), "updn"));
+    v.push((
+        lmc(
+            Topology::RandomRegular {
+                switches: 8,
+                degree: 3,
+                hosts: 2,
+                seed: 7,
+            },
+            1,
+        ),
+        "minhop+sl",
+    ));
+    v.push((lmc(Topology::Dragonfly { p: 2, hosts: None }, 1), "dfdn"));
+    v.push((
+        lmc(
+            Topology::Mesh {
+                dims: vec![3, 3],
+                torus: true,
+                hosts: 1,
+            },
+            2,
+        ),
+        "dfsssp",
+    ));
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ibnetdiscover/ibtopotool-1.txt"
+    );
+    let text = std::fs::read_to_string(data).expect("data");
+    v.push((
+        ibnetdiscover::parse_with_lmc(&text, Path::new(data)).expect("parses"),
+        "dnup",
+    ));
     v
 }
 
 fn route(f: &Fabric, e: &str) -> Routing {
-    routing::by_name(e)
+    let (name, sls) = match e.strip_suffix("+sl") {
+        Some(n) => (n, true),
+        None => (e, false),
+    };
+    let mut r = routing::by_name(name)
         .expect("engine")
         .route(f, &EngineOptions::default())
-        .expect("routes")
+        .expect("routes");
+    if sls {
+        // A path-SL row per source LID, the LIDs of a port on rows of
+        // their own (SL 0 everywhere until damaged).
+        let mut p = fabric::tables::PathSl::new(f.max_lid());
+        let row = vec![0u8; p.width()];
+        for &(_, lid) in f.end_lids() {
+            let i = p.push_row(&row);
+            p.assign(lid, i);
+        }
+        r.path_sl = Some(p);
+    }
+    r
 }
 
 #[test]
@@ -253,7 +312,7 @@ proptest! {
 
     #[test]
     fn damaged_tables_agree_with_the_pair_walker(
-        which in 0..7usize,
+        which in 0..12usize,
         edits in prop::collection::vec((0..3u8, any::<u32>(), any::<u32>(), any::<u8>()), 1..24),
     ) {
         let (f, e) = fabrics().swap_remove(which);

@@ -216,3 +216,51 @@ fn our_minhop_and_dor_choose_every_port_as_opensm_does() {
         assert_eq!(ours.len(), theirs.len());
     }
 }
+
+/// With LMC 1 and 2 (OpenSM's `lmc`), OpenSM 3.3.23's MinHop spreads each
+/// destination's LIDs over neighbours its earlier LIDs did not take; ours
+/// does the same, so on the fabric as OpenSM numbered it (read back with
+/// `ibnetdiscover`, LMC ranges and all) every entry of every switch's LFT,
+/// every LID of every port included, is the port OpenSM chose. Our
+/// verifier then walks every LID pair of OpenSM's tables and finds them
+/// all delivered.
+#[test]
+fn our_minhop_spreads_lmc_lids_as_opensm_does() {
+    for lmc in [1u8, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let net = dir.path().join("f.net");
+        ibfabric(&["gen", "dragonfly", "--p", "3", "-o", net.to_str().unwrap()]).unwrap();
+        let simdir = dir.path().join("sim");
+        std::fs::create_dir_all(&simdir).unwrap();
+        let mut sim = Sim::start(&net, &simdir).expect("ibsim loads the fabric");
+        sim.run_opensm(&format!(
+            "routing_engine minhop,no_fallback\nlmc {lmc}\nlog_flags 0x43\n"
+        ))
+        .unwrap_or_else(|e| panic!("OpenSM routes with LMC {lmc}: {e}"));
+        let seen = sim.diag("ibnetdiscover", &[]).expect("ibnetdiscover");
+        sim.stop_opensm();
+        let f = fabric::formats::ibnetdiscover::parse_with_lmc(&seen, std::path::Path::new("seen"))
+            .expect("the discovered fabric reads with its LMC");
+        assert_eq!(f.max_lmc(), lmc, "OpenSM gave the CA ports LMC {lmc}");
+        assert_eq!(f.end_lids().len(), 342 << lmc);
+        let theirs = fabric::formats::lft::read(&f, &simdir.join("opensm-lfts.dump"))
+            .expect("OpenSM's LFT dump");
+        let ours = fabric::routing::EngineKind::Minhop
+            .engine()
+            .route(&f, &fabric::routing::EngineOptions::default())
+            .unwrap();
+        let differ: Vec<(u32, u16)> = (0..f.switches().len() as u32)
+            .flat_map(|si| (1..=f.max_lid()).map(move |lid| (si, lid)))
+            .filter(|&(si, lid)| theirs.get(si, lid) != ours.lfts.get(si, lid))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "LMC {lmc}: {} entries where OpenSM chose another port, first (switch index, LID): {:?}",
+            differ.len(),
+            &differ[..differ.len().min(5)]
+        );
+        let rep = fabric::verify::verify(&f, &fabric::tables::Routing::lfts_only(theirs));
+        assert!(rep.all_pairs_routed(), "LMC {lmc}: {rep:?}");
+        assert_eq!(rep.end_lids, 342 << lmc);
+    }
+}

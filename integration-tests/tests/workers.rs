@@ -181,6 +181,9 @@ fn parts_verified_on_workers_merge_to_the_one_process_report() {
         (&["dragonfly", "--p", "3"][..], "dfdn"),
         (&["slimfly", "--q", "5"][..], "nue"),
         (&["torus", "--dims", "4x4x4"][..], "lash"),
+        // LMC 1: the parts are cut over every LID of every port, and the
+        // workers get the fabric with its LMC.
+        (&["dragonfly", "--p", "3", "--lmc", "1"][..], "dfsssp"),
     ] {
         let (net, out) = routed(&s, topo, engine);
         let (local, none) = verify(&net, &out, &[]);

@@ -379,6 +379,11 @@ pub struct GenArgs {
     /// Print a JSON summary on stdout (needs --out FILE).
     #[arg(long, global = true)]
     json: bool,
+    /// LMC of every CA and router port (0-7): each answers to 2^LMC LIDs,
+    /// a range aligned to its size (OpenSM's `lmc` option). Switches keep
+    /// one LID.
+    #[arg(long, global = true, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    lmc: u8,
 }
 
 #[derive(Serialize)]
@@ -400,11 +405,17 @@ struct GenJson {
 
 pub fn run(a: GenArgs) -> Result<i32> {
     if let Some(t) = tree_subnets(&a.kind)? {
+        if a.lmc > 0 {
+            bail!("--lmc is for one subnet: subnets with routers are joined with one LID per port");
+        }
         return gen_multi(&t, &a);
     }
     let topo = topology(&a.kind)?;
     let t = Instant::now();
-    let f = fabric::generate::generate(&topo)?;
+    let mut f = fabric::generate::generate(&topo)?;
+    if a.lmc > 0 {
+        f = fabric::generate::with_lmc(&f, a.lmc)?;
+    }
     let seconds = t.elapsed().as_secs_f64();
     let text = ibnetdiscover::write(&f);
     if a.out.as_os_str() == "-" {

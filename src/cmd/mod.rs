@@ -33,10 +33,21 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
-/// Reads a topology file, logging what it holds.
+/// Reads a topology file, logging what it holds. A port with LMC above 0
+/// is refused: the command reads one LID per port.
 pub fn read_topology(path: &Path) -> Result<Fabric> {
+    read_topology_as(path, false)
+}
+
+/// [`read_topology`] keeping ports' LMC when `lmc`: for the commands that
+/// route and verify every LID of a port.
+pub fn read_topology_as(path: &Path, lmc: bool) -> Result<Fabric> {
     let t = Instant::now();
-    let f = ibnetdiscover::read(path)?;
+    let f = if lmc {
+        ibnetdiscover::read_with_lmc(path)?
+    } else {
+        ibnetdiscover::read(path)?
+    };
     tracing::info!(
         file = %path.display(),
         switches = f.switches().len(),
@@ -51,7 +62,12 @@ pub fn read_topology(path: &Path) -> Result<Fabric> {
 /// comments-only file (a discovery being written) is refused before any
 /// table set is touched.
 pub fn read_fabric_to_route(path: &Path) -> Result<Fabric> {
-    let f = read_topology(path)?;
+    read_fabric_to_route_as(path, false)
+}
+
+/// [`read_fabric_to_route`] keeping ports' LMC when `lmc`.
+pub fn read_fabric_to_route_as(path: &Path, lmc: bool) -> Result<Fabric> {
+    let f = read_topology_as(path, lmc)?;
     fabric::discovery::check(None, &f)
         .map_err(|e| anyhow::anyhow!("{}: {e}; nothing routed or written", path.display()))?;
     Ok(f)

@@ -93,6 +93,19 @@ pub fn print_link_load(l: &fabric::load::LinkLoad) {
     );
 }
 
+/// The LID-spread line of `route` and `verify` on a fabric with LMC.
+pub fn print_lid_spread(l: Option<&fabric::lid_spread::LidSpread>) {
+    if let Some(l) = l {
+        println!(
+            "LID spread      {:.1} % of a destination's LIDs on first hops of their own, all apart {:.1} %, all on one {:.1} % ({} switch-destination pairs)",
+            100.0 * l.first_hops_share,
+            100.0 * l.all_apart,
+            100.0 * l.all_together,
+            l.pairs
+        );
+    }
+}
+
 /// What a job on workers did: per worker its parts and time, or why it was
 /// lost; the parts run here; transfer and merge.
 pub fn print_job(j: &worker::coordinator::JobRun) {

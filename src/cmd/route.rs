@@ -133,6 +133,9 @@ struct RouteJson {
     written: bool,
     /// Paths per directed switch-to-switch link over all HCA pairs.
     link_load: fabric::load::LinkLoad,
+    /// With LMC: how far each destination's LIDs are spread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lid_spread: Option<fabric::lid_spread::LidSpread>,
     /// Node GUIDs of the root switches, for engines that orient the fabric
     /// from roots (the form a root GUID file takes).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,7 +148,7 @@ struct RouteJson {
 }
 
 pub fn run(a: RouteArgs) -> Result<i32> {
-    let f = super::read_fabric_to_route(&a.topology)?;
+    let f = super::read_fabric_to_route_as(&a.topology, true)?;
     let (kind, reason) = match a.engine {
         Some(k) => (k, None),
         None => {
@@ -189,6 +192,7 @@ fn run_with(
     progress.finish();
     let vls_needed = routing.vls_needed;
     let load = fabric::load::link_load(f, &routing.lfts);
+    let lid_spread = fabric::lid_spread::lid_spread(f, &routing.lfts);
     if let Some(p) = &a.load_svg {
         let title = format!("{} on {}", engine.name(), a.topology.display());
         fabric::formats::write_file(p, &load.histogram_svg(&title))
@@ -271,6 +275,7 @@ fn run_with(
         removed: paths(&files.removed),
         written: outcome.is_ok() && !a.dry_run && mcast_refusal.is_none(),
         link_load: load,
+        lid_spread,
         roots: root_guids,
         tables: TablesJson::new(report, f),
         multicast: mrep.map(|m| super::mcast::McastJson::new(m, f)),
@@ -435,6 +440,7 @@ fn print_text(
         super::mcast::print(&m.report, f);
     }
     super::report::print_link_load(&s.link_load);
+    super::report::print_lid_spread(s.lid_spread.as_ref());
     if let Some(r) = &s.roots {
         println!("roots           {}", r.join(" "));
     }

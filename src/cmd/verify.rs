@@ -95,6 +95,9 @@ struct VerifyJson {
     hcas: usize,
     /// Paths per directed switch-to-switch link over all HCA pairs.
     link_load: fabric::load::LinkLoad,
+    /// With LMC: how far each destination's LIDs are spread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lid_spread: Option<fabric::lid_spread::LidSpread>,
     /// The multicast trees checked with the unicast routes.
     #[serde(skip_serializing_if = "Option::is_none")]
     multicast: Option<super::mcast::McastJson>,
@@ -124,7 +127,6 @@ struct StepsJson {
     steps: Vec<TransitionJson>,
 }
 
-/// One step of an update: every mix of the `from` and `to` sets.
 /// One step of an update: every mix of the `from` and `to` sets on `f`
 /// (the fabric now); their multicast trees are read against `f0`, the
 /// fabric as discovered (the old trees may cross a link down since).
@@ -246,7 +248,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     if a.whole_tables && !a.workers.wanted() {
         bail!("--whole-tables is for --workers or --workers-from");
     }
-    let f = super::read_topology(&a.topology)?;
+    let f = super::read_topology_as(&a.topology, true)?;
     if let Some(dirs) = &a.transition {
         let faults = a
             .fail
@@ -387,6 +389,7 @@ fn verify_routing(
                 switches: f.switches().len(),
                 hcas: f.num_cas(),
                 link_load: fabric::load::link_load(f, &routing.lfts),
+                lid_spread: fabric::lid_spread::lid_spread(f, &routing.lfts),
                 multicast: mrep.clone().map(|m| super::mcast::McastJson::new(m, f)),
             },
         )?;
@@ -400,6 +403,7 @@ fn verify_routing(
             super::mcast::print(m, f);
         }
         super::report::print_link_load(&fabric::load::link_load(f, &routing.lfts));
+        super::report::print_lid_spread(fabric::lid_spread::lid_spread(f, &routing.lfts).as_ref());
     }
     let vl_taken = mc
         .as_ref()

@@ -194,7 +194,7 @@ pub async fn verify(
     } else {
         0
     };
-    let dests = f.endports().len();
+    let dests = f.end_lids().len();
     let ranges = cut(
         dests,
         parts_for(

@@ -120,7 +120,12 @@ pub async fn route(
     f: &Fabric,
     opts: &EngineOptions<'_>,
 ) -> Result<(Routing, Option<JobRun>), CoordError> {
-    let on = placement.filter(|_| !f.switches().is_empty());
+    fabric::routing::check_lmc(engine, f)?;
+    // The parts workers compute are cut by one LID per port.
+    if placement.is_some() && f.max_lmc() > 0 {
+        tracing::warn!("routing here, not on the workers: the fabric has LMC above 0");
+    }
+    let on = placement.filter(|_| !f.switches().is_empty() && f.max_lmc() == 0);
     match (on, engine.split(opts)) {
         (Some(p), split) if split.splits() => {
             let (r, run) = coordinator::route(&p.farm, engine, f, &p.topology, opts).await?;

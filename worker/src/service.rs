@@ -197,7 +197,7 @@ impl WorkerRpc for Service {
                 r.job
             )));
         }
-        let n = job.fabric.endports().len() as u64;
+        let n = job.fabric.end_lids().len() as u64;
         if r.start > r.end || r.end > n {
             return Err(Status::invalid_argument(format!(
                 "destinations {}..{} of a job with {n}",

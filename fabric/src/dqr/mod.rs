@@ -185,6 +185,10 @@ pub struct Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DqrError {
     #[error(
+        "the fabric has LMC above 0 (up to {0}): DQR reroutes one LID per port; recompute the routing instead"
+    )]
+    Lmc(u8),
+    #[error(
         "the channel list was built for another fabric ({list} vertices, the fabric has {slots} ports)"
     )]
     OtherFabric { list: usize, slots: usize },
@@ -306,6 +310,9 @@ pub fn reroute(
     list: &mut ChannelList,
     opts: &Options,
 ) -> Result<Outcome, DqrError> {
+    if f.max_lmc() > 0 {
+        return Err(DqrError::Lmc(f.max_lmc()));
+    }
     // Destinations are rerouted one after the other, each on the
     // dependencies the ones before it added: a destination left without a
     // path is tried again first, on the list as it was (the dependencies
@@ -394,17 +401,23 @@ pub(crate) fn admit_transition(
         let d = *d;
         // The list holds the old side's dependencies: only walks that
         // differ from it can add any.
-        mix.walks_through(&mut st, d, *changed, &mut |c, vc, o, vo| {
-            if bad.is_some() {
-                return;
-            }
-            let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
-            match list.add(a, b) {
-                Ok(true) => added.push((a, b)),
-                Ok(false) => {}
-                Err(_) => bad = Some((c, vc, o, vo)),
-            }
-        });
+        // DQR runs on fabrics without LMC (refused above): a port's one LID.
+        mix.walks_through(
+            &mut st,
+            (d, f.lid_of_slot(d)),
+            *changed,
+            &mut |c, vc, o, vo| {
+                if bad.is_some() {
+                    return;
+                }
+                let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
+                match list.add(a, b) {
+                    Ok(true) => added.push((a, b)),
+                    Ok(false) => {}
+                    Err(_) => bad = Some((c, vc, o, vo)),
+                }
+            },
+        );
         if let Some((c, vc, o, vo)) = bad {
             // The order stays one of the smaller graph: only the edges go.
             for &(a, b) in added.iter().rev() {

@@ -61,16 +61,13 @@ pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<OrderedU
     let mut drain = old.clone();
     let mut drained = 0u64;
     let sl = |r: &Routing, s: u16, d: u16| r.path_sl.as_ref().map_or(0, |p| p.get(s, d));
-    for &d in f.endports() {
-        let dlid = f.lid_of_slot(d);
+    // Every LID of every end port (LMC), from every LID of the others.
+    for &(d, dlid) in f.end_lids() {
         let changed = sl2vl_changed
             || (0..f.switches().len() as u32)
                 .any(|si| old.lfts.get(si, dlid) != new.lfts.get(si, dlid))
-            || f.endports().iter().any(|&s| {
-                s != d && f.remote(s) != NONE && {
-                    let slid = f.lid_of_slot(s);
-                    sl(old, slid, dlid) != sl(new, slid, dlid)
-                }
+            || f.end_lids().iter().any(|&(s, slid)| {
+                s != d && f.remote(s) != NONE && sl(old, slid, dlid) != sl(new, slid, dlid)
             });
         if changed {
             drained += 1;

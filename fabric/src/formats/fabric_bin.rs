@@ -6,20 +6,25 @@
 //! the node count (u32), then per node its kind (u8: 0 switch, 1 CA,
 //! 2 router), GUID (u64), port count (u8), description (u16 length, then
 //! UTF-8), and per port 0..=count its port GUID (u64), LID (u16) and the
-//! global port slot it links to (u32, `u32::MAX` for none). Read back
+//! global port slot it links to (u32, `u32::MAX` for none). A fabric with
+//! LMC above 0 is written as `IBFFAB02`, where each port also carries its
+//! LMC (u8) after the LID; one without is written as before. Read back
 //! through [`FabricBuilder`], so every rule of the model (unique GUIDs and
-//! LIDs, links that agree at both ends) holds for what it accepts.
+//! LIDs, aligned LMC ranges, links that agree at both ends) holds for what
+//! it accepts.
 
 use crate::error::ModelError;
 use crate::model::{Fabric, FabricBuilder, NONE, NodeId, NodeKind, Slot};
 
-/// The first bytes of every binary fabric.
+/// The first bytes of every binary fabric without LMC.
 pub const MAGIC: &[u8; 8] = b"IBFFAB01";
+/// The first bytes of a binary fabric whose ports carry their LMC.
+pub const MAGIC_LMC: &[u8; 8] = b"IBFFAB02";
 
 /// Why bytes are not a fabric, with the offset where that shows.
 #[derive(Debug, thiserror::Error)]
 pub enum FabricBinError {
-    #[error("not a binary fabric (the first bytes are not {MAGIC:?})")]
+    #[error("not a binary fabric (the first bytes are not {MAGIC:?} or {MAGIC_LMC:?})")]
     Magic,
     #[error("the binary fabric ends early: {what} at byte {at}")]
     Short { at: usize, what: &'static str },
@@ -31,13 +36,14 @@ pub enum FabricBinError {
 
 /// Whether `b` holds a binary fabric (as opposed to ibnetdiscover text).
 pub fn is_binary(b: &[u8]) -> bool {
-    b.starts_with(MAGIC)
+    b.starts_with(MAGIC) || b.starts_with(MAGIC_LMC)
 }
 
 /// `f` in the binary form.
 pub fn write(f: &Fabric) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + f.num_nodes() * 48 + f.num_slots() * 14);
-    out.extend_from_slice(MAGIC);
+    let mut out = Vec::with_capacity(32 + f.num_nodes() * 48 + f.num_slots() * 15);
+    let lmc = f.max_lmc() > 0;
+    out.extend_from_slice(if lmc { MAGIC_LMC } else { MAGIC });
     out.extend_from_slice(&f.subnet_prefix.to_le_bytes());
     out.extend_from_slice(&(f.num_nodes() as u32).to_le_bytes());
     for n in 0..f.num_nodes() as NodeId {
@@ -69,6 +75,9 @@ pub fn write(f: &Fabric) -> Vec<u8> {
             };
             out.extend_from_slice(&f.port_guid(s).to_le_bytes());
             out.extend_from_slice(&lid.to_le_bytes());
+            if lmc {
+                out.push(if lid == 0 { 0 } else { f.lmc(s) });
+            }
             out.extend_from_slice(&f.remote(s).to_le_bytes());
         }
     }
@@ -100,6 +109,7 @@ struct Port {
     port: u8,
     guid: u64,
     lid: u16,
+    lmc: u8,
     remote: Slot,
 }
 
@@ -108,6 +118,7 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
     if !is_binary(b) {
         return Err(FabricBinError::Magic);
     }
+    let with_lmc = b.starts_with(MAGIC_LMC);
     let mut r = Reader::new(b, MAGIC.len());
     let prefix = r.u64("the subnet prefix")?;
     let nodes = r.u32("the node count")?;
@@ -139,12 +150,16 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
         let node = fb.add_node(kind, guid, desc, nports);
         for port in 0..=nports {
             let at = r.at;
+            let guid = r.u64("a port GUID")?;
+            let lid = r.u16("a LID")?;
+            let lmc = if with_lmc { r.u8("an LMC")? } else { 0 };
             ports.push(Port {
                 at,
                 node,
                 port,
-                guid: r.u64("a port GUID")?,
-                lid: r.u16("a LID")?,
+                guid,
+                lid,
+                lmc,
                 remote: r.u32("a linked port")?,
             });
         }
@@ -169,9 +184,11 @@ pub fn read(b: &[u8]) -> Result<Fabric, FabricBinError> {
             p.port > 0
         };
         match (p.lid, lid_here) {
+            (0, _) if p.lmc > 0 => return Err(bad(p.at, format!("LMC {} without a LID", p.lmc))),
             (0, _) => {}
             (l, true) => fb
                 .set_lid(p.node, p.port, l)
+                .and_then(|()| fb.set_lmc(p.node, p.port, p.lmc))
                 .map_err(|e| bad(p.at, e.to_string()))?,
             (l, false) => return Err(bad(p.at, format!("LID {l} on a port that has none"))),
         }
@@ -235,6 +252,9 @@ mod tests {
         let mut f = ibnetdiscover::parse(text, std::path::Path::new("t.net")).expect("parses");
         f.subnet_prefix = 0xfe80_0000_0000_1234;
         out.push(f);
+        // With LMC: the other form, each port's LMC kept.
+        let lmc = crate::generate::with_lmc(&out[0], 2).expect("LMC");
+        out.push(lmc);
         out
     }
 
@@ -248,6 +268,9 @@ mod tests {
             assert_eq!(g.subnet_prefix, f.subnet_prefix);
             assert_eq!(g.max_lid(), f.max_lid());
             assert_eq!(g.endports(), f.endports());
+            assert_eq!(g.end_lids(), f.end_lids());
+            let magic: &[u8] = if f.max_lmc() > 0 { MAGIC_LMC } else { MAGIC };
+            assert!(b.starts_with(magic));
             for s in 0..f.num_slots() as Slot {
                 assert_eq!(
                     (g.remote(s), g.lid_of_slot(s), g.port_guid(s)),

@@ -96,8 +96,8 @@ fn lid_at(words: &[&str], at: usize, allow_lmc: bool) -> Result<(u16, u8), Strin
             Some(Ok(m)) if m <= 7 && allow_lmc => lmc = m,
             Some(Ok(m)) if m <= 7 => {
                 return Err(format!(
-                    "LMC {m}: the port has {} LIDs, ibfabric routes one LID per port \
-                     (`ibfabric info` reads it)",
+                    "LMC {m}: the port has {} LIDs, and this command reads one LID per port \
+                     (`ibfabric info`, `route` and `verify` read every LID)",
                     1u32 << m
                 ));
             }
@@ -125,8 +125,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Fabric, Error> {
     parse_as(text, file, false)
 }
 
-/// [`parse`], keeping ports' LMC: for showing a fabric (`ibfabric info`),
-/// not for routing or verifying it, which read one LID per port.
+/// [`parse`], keeping ports' LMC: for the readers that count every LID
+/// of a port (`info`, and `route` and `verify`, whose engines route and
+/// whose verifier walks every LID; an engine that routes one LID per port
+/// is refused by name, `routing::check_lmc`).
 pub fn parse_with_lmc(text: &str, file: &Path) -> Result<Fabric, Error> {
     parse_as(text, file, true)
 }
@@ -611,10 +613,11 @@ pub fn write(f: &Fabric) -> String {
         if kind == NodeKind::Switch {
             let _ = writeln!(
                 out,
-                "{tname}\t{} \"{}\"\t\t# \"{desc}\" base port 0 lid {} lmc 0",
+                "{tname}\t{} \"{}\"\t\t# \"{desc}\" base port 0 lid {} lmc {}",
                 f.num_ports(n),
                 ids[n as usize],
-                f.switch_lid(n)
+                f.switch_lid(n),
+                f.lmc(f.slot(n, 0))
             );
         } else {
             let _ = writeln!(
@@ -648,11 +651,12 @@ pub fn write(f: &Fabric) -> String {
             } else {
                 let _ = writeln!(
                     out,
-                    "[{}]({:x})\t\"{}\"[{rport}]{rguid}\t\t# lid {} lmc 0 \"{rdesc}\" lid {} 4xQDR",
+                    "[{}]({:x})\t\"{}\"[{rport}]{rguid}\t\t# lid {} lmc {} \"{rdesc}\" lid {} 4xQDR",
                     f.port_of(s),
                     f.port_guid(s),
                     ids[rn as usize],
                     f.lid_of_slot(s),
+                    f.lmc(s),
                     f.lid_of_slot(r)
                 );
             }
@@ -787,7 +791,7 @@ Ca 1 \"h0\"
         );
         assert_eq!(
             sw("base port 0 lid 1 lmc 2"),
-            "t.net:2: LMC 2: the port has 4 LIDs, ibfabric routes one LID per port (`ibfabric info` reads it)"
+            "t.net:2: LMC 2: the port has 4 LIDs, and this command reads one LID per port (`ibfabric info`, `route` and `verify` read every LID)"
         );
         let ca = |c: &str| refused(&two_cas("11", "31", "lid 2 lmc 0", c, "lid 1 lmc 0"));
         assert_eq!(

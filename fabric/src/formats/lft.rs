@@ -203,7 +203,7 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
                     .next()
                     .and_then(parse_hex_u64);
                 if let Some(&slot) = g.and_then(|g| guid_index.get(&g)) {
-                    lid = f.lid_of_slot(slot);
+                    lid = f.lid_like(slot, lid);
                 }
             }
             if lid as usize >= lfts.width() {

@@ -76,13 +76,13 @@ fn parse_records(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl,
     let mut lines = Lines::new(input, file);
     while let Some((ln, line)) = lines.next_line()? {
         let words: Vec<&str> = line.split_whitespace().collect();
-        let [sg, dg, _, _, sl] = words.as_slice() else {
+        let [sg, dg, slid, dlid, sl] = words.as_slice() else {
             return Err(err(
                 ln,
                 "expected '0x<source GUID> 0x<destination GUID> <SLID> <DLID> <SL>'".into(),
             ));
         };
-        let lid_of = |g: &str| -> Result<u16, Error> {
+        let lid_of = |g: &str, lid: &str| -> Result<u16, Error> {
             let guid = super::parse_hex_u64(g).ok_or_else(|| err(ln, format!("bad GUID '{g}'")))?;
             let slot = guid_index.get(&guid).ok_or_else(|| {
                 err(
@@ -90,9 +90,14 @@ fn parse_records(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl,
                     format!("port GUID 0x{guid:016x} is not in the topology"),
                 )
             })?;
-            Ok(f.lid_of_slot(*slot))
+            // The LID's offset within the port's LMC range; the base is
+            // the port's LID in the topology.
+            let lid: u16 = lid
+                .parse()
+                .map_err(|_| err(ln, format!("bad LID '{lid}' (expected a decimal number)")))?;
+            Ok(f.lid_like(*slot, lid))
         };
-        let (s, d) = (lid_of(sg)?, lid_of(dg)?);
+        let (s, d) = (lid_of(sg, slid)?, lid_of(dg, dlid)?);
         let sl: u8 = sl
             .parse()
             .ok()

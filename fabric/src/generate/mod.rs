@@ -34,6 +34,9 @@ mod oft;
 mod random;
 mod slimfly;
 
+mod lmc;
+pub use lmc::with_lmc;
+
 use crate::error::{Error, Result};
 use crate::model::{Fabric, FabricBuilder, MAX_UNICAST_LID, NodeId, NodeKind};
 

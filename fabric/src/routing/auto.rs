@@ -8,6 +8,9 @@
 //!   Dragonflies, Slim Flies and tori it balances as well as the best
 //!   engine and is the fastest of the deadlock-free ones.
 //! - Otherwise `nue`, deadlock free with any number of VLs.
+//! - With LMC above 0, `dfdn` where it is the choice (it routes every LID);
+//!   where `ftree` or `nue` would be, `updn`: of the engines that route
+//!   every LID, the one deadlock free with 1 VL on any connected fabric.
 
 use super::{EngineKind, ftree};
 use crate::graph::SwitchGraph;
@@ -21,6 +24,22 @@ pub struct Choice {
 }
 
 pub fn choose(f: &Fabric, max_vls: u8) -> Choice {
+    let c = by_shape(f, max_vls);
+    if f.max_lmc() == 0 || c.engine.engine().routes_lmc() {
+        return c;
+    }
+    Choice {
+        engine: EngineKind::Updn,
+        reason: format!(
+            "LMC up to {} and {} routes one LID per port: updn routes every LID, \
+             spread over different next hops, deadlock free with 1 VL",
+            f.max_lmc(),
+            c.engine.name()
+        ),
+    }
+}
+
+fn by_shape(f: &Fabric, max_vls: u8) -> Choice {
     if ftree::hca_order(f).is_ok() {
         return Choice {
             engine: EngineKind::Ftree,

@@ -44,11 +44,17 @@ impl RoutingEngine for DfDn {
     fn description(&self) -> &'static str {
         "DF-DN: any minimal routing made deadlock free by raising the VL per hop (VLs = diameter); --base trees|auto|sssp|minhop (default: trees, or auto when they load a link over 2x the mean)"
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn claims_deadlock_free(&self) -> bool {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         let lfts = match opts.base {
+            // Any minimal base keeps the VL rule, so LMC needs only a base
+            // that spreads a port's LIDs.
+            _ if f.max_lmc() > 0 => opts.base_lfts(f, opts.lmc_base("dfdn")?)?,
             Some(b) => opts.base_lfts(f, b)?,
             // The trees spread best on Dragonflies and Slim Flies (busiest
             // link 1.1-1.5x the mean) and cost less than MinHop; on fat
@@ -88,7 +94,8 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
 
     let src = super::paths::sources(f, "dfdn", &mut path_sl)?;
     let (sources, row_of_switch) = (src.switches, src.row_of_switch);
-    let dests: Vec<Slot> = f.endports().to_vec();
+    // Every LID of every end port (LMC: 2^LMC per port) is a destination.
+    let dests: Vec<(Slot, u16)> = f.end_lids().to_vec();
     let topo = Topo::new(f);
     if topo.cube_rows >= 1 << 28 {
         return Err(fail(format!(
@@ -105,8 +112,9 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
         used_vls: 0,
         max_sls,
     };
-    let walk = |batch: &[Slot]| -> Result<Vec<Vec<u32>>> {
-        let cols = lfts.columns(f, batch);
+    let walk = |batch: &[(Slot, u16)]| -> Result<Vec<Vec<u32>>> {
+        let lids: Vec<u16> = batch.iter().map(|&(_, l)| l).collect();
+        let cols = lfts.lid_columns(&lids);
         batch
             .par_iter()
             .enumerate()
@@ -125,7 +133,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
     };
     // Pipeline: while one batch's SLs are picked (sequential, fixed order),
     // the next batch's routes are walked on the other core.
-    let batches: Vec<&[Slot]> = dests.chunks(BATCH).collect();
+    let batches: Vec<&[(Slot, u16)]> = dests.chunks(BATCH).collect();
     let mut next = match batches.first() {
         Some(b) => walk(b)?,
         None => Vec::new(),
@@ -193,7 +201,7 @@ impl Picker {
     fn pick(
         &mut self,
         f: &Fabric,
-        batch: &[Slot],
+        batch: &[(Slot, u16)],
         walked: &[Vec<u32>],
         sources: &[u32],
         row_of_switch: &[u32],
@@ -204,7 +212,7 @@ impl Picker {
         let nsrc = sources.len();
         self.picked.clear();
         self.picked.resize(batch.len() * nsrc, 0);
-        for (k, (&d, routes)) in batch.iter().zip(walked).enumerate() {
+        for (k, (&(_, dlid), routes)) in batch.iter().zip(walked).enumerate() {
             let mut pos = 0usize;
             for (j, &src) in sources.iter().enumerate() {
                 let n = routes[pos] as usize;
@@ -221,9 +229,8 @@ impl Picker {
                 };
                 let Some(sl) = (0..max_sls as usize).find(|&sl| fits(sl)) else {
                     return Err(fail(format!(
-                        "not enough SLs: the route from switch '{}' to LID {} finds none of the {max_sls} SLs free (--max-sls {max_sls})",
+                        "not enough SLs: the route from switch '{}' to LID {dlid} finds none of the {max_sls} SLs free (--max-sls {max_sls})",
                         f.desc(f.switches()[src as usize]),
-                        f.lid_of_slot(d)
                     )));
                 };
                 for &e in entries {
@@ -238,8 +245,8 @@ impl Picker {
         // each row takes one short contiguous write.
         for (j, &src) in sources.iter().enumerate() {
             let row = path_sl.row_mut(row_of_switch[src as usize]);
-            for (k, &d) in batch.iter().enumerate() {
-                row[f.lid_of_slot(d) as usize] = self.picked[k * nsrc + j];
+            for (k, &(_, dlid)) in batch.iter().enumerate() {
+                row[dlid as usize] = self.picked[k * nsrc + j];
             }
         }
         Ok(())
@@ -258,11 +265,10 @@ fn walk_routes(
     topo: &Topo,
     steps: &mut Vec<Step>,
     col: &[u8],
-    d: Slot,
+    (d, dlid): (Slot, u16),
     sources: &[u32],
     max_vls: u8,
 ) -> Result<Vec<u32>> {
-    let dlid = f.lid_of_slot(d);
     fill_steps(topo, col, d, steps);
     let mut out = Vec::with_capacity(sources.len() * 3);
     for &src in sources {

@@ -28,6 +28,9 @@ impl RoutingEngine for DfSssp {
     fn description(&self) -> &'static str {
         "DF-SSSP: SSSP routes split over VL layers until every layer is acyclic, then balanced over the VLs allowed"
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn claims_deadlock_free(&self) -> bool {
         true
     }

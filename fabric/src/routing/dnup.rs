@@ -32,6 +32,9 @@ impl RoutingEngine for DnUp {
     fn description(&self) -> &'static str {
         "Down*/Up* (OpenSM dnup): ranks from the HCA switches, deadlock free with 1 VL on any connected fabric"
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn claims_deadlock_free(&self) -> bool {
         true
     }

@@ -34,11 +34,18 @@ impl RoutingEngine for Lash {
     fn description(&self) -> &'static str {
         "LASH: minimal routes (--base auto, the default: the better balanced of trees and sssp; or minhop), each in the lowest VL layer it keeps acyclic"
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn claims_deadlock_free(&self) -> bool {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
-        let lfts = opts.base_lfts(f, super::Base::Auto)?;
+        let lfts = if f.max_lmc() > 0 {
+            opts.base_lfts(f, opts.lmc_base("lash")?)?
+        } else {
+            opts.base_lfts(f, super::Base::Auto)?
+        };
         let topo = Topo::new(f);
         let mut path_sl = PathSl::new(f.max_lid());
         let src = sources(f, "lash", &mut path_sl)?;

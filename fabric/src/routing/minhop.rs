@@ -29,6 +29,9 @@ pub(crate) struct LidTarget {
     pub port: u8,
     /// Whether the LID is an end port (counts toward port load).
     pub end_port: bool,
+    /// Whether the LID is its port's base LID (with LMC, the first of
+    /// its 2^LMC): a source of traffic counts once, by this one.
+    pub first: bool,
 }
 
 /// Resolves every LID to its switch and delivery port.
@@ -39,6 +42,7 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
                 switch: NONE,
                 port: 0,
                 end_port: false,
+                first: false,
             };
             let Some(s) = f.lid_owner(lid) else {
                 return none;
@@ -49,6 +53,7 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
                     switch: si,
                     port: 0,
                     end_port: false,
+                    first: f.lid_of_slot(s) == lid,
                 };
             }
             let r = f.remote(s);
@@ -60,6 +65,7 @@ pub(crate) fn lid_targets(f: &Fabric) -> Vec<LidTarget> {
                     switch: si,
                     port: f.port_of(r),
                     end_port: true,
+                    first: f.lid_of_slot(s) == lid,
                 },
                 None => none,
             }
@@ -95,23 +101,39 @@ pub(crate) fn opensm_order(f: &Fabric, targets: &[LidTarget]) -> Vec<u16> {
         })
         .collect();
     sws.sort_by_key(|s| (s.0, s.1));
-    let mut order = Vec::with_capacity(targets.len());
+    let mut bases = Vec::with_capacity(targets.len());
     let mut placed = vec![false; targets.len()];
     for lid in sws.into_iter().flat_map(|(_, _, ends)| ends) {
         if let Some(p) = placed.get_mut(lid as usize).filter(|p| !**p) {
             *p = true;
-            order.push(lid);
+            bases.push(lid);
         }
     }
+    let is_base = |lid: usize| {
+        f.lid_owner(lid as u16)
+            .is_some_and(|s| f.lid_of_slot(s) as usize == lid)
+    };
     let mut rest: Vec<(u64, u16)> = (0..targets.len())
-        .filter(|&lid| !placed[lid] && targets[lid].switch != NONE)
+        .filter(|&lid| !placed[lid] && targets[lid].switch != NONE && is_base(lid))
         .map(|lid| {
             let guid = f.lid_owner(lid as u16).map_or(0, |s| f.port_guid(s));
             (guid.swap_bytes(), lid as u16)
         })
         .collect();
     rest.sort_unstable();
-    order.extend(rest.into_iter().map(|(_, lid)| lid));
+    bases.extend(rest.into_iter().map(|(_, lid)| lid));
+    // With LMC, every port's first LID, then every port's second, and so
+    // on (`ucast_mgr_process_tbl`): a port's later LIDs are placed knowing
+    // where its earlier ones went on each switch.
+    let mut order = Vec::with_capacity(f.end_lids().len() + f.switches().len());
+    for k in 0..1u16 << f.max_lmc() {
+        for &b in &bases {
+            let count = f.lid_owner(b).map_or(1, |s| 1u16 << f.lmc(s));
+            if k < count {
+                order.push(b + k);
+            }
+        }
+    }
     order
 }
 
@@ -124,6 +146,9 @@ impl RoutingEngine for MinHop {
     }
     fn description(&self) -> &'static str {
         "shortest paths, balanced by port load (OpenSM minhop); not deadlock free on rings, tori, Dragonflies"
+    }
+    fn routes_lmc(&self) -> bool {
+        true
     }
     fn claims_deadlock_free(&self) -> bool {
         false
@@ -252,6 +277,18 @@ fn fill_row<C>(
     }
     load.clear();
     load.resize(f.num_ports(sw) as usize + 1, 0);
+    // With LMC, the node behind each port: a LID avoids the nodes its
+    // port's earlier LIDs were sent to.
+    let behind: Vec<u32> = if f.max_lmc() > 0 {
+        (0..=f.num_ports(sw))
+            .map(|p| match f.remote(f.slot(sw, p)) {
+                NONE => NONE,
+                r => f.node_of(r),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     for &lid in order {
         let lid = lid as usize;
         let t = &targets[lid];
@@ -263,13 +300,66 @@ fn fill_row<C>(
         } else {
             let c = &cand
                 [cand_off[t.switch as usize] as usize..cand_off[t.switch as usize + 1] as usize];
-            least_loaded(c, load)
+            if behind.is_empty() {
+                least_loaded(c, load)
+            } else {
+                let base = f
+                    .lid_owner(lid as u16)
+                    .map_or(lid, |s| f.lid_of_slot(s) as usize);
+                spread(c, load, &behind, &row[base..lid])
+            }
         };
         row[lid] = port;
         if t.end_port && port != NO_PATH {
             load[port as usize] += 1;
         }
     }
+}
+
+/// OpenSM's choice for a LID when the subnet has LMC
+/// (`osm_switch_recommend_path` with `routing_for_lmc`): among the
+/// candidates, taken from the port after the one the LID before went to,
+/// the least loaded one toward a node none of the port's earlier LIDs
+/// (`earlier`, their entries on this switch) was sent to; when every
+/// candidate leads to such a node, the least loaded, ties to the node
+/// those LIDs went to least. OpenSM tells systems from nodes; a node is
+/// its own system here, so the two preferences are one.
+fn spread(cand: &[u8], load: &[u32], behind: &[u32], earlier: &[u8]) -> u8 {
+    let node = |p: u8| behind.get(p as usize).copied().unwrap_or(NONE);
+    let sent = |p: u8| {
+        earlier
+            .iter()
+            .filter(|&&q| q != NO_PATH && node(q) == node(p))
+            .count()
+    };
+    let start = earlier.last().map_or(1, |&q| q as usize + 1) % behind.len().max(1);
+    let rotated = cand
+        .iter()
+        .filter(|&&p| p as usize >= start)
+        .chain(cand.iter().filter(|&&p| (p as usize) < start))
+        .copied();
+    let (mut best, mut least, mut least_sent) = (NO_PATH, u32::MAX, usize::MAX);
+    let (mut other, mut least_other) = (NO_PATH, u32::MAX);
+    for p in rotated {
+        let n = load[p as usize];
+        let k = sent(p);
+        if k == 0 && n < least_other {
+            other = p;
+            least_other = n;
+            least_sent = 0;
+        }
+        if n < least {
+            best = p;
+            least = n;
+            if k > 0 && k < least_sent {
+                least_sent = k;
+            }
+        } else if k > 0 && n == least && k < least_sent {
+            least_sent = k;
+            best = p;
+        }
+    }
+    if other != NO_PATH { other } else { best }
 }
 
 /// The candidate with the fewest end-port destinations so far; candidates

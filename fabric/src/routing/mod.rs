@@ -201,6 +201,24 @@ impl Default for EngineOptions<'_> {
 }
 
 impl EngineOptions<'_> {
+    /// The base an engine builds on with LMC above 0: MinHop (a
+    /// destination's LIDs toward different neighbours, as OpenSM spreads
+    /// them) or SSSP (each LID its own tree over the weights the earlier
+    /// ones raised), SSSP when none is named. The BFS trees, and so
+    /// `auto`, send every LID of a port one way: refused by name.
+    pub(crate) fn lmc_base(&self, engine: &str) -> Result<Base> {
+        match self.base {
+            None => Ok(Base::Sssp),
+            Some(b @ (Base::MinHop | Base::Sssp)) => Ok(b),
+            Some(b) => Err(Error::Routing {
+                engine: engine.into(),
+                reason: format!(
+                    "base {b} sends every LID of a port the same way; with LMC above 0 use --base minhop or sssp, which spread them"
+                ),
+            }),
+        }
+    }
+
     /// LFTs of the selected base routing (`default` when none is).
     pub(crate) fn base_lfts(&self, f: &Fabric, default: Base) -> Result<crate::tables::Lfts> {
         match self.base.unwrap_or(default) {
@@ -276,6 +294,12 @@ pub trait RoutingEngine: Send + Sync {
     fn reports_primary_paths(&self) -> bool {
         false
     }
+    /// Whether the engine routes every LID of a port with LMC above 0,
+    /// spreading a destination's LIDs over different next hops; the
+    /// others are refused on such a fabric ([`check_lmc`]).
+    fn routes_lmc(&self) -> bool {
+        false
+    }
     /// How a job of this engine with `opts` is cut across workers
     /// ([`shard`], [`rounds`]), or why it is computed in one place.
     fn split(&self, _opts: &EngineOptions) -> Split {
@@ -309,6 +333,39 @@ impl Split {
     pub fn splits(&self) -> bool {
         !matches!(self, Split::Whole(_))
     }
+}
+
+/// Refuses a fabric with LMC above 0 for an engine that would route one
+/// LID per port: the other LIDs would be left without a route.
+pub fn check_lmc(engine: &dyn RoutingEngine, f: &Fabric) -> Result<()> {
+    if f.max_lmc() == 0 || engine.routes_lmc() {
+        return Ok(());
+    }
+    let port = f
+        .endports()
+        .iter()
+        .copied()
+        .find(|&e| f.lmc(e) > 0)
+        .map(|e| {
+            format!(
+                " ({} port {} has LMC {})",
+                f.desc(f.node_of(e)),
+                f.port_of(e),
+                f.lmc(e)
+            )
+        })
+        .unwrap_or_default();
+    let able: Vec<&str> = registry()
+        .iter()
+        .filter(|e| e.routes_lmc())
+        .map(|e| e.name())
+        .collect();
+    Err(Error::Invalid(format!(
+        "engine {} routes one LID per port and the fabric has LMC up to {}{port}; engines that route every LID: {}",
+        engine.name(),
+        f.max_lmc(),
+        able.join(", ")
+    )))
 }
 
 /// Every engine the product ships, in the order listings show them.

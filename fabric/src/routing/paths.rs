@@ -257,7 +257,10 @@ pub(crate) fn sources(f: &Fabric, engine: &str, path_sl: &mut PathSl) -> Result<
             switches.push(si);
         }
         count[si as usize] += 1;
-        path_sl.assign(f.lid_of_slot(e), row_of_switch[si as usize]);
+        // Every LID of the port (LMC) sends on its switch's row.
+        for lid in f.lids_of_slot(e) {
+            path_sl.assign(lid, row_of_switch[si as usize]);
+        }
     }
     switches.sort_unstable();
     let weight = switches.iter().map(|&s| count[s as usize]).collect();
@@ -269,8 +272,9 @@ pub(crate) fn sources(f: &Fabric, engine: &str, path_sl: &mut PathSl) -> Result<
 }
 
 /// Every route of a destination-based routing, as the turns it takes.
-/// Route `k * sources + j` goes from source switch `j` to destination `k`
-/// (in `f.endports()` order); its turns are `turns[off[p]..off[p + 1]]`.
+/// Route `k * sources + j` goes from source switch `j` to destination LID
+/// `k` (in `f.end_lids()` order: with LMC, every LID of a port is a
+/// destination of its own); its turns are `turns[off[p]..off[p + 1]]`.
 pub(crate) struct RouteSet {
     pub nsrc: usize,
     pub off: Vec<u32>,
@@ -283,19 +287,20 @@ impl RouteSet {
     pub fn walk(f: &Fabric, topo: &Topo, lfts: &Lfts, src: &Sources, engine: &str) -> Result<Self> {
         const BATCH: usize = 256;
         let nsw = f.switches().len();
-        let dests = f.endports();
+        let dests = f.end_lids();
         let nsrc = src.switches.len();
         let chunks: Vec<Result<(Vec<u32>, Vec<u32>)>> = dests
             .par_chunks(BATCH)
             .map_init(Vec::new, |steps, batch| {
-                let cols = lfts.columns(f, batch);
+                let lids: Vec<u16> = batch.iter().map(|&(_, l)| l).collect();
+                let cols = lfts.lid_columns(&lids);
                 let mut lens = Vec::with_capacity(batch.len() * nsrc);
                 let mut turns = Vec::with_capacity(batch.len() * nsrc * 2);
-                for (k, &d) in batch.iter().enumerate() {
+                for (k, &(d, dlid)) in batch.iter().enumerate() {
                     fill_steps(topo, &cols[k * nsw..(k + 1) * nsw], d, steps);
                     for &s in &src.switches {
                         let before = turns.len();
-                        walk_one(f, steps, s, d, nsw, &mut turns, engine)?;
+                        walk_one(f, steps, s, dlid, nsw, &mut turns, engine)?;
                         lens.push((turns.len() - before) as u32);
                     }
                 }
@@ -361,7 +366,7 @@ fn walk_one(
     f: &Fabric,
     steps: &[Step],
     s: u32,
-    d: Slot,
+    dlid: u16,
     nsw: usize,
     out: &mut Vec<u32>,
     engine: &str,
@@ -377,9 +382,8 @@ fn walk_one(
                 return Err(Error::Routing {
                     engine: engine.into(),
                     reason: format!(
-                        "the base routing has no usable route from switch '{}' to LID {}",
+                        "the base routing has no usable route from switch '{}' to LID {dlid}",
                         f.desc(f.switches()[si as usize]),
-                        f.lid_of_slot(d)
                     ),
                 });
             }
@@ -389,8 +393,7 @@ fn walk_one(
             return Err(Error::Routing {
                 engine: engine.into(),
                 reason: format!(
-                    "the base routing loops on the way to LID {} (through switch '{}')",
-                    f.lid_of_slot(d),
+                    "the base routing loops on the way to LID {dlid} (through switch '{}')",
                     f.desc(f.switches()[si as usize])
                 ),
             });
@@ -409,8 +412,8 @@ pub(crate) fn write_layers(f: &Fabric, src: &Sources, layer: &[u8], path_sl: &mu
     let nsrc = src.switches.len();
     for (j, &s) in src.switches.iter().enumerate() {
         let row = path_sl.row_mut(src.row_of_switch[s as usize]);
-        for (k, &d) in f.endports().iter().enumerate() {
-            row[f.lid_of_slot(d) as usize] = layer[k * nsrc + j];
+        for (k, &(_, dlid)) in f.end_lids().iter().enumerate() {
+            row[dlid as usize] = layer[k * nsrc + j];
         }
     }
 }

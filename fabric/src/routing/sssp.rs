@@ -37,6 +37,9 @@ impl RoutingEngine for Sssp {
     fn description(&self) -> &'static str {
         "SSSP: minimal routes balanced globally by link load (Hoefler et al.); not deadlock free by itself"
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn claims_deadlock_free(&self) -> bool {
         false
     }
@@ -128,11 +131,12 @@ pub(crate) fn end_port_order(
 }
 
 /// HCAs behind each switch: the routes a tree toward an end port carries
-/// from there.
+/// from there. A port counts once whatever its LMC: it sends from one
+/// port.
 pub(crate) fn hosts_per_switch(n: usize, targets: &[LidTarget]) -> Vec<u64> {
     let mut hosts = vec![0u64; n];
     for t in targets {
-        if t.end_port && t.switch != NONE {
+        if t.end_port && t.first && t.switch != NONE {
             hosts[t.switch as usize] += 1;
         }
     }

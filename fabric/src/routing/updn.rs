@@ -58,6 +58,9 @@ impl RoutingEngine for UpDn {
     fn description(&self) -> &'static str {
         "Up*/Down* (OpenSM updn): deadlock free with 1 VL on any connected fabric; roots: tree tops or graph centre, or --root-guids"
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn claims_deadlock_free(&self) -> bool {
         true
     }

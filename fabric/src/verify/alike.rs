@@ -10,12 +10,12 @@
 use super::Ctx;
 use crate::model::{NONE, NodeKind, Slot};
 
-/// Per destination of `dests` (whose LFT columns are `cols`, `nsw` bytes
+/// Per destination LID of `dests` (whose LFT columns are `cols`, `nsw` bytes
 /// each, and path-SL columns `sl_cols`, `nr` bytes each): the index of the
 /// destination whose walks stand for its own (itself when none does).
 pub(super) fn representatives(
     ctx: &Ctx,
-    dests: &[Slot],
+    dests: &[(Slot, u16)],
     cols: &[u8],
     sl_cols: &[u8],
     nr: usize,
@@ -28,7 +28,7 @@ pub(super) fn representatives(
     // Per switch index: the representatives found so far on it.
     let mut on_switch: Vec<Vec<usize>> = vec![Vec::new(); nsw];
     let mut rep: Vec<usize> = (0..dests.len()).collect();
-    for (i, &d) in dests.iter().enumerate() {
+    for (i, &(d, _)) in dests.iter().enumerate() {
         let h = ctx.hops[d as usize];
         if h.switch == NONE || !delivers(ctx, h.switch, col(i), d) {
             continue;
@@ -38,11 +38,12 @@ pub(super) fn representatives(
         // `j`'s own row (its entry toward itself is no pair).
         let same = |j: usize| {
             let (a, b) = (col(i), col(j));
-            router(dests[j]) == router(d)
+            router(dests[j].0) == router(d)
+                && dests[j].0 != d
                 && a[..si] == b[..si]
                 && a[si + 1..] == b[si + 1..]
                 && sl_col(i) == sl_col(j)
-                && sl_between(ctx, sl_col(i), dests[j]).is_some()
+                && sls_between(ctx, sl_col(i), dests[j].0).is_some()
         };
         match on_switch[si].iter().copied().find(|&j| same(j)) {
             Some(j) => rep[i] = j,
@@ -60,17 +61,21 @@ fn delivers(ctx: &Ctx, si: u32, col: &[u8], d: Slot) -> bool {
         && ctx.hops[(ctx.sw_slot0[si as usize] + out as Slot) as usize].remote == d
 }
 
-/// The SL `src` uses toward the destination whose path-SL column is
-/// `sl_col`: `None` when it has none (no path, or above 15).
-pub(super) fn sl_between(ctx: &Ctx, sl_col: &[u8], src: Slot) -> Option<u8> {
-    let row = ctx
-        .r
-        .path_sl
-        .as_ref()
-        .and_then(|p| p.row_index(ctx.f.lid_of_slot(src)));
-    let sl = match row {
-        None => 0,
-        Some(r) => sl_col.get(r as usize).copied()?,
-    };
-    (sl < 16).then_some(sl)
+/// The SLs the LIDs of `src` use toward the destination whose path-SL
+/// column is `sl_col`, as a mask: `None` when one of them has none (no
+/// path, or above 15).
+pub(super) fn sls_between(ctx: &Ctx, sl_col: &[u8], src: Slot) -> Option<u16> {
+    let mut mask = 0u16;
+    for lid in ctx.f.lids_of_slot(src) {
+        let row = ctx.r.path_sl.as_ref().and_then(|p| p.row_index(lid));
+        let sl = match row {
+            None => 0,
+            Some(r) => sl_col.get(r as usize).copied()?,
+        };
+        if sl >= 16 {
+            return None;
+        }
+        mask |= 1 << sl;
+    }
+    Some(mask)
 }

@@ -4,14 +4,15 @@
 
 use super::*;
 
-/// Walks every source toward the end ports `range` (indices into
-/// `f.endports()`), setting the dependencies found in `ctx`.
+/// Walks every source toward the destination LIDs `range` (indices into
+/// `f.end_lids()`), setting the dependencies found in `ctx`.
 pub(super) fn walk_range(ctx: &Ctx, range: std::ops::Range<usize>) -> Walked {
     let (cols, sl_cols) = part_columns(ctx.f, ctx.r, range.clone());
     walk_columns(ctx, range, &cols, &sl_cols)
 }
 
-/// The LFT and path-SL columns the walks toward end ports `range` read:
+/// The LFT and path-SL columns the walks toward destination LIDs `range`
+/// (indices into `f.end_lids()`) read:
 /// per destination, one LFT entry per switch, then one SL per path-SL
 /// row. A part needs nothing else of those tables.
 pub fn part_columns(
@@ -19,12 +20,12 @@ pub fn part_columns(
     routing: &Routing,
     range: std::ops::Range<usize>,
 ) -> (Vec<u8>, Vec<u8>) {
-    let dests = &f.endports()[range];
-    let cols = routing.lfts.columns(f, dests);
+    let lids: Vec<u16> = f.end_lids()[range].iter().map(|&(_, l)| l).collect();
+    let cols = routing.lfts.lid_columns(&lids);
     let sl_cols = routing
         .path_sl
         .as_ref()
-        .map(|p| p.columns(&dests.iter().map(|&d| f.lid_of_slot(d)).collect::<Vec<_>>()))
+        .map(|p| p.columns(&lids))
         .unwrap_or_default();
     (cols, sl_cols)
 }
@@ -36,7 +37,7 @@ pub(super) fn walk_columns(
     cols: &[u8],
     sl_cols: &[u8],
 ) -> Walked {
-    let dests = &ctx.f.endports()[range.clone()];
+    let dests = &ctx.f.end_lids()[range.clone()];
     let rep = alike::representatives(ctx, dests, cols, sl_cols, ctx.sl_rows);
     let firsts: Vec<usize> = (0..dests.len()).filter(|&i| rep[i] == i).collect();
     let (walked, broken) = walk_list(ctx, range.start, &firsts, cols, sl_cols);
@@ -54,9 +55,7 @@ pub(super) fn walk_columns(
     let nr = ctx.sl_rows;
     for i in (0..dests.len()).filter(|&i| rep[i] != i && !again[rep[i]]) {
         let sl_col = sl_cols.get(i * nr..(i + 1) * nr).unwrap_or(&[]);
-        if let Some(sl) = alike::sl_between(ctx, sl_col, dests[rep[i]]) {
-            more.sl_mask |= 1 << sl;
-        }
+        more.sl_mask |= alike::sls_between(ctx, sl_col, dests[rep[i]].0).unwrap_or(0);
     }
     walked.merge(more)
 }
@@ -72,7 +71,7 @@ fn walk_list(
 ) -> (Walked, Vec<usize>) {
     let f = ctx.f;
     let n_slots = f.num_slots();
-    let dests = &f.endports()[start..];
+    let dests = &f.end_lids()[start..];
     let (sl_dense, sls) = dense_sls(sl_cols);
     let nsw = f.switches().len();
     let nr = ctx.sl_rows;

@@ -91,6 +91,10 @@ pub struct BrokenPair {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Report {
     pub end_ports: usize,
+    /// LIDs of the end ports (each port answers to 2^LMC of them).
+    pub end_lids: usize,
+    /// (Source LID, destination LID) pairs of two different ports, but
+    /// those of two router ports.
     pub pairs: u64,
     pub broken_pairs: u64,
     /// Up to 16 examples of broken pairs.
@@ -237,8 +241,6 @@ struct Ctx<'a> {
     /// Per entry of `hosts`: its LID, the switch port it is linked to, and
     /// its path-SL row (`u32::MAX`: none, SL 0).
     host_info: Vec<(u16, u8, u32)>,
-    /// Per entry of `hosts`: whether it is a router port.
-    host_router: Vec<bool>,
     /// Path-SL rows: a destination's path-SL column has one SL per row.
     sl_rows: usize,
     /// End ports whose link leads to another end port directly.
@@ -389,7 +391,7 @@ fn run(
     all: bool,
 ) -> (Report, Option<LocalCdg>, Option<LocalCdg>) {
     let ctx = context(f, routing, keep);
-    let walked = walk_range(&ctx, 0..f.endports().len());
+    let walked = walk_range(&ctx, 0..f.end_lids().len());
     finish(&ctx, walked, all)
 }
 
@@ -454,10 +456,19 @@ fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
             None => direct.push(e),
         }
     }
+    // A source with LMC > 0 is a host per LID: its LIDs may take
+    // different path-SL rows. Those that take the same one fall into
+    // one class, walked once.
     let mut host_off = vec![0u32];
-    let mut hosts = Vec::with_capacity(f.endports().len());
+    let mut hosts = Vec::with_capacity(f.end_lids().len());
+    let mut host_lids = Vec::with_capacity(f.end_lids().len());
     for v in per_switch {
-        hosts.extend(v);
+        for h in v {
+            for lid in f.lids_of_slot(h) {
+                hosts.push(h);
+                host_lids.push(lid);
+            }
+        }
         host_off.push(hosts.len() as u32);
     }
     let router_switches: Vec<u32> = (0..f.switches().len())
@@ -474,8 +485,8 @@ fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
         .collect();
     let host_info: Vec<(u16, u8, u32)> = hosts
         .iter()
-        .map(|&h| {
-            let lid = f.lid_of_slot(h);
+        .zip(host_lids)
+        .map(|(&h, lid)| {
             let row = routing
                 .path_sl
                 .as_ref()
@@ -494,7 +505,6 @@ fn context<'a>(f: &'a Fabric, routing: &'a Routing, keep: bool) -> Ctx<'a> {
         max_ports,
         vls,
         edges,
-        host_router,
         host_info,
         classes,
         sl_rows: routing.path_sl.as_ref().map_or(0, |p| p.num_rows()),
@@ -528,11 +538,10 @@ fn finish(ctx: &Ctx, walked: Walked, all: bool) -> (Report, Option<LocalCdg>, Op
         let (start, adj, _, _) = csr(ctx, words);
         LocalCdg { vls, start, adj }
     });
-    let n = ctx.f.endports().len() as u64;
-    let routers = ctx.host_router.iter().filter(|&&r| r).count() as u64;
     let report = Report {
-        end_ports: n as usize,
-        pairs: n * n.saturating_sub(1) - routers * routers.saturating_sub(1),
+        end_ports: ctx.f.endports().len(),
+        end_lids: ctx.f.end_lids().len(),
+        pairs: lid_pairs(ctx.f),
         broken_pairs: broken,
         broken_examples: examples,
         vls_used: vl_mask.count_ones(),
@@ -548,4 +557,20 @@ fn finish(ctx: &Ctx, walked: Walked, all: bool) -> (Report, Option<LocalCdg>, Op
         cycle,
     };
     (report, local, all)
+}
+
+/// The pairs a verification checks: every LID of a port toward every LID
+/// of another, but between two router ports.
+fn lid_pairs(f: &Fabric) -> u64 {
+    let (mut all, mut routers, mut same, mut same_router) = (0u64, 0u64, 0u64, 0u64);
+    for &e in f.endports() {
+        let k = 1u64 << f.lmc(e);
+        all += k;
+        same += k * k;
+        if f.kind(f.node_of(e)) == NodeKind::Router {
+            routers += k;
+            same_router += k * k;
+        }
+    }
+    (all * all - same) - (routers * routers - same_router)
 }

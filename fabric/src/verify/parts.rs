@@ -7,7 +7,7 @@
 use super::*;
 
 /// One shard of a verification: the walks toward a range of destinations
-/// (indices into `f.endports()`), what a worker computes and sends back.
+/// (indices into `f.end_lids()`), what a worker computes and sends back.
 /// [`merge_parts`] of parts that cover every destination once gives the
 /// report [`verify`] gives, whatever the ranges.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,9 +51,10 @@ pub enum MergeError {
     },
 }
 
-/// Verifies the walks toward end ports `range` only: one shard.
+/// Verifies the walks toward destination LIDs `range` only: one shard.
 pub fn verify_part(f: &Fabric, routing: &Routing, range: std::ops::Range<usize>) -> Part {
-    let range = range.start.min(f.endports().len())..range.end.min(f.endports().len());
+    let n = f.end_lids().len();
+    let range = range.start.min(n)..range.end.min(n);
     let ctx = context(f, routing, false);
     let w = walk_range(&ctx, range.clone());
     part_of(&ctx, range, w)
@@ -88,7 +89,7 @@ pub fn verify_part_columns(
     cols: &[u8],
     sl_cols: &[u8],
 ) -> Result<Part, MergeError> {
-    let n = f.endports().len();
+    let n = f.end_lids().len();
     let nsw = f.switches().len();
     let ctx = context(f, routing, false);
     let k = range.end.saturating_sub(range.start);
@@ -113,7 +114,7 @@ pub fn verify_part_columns(
 /// The report of the whole verification from its parts: dependencies
 /// united, counts summed, the cycle searched once in the united graph.
 pub fn merge_parts(f: &Fabric, routing: &Routing, parts: &[Part]) -> Result<Report, MergeError> {
-    let total = f.endports().len();
+    let total = f.end_lids().len();
     let mut covered: Vec<(usize, usize)> = parts.iter().map(|p| (p.start, p.end)).collect();
     covered.sort_unstable();
     let mut at = 0;

@@ -138,19 +138,23 @@ impl<'a> Mix<'a> {
             if sls_same {
                 continue;
             }
-            let slid = f.lid_of_slot(h);
             fn row(r: &Routing, slid: u16) -> Option<&[u8]> {
                 r.path_sl.as_ref().and_then(|p| p.row_of(slid))
             }
-            // Rows compare whole first: a reroute changes few of them.
-            if let (Some(a), Some(b)) = (row(old, slid), row(new, slid)) {
-                if a == b {
-                    continue;
+            // Every LID of the source (LMC): each may have rows of its own.
+            for slid in f.lids_of_slot(h) {
+                // Rows compare whole first: a reroute changes few of them.
+                if let (Some(a), Some(b)) = (row(old, slid), row(new, slid)) {
+                    if a == b {
+                        continue;
+                    }
                 }
-            }
-            for (dlid, to) in sl_changed_to.iter_mut().enumerate() {
-                if path_sl(old, slid, dlid as u16) != path_sl(new, slid, dlid as u16) {
-                    to.push(h);
+                for (dlid, to) in sl_changed_to.iter_mut().enumerate() {
+                    if path_sl(old, slid, dlid as u16) != path_sl(new, slid, dlid as u16)
+                        && to.last() != Some(&h)
+                    {
+                        to.push(h);
+                    }
                 }
             }
         }
@@ -179,13 +183,13 @@ impl<'a> Mix<'a> {
         }
     }
 
-    /// Every mixed walk from every source toward `d`; calls `on_edge(c,
-    /// vc, o, vo)` for each switch-to-switch dependency (`c` on VL `vc`
-    /// into `o` on VL `vo`), more than once for some.
+    /// Every mixed walk from every source toward LID `d.1` of port `d.0`;
+    /// calls `on_edge(c, vc, o, vo)` for each switch-to-switch dependency
+    /// (`c` on VL `vc` into `o` on VL `vo`), more than once for some.
     pub(crate) fn walks_to(
         &self,
         st: &mut MixScratch,
-        d: Slot,
+        d: (Slot, u16),
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
         self.walks(st, d, None, on_edge);
@@ -200,7 +204,7 @@ impl<'a> Mix<'a> {
     pub(crate) fn walks_through(
         &self,
         st: &mut MixScratch,
-        d: Slot,
+        d: (Slot, u16),
         changed: Changed,
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
@@ -239,12 +243,11 @@ impl<'a> Mix<'a> {
     fn walks(
         &self,
         st: &mut MixScratch,
-        d: Slot,
+        (d, dlid): (Slot, u16),
         only: Option<Changed>,
         on_edge: &mut dyn FnMut(Slot, u8, Slot, u8),
     ) {
         let f = self.f;
-        let dlid = f.lid_of_slot(d);
         let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
         let sides = [self.old, self.new];
         st.queue.clear();
@@ -296,27 +299,30 @@ impl<'a> Mix<'a> {
                 continue;
             }
             let h0 = self.alike[h as usize];
-            let (a, b) = match st.sls[h0 as usize] {
-                (t, a, b) if t == tag => (a, b),
-                _ => {
-                    let slid = f.lid_of_slot(h0);
-                    let ab = (path_sl(self.old, slid, dlid), path_sl(self.new, slid, dlid));
-                    st.sls[h0 as usize] = (tag, ab.0, ab.1);
-                    ab
+            // Each LID of the source (LMC) sends on its own SLs; a host
+            // with one LID keeps its pair for the destination.
+            for slid in f.lids_of_slot(h0) {
+                let (a, b) = match st.sls[h0 as usize] {
+                    (t, a, b) if t == tag && f.lmc(h0) == 0 => (a, b),
+                    _ => {
+                        let ab = (path_sl(self.old, slid, dlid), path_sl(self.new, slid, dlid));
+                        st.sls[h0 as usize] = (tag, ab.0, ab.1);
+                        ab
+                    }
+                };
+                if a != b {
+                    sls_changed += 1;
                 }
-            };
-            if a != b {
-                sls_changed += 1;
-            }
-            for sl in [a, b] {
-                if sl == SL_NONE || sl as usize >= NUM_SLS {
-                    continue;
-                }
-                // The host link carries no dependency: its VL is irrelevant.
-                let k = key(h0, 0, sl);
-                if st.stamp[k] != tag {
-                    st.stamp[k] = tag;
-                    st.stack.push((h0, 0, sl));
+                for sl in [a, b] {
+                    if sl == SL_NONE || sl as usize >= NUM_SLS {
+                        continue;
+                    }
+                    // The host link carries no dependency: its VL is irrelevant.
+                    let k = key(h0, 0, sl);
+                    if st.stamp[k] != tag {
+                        st.stamp[k] = tag;
+                        st.stack.push((h0, 0, sl));
+                    }
                 }
             }
             while let Some((c, vc, sl)) = st.stack.pop() {
@@ -380,7 +386,8 @@ pub fn check_transition(f: &Fabric, old: &Routing, new: &Routing) -> TransitionR
     let bits = f.num_slots() * max_ports * vls * vls;
     let words: Vec<AtomicU64> = (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
     let sl2vl_rows_changed = sl2vl_rows_changed(f, old, new);
-    let dests: Vec<Slot> = f.endports().to_vec();
+    // Every LID of every end port is a destination (LMC).
+    let dests: Vec<(Slot, u16)> = f.end_lids().to_vec();
     let groups = super::transition_alike::groups(f, old, new, &dests);
     let firsts: Vec<usize> = (0..dests.len()).filter(|&i| groups[i].0 == i).collect();
     // The first host of each group walked, with what its walks counted.
@@ -477,6 +484,11 @@ fn alike_hosts(
     for (si, at) in hosts_at.iter().enumerate() {
         let mut firsts: Vec<(Key, Slot)> = Vec::new();
         for &h in at {
+            // A host with several LIDs (LMC) may take other rows per LID:
+            // it stands for itself alone.
+            if f.lmc(h) > 0 {
+                continue;
+            }
             let (lid, inp) = (f.lid_of_slot(h), f.port_of(f.remote(h)));
             let key = (
                 row(old, lid),
@@ -514,7 +526,7 @@ mod tests {
     fn edges(mix: &Mix, f: &Fabric, only_changes: bool) -> Edges {
         let mut st = mix.scratch();
         let mut e = Edges::new();
-        for &d in f.endports() {
+        for &d in f.end_lids() {
             let mut add = |c, vc, o, vo| {
                 e.insert((c, vc, o, vo));
             };
@@ -561,8 +573,8 @@ mod tests {
                 let mix = Mix::new(&f1, &old, &new, vls);
                 let mut st = mix.scratch();
                 let (mut given, mut compared) = (Edges::new(), Edges::new());
-                for &d in f1.endports() {
-                    let dlid = f1.lid_of_slot(d);
+                for &d in f1.end_lids() {
+                    let dlid = d.1;
                     let sws: Vec<u32> = (0..f1.switches().len() as u32)
                         .filter(|&si| old.lfts.get(si, dlid) != new.lfts.get(si, dlid))
                         .collect();
@@ -604,7 +616,7 @@ mod tests {
             assert_eq!(edges(&mix, &f, false), edges(&each, &f, false));
             assert_eq!(edges(&mix, &f, true), edges(&each, &f, true));
             let (mut x, mut y) = (mix.scratch(), each.scratch());
-            for &d in f.endports() {
+            for &d in f.end_lids() {
                 mix.walks_to(&mut x, d, &mut |_, _, _, _| {});
                 each.walks_to(&mut y, d, &mut |_, _, _, _| {});
             }
@@ -616,10 +628,19 @@ mod tests {
     }
 
     /// The report walks one host of each group of alike destinations: it
-    /// equals the walks toward every destination, one by one.
+    /// equals the walks toward every destination, one by one; with LMC,
+    /// toward every LID of every port.
     #[test]
     fn the_report_is_that_of_every_destination_walked() {
-        let f = generate(&Topology::Dragonfly { p: 3, hosts: None }).expect("dragonfly");
+        let df3 = generate(&Topology::Dragonfly { p: 3, hosts: None }).expect("dragonfly");
+        let df2 = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("dragonfly");
+        for f in [df3, crate::generate::with_lmc(&df2, 1).expect("LMC")] {
+            report_equals_every_walk(&f);
+        }
+    }
+
+    fn report_equals_every_walk(f: &Fabric) {
+        let f = f.clone();
         let opts = EngineOptions::default();
         let dfdn = EngineKind::Dfdn.engine().route(&f, &opts).expect("routes");
         let dfsssp = EngineKind::Dfsssp
@@ -656,7 +677,7 @@ mod tests {
             let mix = Mix::new(&f, a, b, 8);
             let mut st = mix.scratch();
             let mut e = Edges::new();
-            for &d in f.endports() {
+            for &d in f.end_lids() {
                 mix.walks_to(&mut st, d, &mut |c, vc, o, vo| {
                     e.insert((c, vc, o, vo));
                 });
@@ -675,6 +696,44 @@ mod tests {
                 st.states
             );
         }
+    }
+
+    /// With LMC, a cycle that only the ports' second LIDs close (new
+    /// tables that send those LIDs clockwise round a ring) is found: the
+    /// check walks every LID, not only the base ones.
+    #[test]
+    fn a_cycle_of_the_second_lids_alone_is_found() {
+        let ring = generate(&Topology::Mesh {
+            dims: vec![4],
+            torus: true,
+            hosts: 1,
+        })
+        .expect("ring");
+        let f = crate::generate::with_lmc(&ring, 1).expect("LMC");
+        let old = EngineKind::Updn
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        let mut new = old.clone();
+        let n = f.switches().len() as u32;
+        for si in 0..n {
+            let sw = f.switches()[si as usize];
+            let next = f.port_slots(sw).find(|&s| {
+                let r = f.remote(s);
+                r != NONE && f.switch_index(f.node_of(r)) == Some((si + 1) % n)
+            });
+            let next = next.expect("a clockwise link");
+            for &(d, lid) in f.end_lids() {
+                let on = f.switch_index(f.node_of(f.remote(d)));
+                if lid != f.lid_of_slot(d) && on != Some(si) {
+                    new.lfts.set(si, lid, f.port_of(next));
+                }
+            }
+        }
+        assert!(check_transition(&f, &old, &old).deadlock_free());
+        let t = check_transition(&f, &old, &new);
+        assert!(t.cycle.is_some(), "{t:?}");
+        assert!(t.entries_changed > 0);
     }
 
     #[test]

@@ -27,10 +27,9 @@ impl Counts {
         old: &Routing,
         new: &Routing,
         si: u32,
-        j: Slot,
-        d: Slot,
+        (_, lj): (Slot, u16),
+        (d, ld): (Slot, u16),
     ) -> Counts {
-        let (lj, ld) = (f.lid_of_slot(j), f.lid_of_slot(d));
         let changed = |lid| u64::from(old.lfts.get(si, lid) != new.lfts.get(si, lid));
         let diff = |s, t| {
             u64::from(
@@ -52,18 +51,19 @@ impl Counts {
     }
 }
 
-/// Per destination (index into `dests`): the index of the first host of
-/// its group, itself when none; and its switch index.
+/// Per destination LID (index into `dests`, a port and one of its LIDs):
+/// the index of the first host of its group, itself when none; and its
+/// switch index.
 pub(super) fn groups(
     f: &Fabric,
     old: &Routing,
     new: &Routing,
-    dests: &[Slot],
+    dests: &[(Slot, u16)],
 ) -> Vec<(usize, u32)> {
     let nsw = f.switches().len() as u32;
-    let delivers = |r: &Routing, si: u32, d: Slot| {
+    let delivers = |r: &Routing, si: u32, (d, dlid): (Slot, u16)| {
         let sw = f.switches()[si as usize];
-        f.linked_port(sw, r.lfts.get(si, f.lid_of_slot(d)))
+        f.linked_port(sw, r.lfts.get(si, dlid))
             .is_some_and(|o| f.remote(o) == d)
     };
     // Row by row, every row (also one no source uses): more than needed.
@@ -74,9 +74,12 @@ pub(super) fn groups(
             (0..p.num_rows()).all(|k| rows.get(k * w + a as usize) == rows.get(k * w + b as usize))
         }
     };
-    let alike = |si: u32, a: Slot, b: Slot| {
-        let (la, lb) = (f.lid_of_slot(a), f.lid_of_slot(b));
-        f.kind(f.node_of(a)) == f.kind(f.node_of(b))
+    // Ports with LMC stand for themselves: the pairs between two members
+    // would be over several LIDs each.
+    let alike = |si: u32, (a, la): (Slot, u16), (b, lb): (Slot, u16)| {
+        f.lmc(a) == 0
+            && f.lmc(b) == 0
+            && f.kind(f.node_of(a)) == f.kind(f.node_of(b))
             && (0..nsw).all(|x| {
                 x == si
                     || (old.lfts.get(x, la) == old.lfts.get(x, lb)
@@ -88,7 +91,7 @@ pub(super) fn groups(
     let mut firsts: Vec<Vec<usize>> = vec![Vec::new(); nsw as usize];
     let mut out = Vec::with_capacity(dests.len());
     for (i, &d) in dests.iter().enumerate() {
-        let Some(si) = f.switch_index(f.node_of(f.remote(d))) else {
+        let Some(si) = f.switch_index(f.node_of(f.remote(d.0))) else {
             out.push((i, u32::MAX));
             continue;
         };

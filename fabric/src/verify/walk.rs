@@ -69,12 +69,18 @@ pub(super) fn keep_first(mut a: Vec<BrokenPair>, b: Vec<BrokenPair>) -> Vec<Brok
     a
 }
 
-/// Walks every source toward destination port `d` (stamp `tag`). Sources
+/// Walks every source toward LID `dlid` of port `d` (stamp `tag`). Sources
 /// are taken switch by switch so the first LFT lookup is shared, and class
 /// by class ([`super::classes`]): one walk stands for every host of a class.
-pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8], sl_col: &[u8]) {
+pub(super) fn route_to(
+    ctx: &Ctx,
+    st: &mut Scratch,
+    tag: u32,
+    (d, dlid): (Slot, u16),
+    col: &[u8],
+    sl_col: &[u8],
+) {
     let f = ctx.f;
-    let dlid = f.lid_of_slot(d);
     let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
     // The switch the destination hangs on: only its classes hold `d`.
     let d_switch = f.switch_index(f.node_of(f.remote(d))).unwrap_or(u32::MAX);
@@ -138,7 +144,7 @@ pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8
                     record_members(ctx, st, members, d, dlid, &PairFault::NoSl);
                     continue;
                 }
-                if si == d_switch && members.len() == 1 && ctx.hosts[members[0] as usize] == d {
+                if si == d_switch && members.iter().all(|&k| ctx.hosts[k as usize] == d) {
                     continue;
                 }
                 st.sl_mask |= 1 << sl;
@@ -166,7 +172,7 @@ pub(super) fn route_to(ctx: &Ctx, st: &mut Scratch, tag: u32, d: Slot, col: &[u8
                 st,
                 f.lid_of_slot(h),
                 dlid,
-                1,
+                1 << f.lmc(h),
                 PairFault::Misdelivered {
                     at: f.desc(f.node_of(f.remote(h))).to_string(),
                 },

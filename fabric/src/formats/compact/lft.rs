@@ -24,10 +24,12 @@ fn named_guid(f: &Fabric, s: Slot) -> u64 {
     }
 }
 
-/// Every (port GUID, LID) of `f`, sorted by GUID.
-fn lid_map(f: &Fabric) -> Vec<(u64, u16)> {
-    let mut m: Vec<(u64, u16)> = (1..=f.max_lid())
-        .filter_map(|lid| f.lid_owner(lid).map(|s| (named_guid(f, s), lid)))
+/// Every (port GUID, base LID, LMC) of `f`, sorted by GUID.
+fn lid_map(f: &Fabric) -> Vec<(u64, u16, u8)> {
+    let mut m: Vec<(u64, u16, u8)> = (1..=f.max_lid())
+        .filter_map(|lid| f.lid_owner(lid).map(|s| (s, lid)))
+        .filter(|&(s, lid)| f.lid_of_slot(s) == lid)
+        .map(|(s, lid)| (named_guid(f, s), lid, f.lmc(s)))
         .collect();
     m.sort_unstable();
     m
@@ -56,10 +58,10 @@ pub(crate) fn write_to(
     w.write_all(&[0, 0])?;
     let map = lid_map(f);
     w.write_all(&(map.len() as u32).to_le_bytes())?;
-    for (g, lid) in map {
+    for (g, lid, lmc) in map {
         w.write_all(&g.to_le_bytes())?;
         w.write_all(&lid.to_le_bytes())?;
-        w.write_all(&[0, 0])?;
+        w.write_all(&[lmc, 0])?;
     }
     let sws = super::super::switches_by_guid(f);
     w.write_all(&(sws.len() as u32).to_le_bytes())?;
@@ -157,15 +159,38 @@ fn read_lid_map(f: &Fabric, r: &mut Bin, max_lid: u16) -> Result<Vec<u16>, Error
     for _ in 0..n {
         let (at, g) = r.next_guid(&mut last, "port GUID")?;
         let lid = r.u16("a LID")?;
-        r.zero(2, "the bytes after a LID")?;
-        if lid == 0 || lid > max_lid || std::mem::replace(&mut named[lid as usize], true) {
+        let lmc_at = r.at();
+        let lmc = r.u8("the LMC")?;
+        r.zero(1, "the byte after the LMC")?;
+        if lmc > 7 || !lid.is_multiple_of(1 << lmc) {
             return Err(r.bad(
-                at + 8,
-                format!("LID {lid}: 0, above {max_lid} or named twice"),
+                lmc_at,
+                format!("LMC {lmc} of LID {lid}: above 7, or the LID is not aligned to 2^LMC"),
             ));
         }
+        // The port's 2^LMC LIDs, each moved to the LID at its offset in
+        // the port's range in `f`.
+        let end = lid as usize + (1usize << lmc) - 1;
+        if lid == 0 || end > max_lid as usize || named[lid as usize..=end].iter().any(|&x| x) {
+            return Err(r.bad(
+                at + 8,
+                format!("LID {lid} (LMC {lmc}): 0, above {max_lid} or named twice"),
+            ));
+        }
+        named[lid as usize..=end].fill(true);
         if let Some(&s) = index.get(&g) {
-            remap[lid as usize] = f.lid_of_slot(s);
+            if f.lmc(s) != lmc {
+                return Err(r.bad(
+                    lmc_at,
+                    format!(
+                        "port {g:#018x} has LMC {lmc} here and {} in the topology",
+                        f.lmc(s)
+                    ),
+                ));
+            }
+            for l in lid..=end as u16 {
+                remap[l as usize] = f.lid_like(s, l);
+            }
         }
     }
     Ok(remap)

@@ -95,6 +95,9 @@ type Host = (u16, Slot);
 /// GUID, port) order. A router port linked straight to a CA or another
 /// router leaves every other CA unreachable, which the gate refuses.
 fn ends(f: &Fabric) -> Result<(Vec<Host>, Vec<Slot>), SummaryError> {
+    if f.max_lmc() > 0 {
+        return Err(SummaryError::Lmc(f.max_lmc()));
+    }
     let mut hosts: Vec<Host> = f
         .endports()
         .iter()

@@ -88,6 +88,10 @@ pub enum SummaryError {
     Merged,
     #[error("malformed summary: {0}")]
     Malformed(String),
+    #[error(
+        "a port has LMC {0}: the dependency summary of a subnet with routers counts one LID per port, so such a subnet is not joined to others"
+    )]
+    Lmc(u8),
 }
 
 /// One value per CA, in the order of [`DependencySummary::host_lids`], as

@@ -1,0 +1,282 @@
+//! Fabrics with LMC above 0: every LID of every end port routed by the
+//! engines that say they do, spread over different next hops as OpenSM
+//! spreads them, verified LID by LID (the verifier's parts and merge
+//! included); the other engines refused by name.
+
+use fabric::Fabric;
+use fabric::formats::ibnetdiscover;
+use fabric::generate::{Topology, generate, with_lmc};
+use fabric::graph::{SwitchGraph, UNREACHABLE};
+use fabric::model::{NONE, NodeKind};
+use fabric::routing::{self, EngineOptions};
+use fabric::tables::{NO_PATH, Routing};
+use fabric::verify::{self, merge_parts, verify_part};
+use std::collections::HashSet;
+use std::path::Path;
+
+const ENGINES: [&str; 7] = ["minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup"];
+
+fn topologies() -> Vec<(Topology, &'static str)> {
+    vec![
+        (Topology::Dragonfly { p: 3, hosts: None }, "dragonfly p=3"),
+        (
+            Topology::Mesh {
+                dims: vec![3, 3],
+                torus: true,
+                hosts: 2,
+            },
+            "torus 3x3",
+        ),
+        (Topology::KaryNTree { k: 3, n: 2 }, "3-ary 2-tree"),
+        (
+            Topology::RandomRegular {
+                switches: 10,
+                degree: 4,
+                hosts: 2,
+                seed: 3,
+            },
+            "random",
+        ),
+    ]
+}
+
+fn public_file() -> Fabric {
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ibnetdiscover/ibtopotool-1.txt"
+    );
+    let text = std::fs::read_to_string(p).expect("data");
+    ibnetdiscover::parse_with_lmc(&text, Path::new(p)).expect("reads")
+}
+
+fn route(f: &Fabric, e: &str) -> Routing {
+    let engine = routing::by_name(e).expect("engine");
+    routing::check_lmc(engine.as_ref(), f).expect("routes LMC");
+    engine.route(f, &EngineOptions::default()).expect("routes")
+}
+
+/// (Source LID, destination LID) pairs of two different CA ports.
+fn lid_pairs(f: &Fabric) -> u64 {
+    let lids: Vec<u64> = f.endports().iter().map(|&e| 1u64 << f.lmc(e)).collect();
+    let all: u64 = lids.iter().sum();
+    lids.iter().map(|k| k * (all - k)).sum()
+}
+
+/// Every switch has an entry toward every LID of every end port, the
+/// verifier walks every LID pair and finds them all delivered, and the
+/// engines that promise deadlock freedom keep it (DF-DN's VL rule and
+/// the layered engines' SLs per destination LID).
+#[test]
+fn every_lid_is_routed_and_verified() {
+    for (t, name) in topologies() {
+        for lmc in [1u8, 2] {
+            let f = with_lmc(&generate(&t).expect("generates"), lmc).expect("LMC");
+            assert_eq!(f.end_lids().len(), f.endports().len() << lmc);
+            for e in ENGINES {
+                let r = route(&f, e);
+                for si in 0..f.switches().len() as u32 {
+                    for &(_, lid) in f.end_lids() {
+                        assert_ne!(
+                            r.lfts.get(si, lid),
+                            NO_PATH,
+                            "{name} LMC {lmc} {e}: LID {lid}"
+                        );
+                    }
+                }
+                let rep = verify::verify(&f, &r);
+                assert_eq!(rep.end_lids, f.end_lids().len());
+                assert_eq!(rep.pairs, lid_pairs(&f), "{name} LMC {lmc} {e}");
+                assert!(rep.all_pairs_routed(), "{name} LMC {lmc} {e}: {rep:?}");
+                let engine = routing::by_name(e).expect("engine");
+                if engine.claims_deadlock_free() {
+                    assert!(rep.deadlock_free(), "{name} LMC {lmc} {e}");
+                }
+            }
+        }
+    }
+}
+
+/// OpenSM's LMC spreading, checked on MinHop's own candidates: on every
+/// switch, a destination's first LIDs go to as many different neighbours
+/// as its shortest paths offer (up to its 2^LMC LIDs).
+#[test]
+fn a_destinations_lids_leave_toward_different_neighbours() {
+    for (t, name) in topologies() {
+        let f = with_lmc(&generate(&t).expect("generates"), 2).expect("LMC");
+        let r = route(&f, "minhop");
+        let g = SwitchGraph::new(&f);
+        let hops = g.hop_matrix();
+        let n = g.len();
+        let (mut spread, mut could) = (0u64, 0u64);
+        for si in 0..n as u32 {
+            let sw = f.switches()[si as usize];
+            for &d in f.endports() {
+                let Some(dj) = f.switch_index(f.node_of(f.remote(d))) else {
+                    continue;
+                };
+                let h = hops[si as usize * n + dj as usize];
+                if dj == si || h == UNREACHABLE {
+                    continue;
+                }
+                let behind = |p: u8| f.node_of(f.remote(f.slot(sw, p)));
+                let nodes: HashSet<_> = g
+                    .neighbours(si)
+                    .iter()
+                    .filter(|&&(nb, _)| hops[nb as usize * n + dj as usize] == h - 1)
+                    .map(|&(nb, _)| f.switches()[nb as usize])
+                    .collect();
+                let lids: Vec<u16> = f.lids_of_slot(d).collect();
+                let want = nodes.len().min(lids.len());
+                let got: HashSet<_> = lids[..want]
+                    .iter()
+                    .map(|&l| behind(r.lfts.get(si, l)))
+                    .collect();
+                assert_eq!(got.len(), want, "{name}: switch {si}, LIDs of {lids:?}");
+                could += u64::from(nodes.len() > 1);
+                spread += u64::from(got.len() > 1);
+            }
+        }
+        assert!(could > 0, "{name}: no destination with two ways");
+        assert_eq!(spread, could, "{name}");
+    }
+}
+
+/// A broken entry toward a port's second LID is a broken pair toward
+/// that LID, not toward the port's base LID; and the walks cut into parts
+/// over the destination LIDs merge to the report of one walk.
+#[test]
+fn the_verifier_names_the_lid_and_merges_parts_over_lids() {
+    let f = public_file();
+    let mut r = route(&f, "minhop");
+    let (d, base) = f
+        .end_lids()
+        .iter()
+        .copied()
+        .find(|&(d, l)| f.lmc(d) > 0 && l == f.lid_of_slot(d))
+        .expect("a port with LMC");
+    let si = (0..f.switches().len() as u32)
+        .find(|&si| f.switches()[si as usize] != f.node_of(f.remote(d)))
+        .expect("another switch");
+    let sources_there = f
+        .endports()
+        .iter()
+        .filter(|&&e| f.switch_index(f.node_of(f.remote(e))) == Some(si))
+        .count();
+    r.lfts.set(si, base + 1, NO_PATH);
+    let rep = verify::verify(&f, &r);
+    assert!(rep.broken_pairs > 0);
+    assert!(
+        rep.broken_examples.iter().all(|b| b.dst_lid == base + 1),
+        "{rep:?}"
+    );
+    if sources_there > 0 {
+        assert!(rep.broken_pairs >= sources_there as u64);
+    }
+    let n = f.end_lids().len();
+    for cut in [1, 3, n / 2, n - 1] {
+        let parts = [verify_part(&f, &r, 0..cut), verify_part(&f, &r, cut..n)];
+        assert_eq!(
+            merge_parts(&f, &r, &parts).expect("merges"),
+            rep,
+            "cut {cut}"
+        );
+    }
+}
+
+/// The public LMC file is routed by every engine that routes every LID,
+/// and refused by name by the others (no LID left behind silently); a
+/// base that sends a port's LIDs one way is refused too.
+#[test]
+fn the_public_lmc_file_is_routed_or_refused_by_name() {
+    let f = public_file();
+    assert_eq!(f.max_lmc(), 1);
+    for e in routing::registry() {
+        if e.routes_lmc() {
+            let r = route(&f, e.name());
+            let rep = verify::verify(&f, &r);
+            assert!(rep.ok() || e.name() == "minhop", "{}: {rep:?}", e.name());
+            assert!(rep.all_pairs_routed(), "{}", e.name());
+            assert_eq!(rep.pairs, lid_pairs(&f));
+        } else {
+            let err = routing::check_lmc(e.as_ref(), &f)
+                .expect_err(e.name())
+                .to_string();
+            assert!(
+                err.contains(&format!("engine {} routes one LID per port", e.name()))
+                    && err.contains("minhop, sssp, dfdn, dfsssp, lash, updn, dnup"),
+                "{err}"
+            );
+        }
+    }
+    let trees = EngineOptions {
+        base: Some(routing::Base::Trees),
+        ..EngineOptions::default()
+    };
+    for e in ["dfdn", "lash"] {
+        let err = routing::by_name(e)
+            .expect("engine")
+            .route(&f, &trees)
+            .expect_err(e);
+        assert!(
+            err.to_string()
+                .contains("base trees sends every LID of a port the same way"),
+            "{err}"
+        );
+    }
+}
+
+/// LIDs are assigned in aligned ranges when a generator gives none, and
+/// the written topology reads back with the same ranges.
+#[test]
+fn generated_ranges_are_aligned_and_read_back() {
+    let f = with_lmc(
+        &generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("generates"),
+        3,
+    )
+    .expect("LMC");
+    for &e in f.endports() {
+        let base = f.lid_of_slot(e);
+        assert_eq!(base % 8, 0);
+        for l in f.lids_of_slot(e) {
+            assert_eq!(f.lid_owner(l), Some(e));
+        }
+    }
+    for &sw in f.switches() {
+        assert_eq!(f.lmc(f.slot(sw, 0)), 0);
+    }
+    let text = ibnetdiscover::write(&f);
+    let g = ibnetdiscover::parse_with_lmc(&text, Path::new("t.net")).expect("reads back");
+    assert_eq!(g.end_lids(), f.end_lids());
+    let refused = ibnetdiscover::parse(&text, Path::new("t.net")).expect_err("one LID per port");
+    assert!(refused.to_string().contains("LMC 3"), "{refused}");
+    let switches = f
+        .end_lids()
+        .iter()
+        .filter(|&&(s, _)| f.kind(f.node_of(s)) == NodeKind::Switch || f.remote(s) == NONE)
+        .count();
+    assert_eq!(switches, 0);
+}
+
+/// `auto` keeps its choice where that engine routes every LID (DF-DN on a
+/// Dragonfly) and takes Up*/Down* where it would not (ftree on a fat tree).
+#[test]
+fn auto_picks_an_engine_that_routes_every_lid() {
+    let df = with_lmc(
+        &generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("df"),
+        1,
+    )
+    .expect("LMC");
+    assert_eq!(routing::auto::choose(&df, 8).engine.name(), "dfdn");
+    let ft = with_lmc(
+        &generate(&Topology::KaryNTree { k: 3, n: 2 }).expect("ft"),
+        1,
+    )
+    .expect("LMC");
+    let c = routing::auto::choose(&ft, 8);
+    assert_eq!(c.engine.name(), "updn");
+    assert!(
+        c.reason.contains("ftree routes one LID per port"),
+        "{}",
+        c.reason
+    );
+}
