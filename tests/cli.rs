@@ -1382,6 +1382,16 @@ fn engines_json_lists_every_engine_with_its_claim() {
         Some("in rounds with --sssp-streams N")
     );
     assert_eq!(workers("lash").as_deref(), Some("here (not cut)"));
+    // Which route every LID of a port with LMC.
+    let lmc: Vec<&str> = list
+        .iter()
+        .filter(|e| e["routes_lmc"] == true)
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(
+        lmc,
+        ["minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup"]
+    );
 }
 
 /// Logs go to files and journald without terminal colour codes.
@@ -2245,8 +2255,8 @@ fn dqr_curve_with_switch_flows_reconnects_them_before_the_faults() {
 /// A fabric with LMC 1 (the ibnetdiscover man page's example): `info`
 /// shows its LID ranges; `route` picks an engine that routes every LID
 /// (dfdn), spreads them and writes a set `verify` reads back; an engine
-/// that routes one LID per port is refused by name, and so is `reroute`,
-/// by the line that holds the LMC.
+/// that routes one LID per port is refused by name; `reroute` of a link
+/// moves the flows of the LIDs that crossed it, and no other.
 #[test]
 fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
     let file = concat!(
@@ -2284,22 +2294,36 @@ fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
         e.contains("engine nue routes one LID per port") && e.contains("minhop, sssp, dfdn"),
         "{e}"
     );
+    // The two switches share two links, and each port's two LIDs take
+    // one each: failing one breaks half the destination LIDs, and only
+    // their flows move.
     let new = d.path().join("new");
-    let o = ibf(&[
+    let r = json(&ibf(&[
         "reroute",
         "-t",
         file,
         "--dir",
         out_s,
         "--fail",
-        "0x0008f10400410015:6",
+        "0x5442ba00003080:10",
         "--out",
         new.to_str().unwrap(),
-    ]);
-    assert_ne!(o.status.code(), Some(0));
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        e.contains("ibtopotool-1.txt:33: LMC 1") && e.contains("reads one LID per port"),
-        "{e}"
-    );
+        "--json",
+    ]));
+    assert_eq!(r["rerouted"], true, "{r}");
+    let st = &r["stats"];
+    assert_eq!(st["flows"], pairs);
+    assert_eq!(st["destinations_affected"], 5, "{st}");
+    assert!(st["flows_broken"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(st["flows_rerouted"], st["flows_broken"]);
+    let v = json(&ibf(&[
+        "verify",
+        "-t",
+        file,
+        "--dir",
+        new.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(v["deadlock_free"], true);
+    assert_eq!(v["broken_pairs"], 0);
 }

@@ -151,9 +151,9 @@ fn route_read(
 }
 
 fn read_topology(cfg: &AgentConfig) -> Result<Fabric, RouteError> {
-    // Every LID of a port with LMC is routed, verified and written; a
-    // fault on such a fabric is recomputed (DQR takes one LID per port),
-    // and a subnet with routers is refused by the dependency summary.
+    // Every LID of a port with LMC is routed, verified and written, and
+    // a fault reroutes the broken LIDs; a subnet with routers is refused
+    // by the dependency summary.
     let mut fabric = ibnetdiscover::read_with_lmc(&cfg.topology)?;
     fabric.subnet_prefix = cfg.subnet_prefix;
     Ok(fabric)

@@ -1,7 +1,8 @@
 //! The agent's out_dir gets what `ibfabric route` gives a directory: the
 //! tables of an earlier engine that the new one does not set are removed,
 //! a failed write leaves the previous tables whole and no temporary file,
-//! and a topology with two ports on one GUID is refused with its line.
+//! a topology with two ports on one GUID is refused with its line, and a
+//! topology with LMC gets every LID routed and written.
 
 use agent::config::{AgentConfig, ConfigFile};
 use agent::subnet::{RouteError, route_subnet};
@@ -136,4 +137,33 @@ fn a_topology_with_one_port_guid_on_two_cas_is_refused_with_its_line() {
     );
     assert!(msg.contains("is already the port GUID of"), "{msg}");
     assert!(!d.path().join("out").exists(), "nothing written");
+}
+
+/// An agent on a fabric with LMC: every LID of every port routed,
+/// verified and written (the set reads back and verifies LID by LID); an
+/// engine that routes one LID per port is refused by name.
+#[test]
+fn every_lid_is_routed_written_and_verified() {
+    let d = tempfile::tempdir().expect("tmp");
+    let torus = fabric::testing::cyclic_torus().expect("torus");
+    let f = fabric::generate::with_lmc(&torus, 1).expect("LMC");
+    write_file(&d.path().join("torus.net"), &ibnetdiscover::write(&f)).expect("topology");
+    let routed = route_subnet(&config(d.path(), "dfsssp")).expect("routes");
+    let rep = routed.routing.report();
+    assert!(rep.ok(), "{rep:?}");
+    assert_eq!(rep.end_lids, f.endports().len() * 2);
+    let set = tableset::read_set(&f, &d.path().join("out")).expect("a whole set");
+    let back = fabric::verify::verify(&f, &set);
+    assert_eq!(back.pairs, rep.pairs);
+    assert!(back.ok(), "{back:?}");
+    for si in 0..f.switches().len() as u32 {
+        for &(_, lid) in f.end_lids() {
+            assert_ne!(set.lfts.get(si, lid), fabric::tables::NO_PATH);
+        }
+    }
+    let err = route_subnet(&config(d.path(), "nue"))
+        .err()
+        .expect("nue routes one LID per port")
+        .to_string();
+    assert!(err.contains("engine nue routes one LID per port"), "{err}");
 }

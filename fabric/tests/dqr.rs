@@ -22,9 +22,9 @@ fn routed(t: Topology, engine: EngineKind) -> (Fabric, Routing) {
     (f, r)
 }
 
-/// The switch ports a flow leaves by, in order (None: not delivered).
-fn path(f: &Fabric, r: &Routing, src: Slot, dst: Slot) -> Option<Vec<Slot>> {
-    let dlid = f.lid_of_slot(dst);
+/// The switch ports a flow toward LID `dlid` of port `dst` leaves by, in
+/// order (None: not delivered).
+fn path(f: &Fabric, r: &Routing, src: Slot, (dst, dlid): (Slot, u16)) -> Option<Vec<Slot>> {
     let mut c = src;
     let mut out = Vec::new();
     for _ in 0..64 {
@@ -94,17 +94,18 @@ fn reroute_and_check(
     if out.drain.is_some() {
         DRAINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    // Only flows whose old route is gone changed.
+    // Only flows whose old route is gone changed: a flow from each LID of
+    // a port toward each LID of another (LMC).
     let (mut changed, mut broken, mut pairs) = (0, 0, 0u64);
-    for &s in f1.endports() {
-        for &d in f1.endports() {
+    for &(s, slid) in f1.end_lids() {
+        for &(d, dlid) in f1.end_lids() {
             if s == d {
                 continue;
             }
             pairs += 1;
-            let old = path(&f1, r0, s, d);
-            let new = path(&f1, &out.routing, s, d);
-            assert!(new.is_some(), "flow {s} -> {d} not delivered");
+            let old = path(&f1, r0, s, (d, dlid));
+            let new = path(&f1, &out.routing, s, (d, dlid));
+            assert!(new.is_some(), "flow {s} -> {d} (LID {dlid}) not delivered");
             if old.is_none() {
                 broken += 1;
             }
@@ -112,14 +113,10 @@ fn reroute_and_check(
                 changed += 1;
                 assert!(
                     old.is_none(),
-                    "flow {s} -> {d} changed though its route survived"
+                    "flow {s} -> {d} (LID {dlid}) changed though its route survived"
                 );
             }
-            let sl = |r: &Routing| {
-                r.path_sl
-                    .as_ref()
-                    .map_or(0, |p| p.get(f1.lid_of_slot(s), f1.lid_of_slot(d)))
-            };
+            let sl = |r: &Routing| r.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
             if sl(r0) != sl(&out.routing) {
                 assert!(
                     old.is_none(),
@@ -187,6 +184,44 @@ fn reroute_and_check(
     assert_eq!(pairs, out.stats.flows, "{:?}", out.stats);
     assert_eq!(out.stats.flows_rerouted, broken);
     Some(Checked { changed, broken })
+}
+
+/// With LMC, a fault reroutes the broken LIDs only: each LID of a port
+/// routes apart, and a LID whose route survived keeps it (checked flow by
+/// flow above), with DF-DN's VLs and Up*/Down*'s one VL kept.
+#[test]
+fn with_lmc_only_the_broken_lids_move() {
+    for (t, engine) in [
+        (Topology::Dragonfly { p: 2, hosts: None }, EngineKind::Dfdn),
+        (
+            Topology::Mesh {
+                dims: vec![4, 4],
+                torus: true,
+                hosts: 1,
+            },
+            EngineKind::Updn,
+        ),
+    ] {
+        let f = fabric::generate::with_lmc(&generate(&t).expect("topology"), 1).expect("LMC");
+        let r = engine
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        assert!(verify(&f, &r).ok(), "{engine}");
+        let mut tolerated = 0;
+        let mut moved = 0;
+        for &l in f.switch_links().iter().step_by(5) {
+            if let Some(c) = reroute_and_check(&f, &r, &[Fault::Link(l)], &Options::default()) {
+                tolerated += 1;
+                moved += c.changed;
+                assert!(c.broken > 0 || c.changed == 0);
+            }
+        }
+        assert!(
+            tolerated > 0 && moved > 0,
+            "{engine}: {tolerated} faults rerouted"
+        );
+    }
 }
 
 #[test]

@@ -17,6 +17,9 @@ struct EngineJson {
     name: &'static str,
     description: &'static str,
     deadlock_free: bool,
+    /// Whether it routes every LID of a port with LMC above 0 (the others
+    /// refuse such a fabric).
+    routes_lmc: bool,
     /// How `--workers` cut its routing (with its default options).
     workers: String,
 }
@@ -58,6 +61,7 @@ pub fn run(a: EnginesArgs) -> Result<i32> {
                 name: e.name(),
                 description: e.description(),
                 deadlock_free: e.claims_deadlock_free(),
+                routes_lmc: e.routes_lmc(),
                 workers: on_workers(e.as_ref()),
             })
             .collect();
@@ -66,7 +70,7 @@ pub fn run(a: EnginesArgs) -> Result<i32> {
     }
     for e in engines {
         println!(
-            "{:<10} {}{} [on workers: {}]",
+            "{:<10} {}{} [on workers: {}]{}",
             e.name(),
             e.description(),
             if e.claims_deadlock_free() {
@@ -74,7 +78,12 @@ pub fn run(a: EnginesArgs) -> Result<i32> {
             } else {
                 " [not deadlock free]"
             },
-            on_workers(e.as_ref())
+            on_workers(e.as_ref()),
+            if e.routes_lmc() {
+                ""
+            } else {
+                " [one LID per port: refuses LMC]"
+            }
         );
     }
     Ok(0)

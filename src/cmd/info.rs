@@ -102,9 +102,8 @@ impl Info {
         println!("max LID         {}", self.max_lid);
         if self.max_lmc > 0 {
             println!(
-                "LMC             up to {} on {} ports, {} LIDs in all (route and verify \
-                 take every LID, with minhop, updn and dnup; the other commands take one LID \
-                 per port and refuse this fabric)",
+                "LMC             up to {} on {} ports, {} LIDs in all (route, verify and \
+                 reroute take every LID; `ibfabric engines` says which engines route them)",
                 self.max_lmc, self.ports_with_lmc, self.lids
             );
         }

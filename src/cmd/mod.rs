@@ -58,16 +58,12 @@ pub fn read_topology_as(path: &Path, lmc: bool) -> Result<Fabric> {
     Ok(f)
 }
 
-/// [`read_topology`] for a command that routes the fabric: an empty or
+/// [`read_topology`] for a command that routes the fabric, ports' LMC
+/// kept (the engines route every LID, or refuse by name): an empty or
 /// comments-only file (a discovery being written) is refused before any
 /// table set is touched.
 pub fn read_fabric_to_route(path: &Path) -> Result<Fabric> {
-    read_fabric_to_route_as(path, false)
-}
-
-/// [`read_fabric_to_route`] keeping ports' LMC when `lmc`.
-pub fn read_fabric_to_route_as(path: &Path, lmc: bool) -> Result<Fabric> {
-    let f = read_topology_as(path, lmc)?;
+    let f = read_topology_as(path, true)?;
     fabric::discovery::check(None, &f)
         .map_err(|e| anyhow::anyhow!("{}: {e}; nothing routed or written", path.display()))?;
     Ok(f)

@@ -248,7 +248,7 @@ fn report_failure(a: &RerouteArgs, e: dqr::DqrError, list_secs: f64, secs: f64) 
         dqr::DqrError::Verify(_) | dqr::DqrError::Transition(_) | dqr::DqrError::MoreVls { .. } => {
             super::exit::UNSAFE
         }
-        dqr::DqrError::OtherFabric { .. } | dqr::DqrError::Lmc(_) => super::exit::ERROR,
+        dqr::DqrError::OtherFabric { .. } => super::exit::ERROR,
     })
 }
 

@@ -148,7 +148,7 @@ struct RouteJson {
 }
 
 pub fn run(a: RouteArgs) -> Result<i32> {
-    let f = super::read_fabric_to_route_as(&a.topology, true)?;
+    let f = super::read_fabric_to_route(&a.topology)?;
     let (kind, reason) = match a.engine {
         Some(k) => (k, None),
         None => {

@@ -77,7 +77,6 @@ fn reason(e: &DqrError) -> &'static str {
         DqrError::Verify(_) => "verify",
         DqrError::MoreVls { .. } => "more VLs",
         DqrError::OtherFabric { .. } => "other fabric",
-        DqrError::Lmc(_) => "LMC",
     }
 }
 

@@ -101,12 +101,16 @@ fn diff(before: &Fabric, after: &Fabric) -> Result<Change, String> {
                     name(after, s)
                 ));
             };
-            if after.kind(n) != NodeKind::Switch && after.lid_of_slot(s) != before.lid_of_slot(bs) {
+            if after.kind(n) != NodeKind::Switch
+                && (after.lid_of_slot(s), after.lmc(s)) != (before.lid_of_slot(bs), before.lmc(bs))
+            {
                 return Err(format!(
-                    "{} has LID {} (was {})",
+                    "{} has LID {} LMC {} (was LID {} LMC {})",
                     name(after, s),
                     after.lid_of_slot(s),
-                    before.lid_of_slot(bs)
+                    after.lmc(s),
+                    before.lid_of_slot(bs),
+                    before.lmc(bs)
                 ));
             }
             match before.remote(bs) {

@@ -38,7 +38,8 @@ pub(super) fn repair_switch_lids(
         .map(|(_, &dsw)| f.slot(dsw, 0))
         .collect();
     let none = vec![false; affected_lid.len()];
-    let broken_all = links.broken(f, r, &dests, &none);
+    let dlids: Vec<u16> = dests.iter().map(|&d| f.lid_of_slot(d)).collect();
+    let broken_all = links.broken(f, r, &dlids, &none);
     let mut changed = Vec::new();
     let mut broken = vec![false; n];
     let mut queue = std::collections::VecDeque::new();
@@ -164,18 +165,18 @@ impl SwitchLinks {
         &self,
         f: &Fabric,
         r: &Routing,
-        dests: &[Slot],
+        dlids: &[u16],
         dropped_lid: &[bool],
     ) -> Vec<Vec<u32>> {
         use rayon::prelude::*;
         let n = f.switches().len();
-        dests
+        dlids
             .par_chunks(64)
             .flat_map_iter(|chunk| {
                 let mut scratch = (vec![false; n], Vec::new());
                 chunk
                     .iter()
-                    .map(|&d| self.broken_toward(r, f.lid_of_slot(d), dropped_lid, &mut scratch))
+                    .map(|&dlid| self.broken_toward(r, dlid, dropped_lid, &mut scratch))
                     .collect::<Vec<_>>()
             })
             .collect()

@@ -185,10 +185,6 @@ pub struct Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DqrError {
     #[error(
-        "the fabric has LMC above 0 (up to {0}): DQR reroutes one LID per port; recompute the routing instead"
-    )]
-    Lmc(u8),
-    #[error(
         "the channel list was built for another fabric ({list} vertices, the fabric has {slots} ports)"
     )]
     OtherFabric { list: usize, slots: usize },
@@ -310,9 +306,6 @@ pub fn reroute(
     list: &mut ChannelList,
     opts: &Options,
 ) -> Result<Outcome, DqrError> {
-    if f.max_lmc() > 0 {
-        return Err(DqrError::Lmc(f.max_lmc()));
-    }
     // Destinations are rerouted one after the other, each on the
     // dependencies the ones before it added: a destination left without a
     // path is tried again first, on the list as it was (the dependencies
@@ -391,7 +384,7 @@ pub(crate) fn admit_transition(
     old: &Routing,
     new: &Routing,
     list: &mut ChannelList,
-    dests: &[(Slot, Changed)],
+    dests: &[((Slot, u16), Changed)],
 ) -> Result<u64, DqrError> {
     let mix = Mix::new(f, old, new, list.vls());
     let mut st = mix.scratch();
@@ -401,23 +394,17 @@ pub(crate) fn admit_transition(
         let d = *d;
         // The list holds the old side's dependencies: only walks that
         // differ from it can add any.
-        // DQR runs on fabrics without LMC (refused above): a port's one LID.
-        mix.walks_through(
-            &mut st,
-            (d, f.lid_of_slot(d)),
-            *changed,
-            &mut |c, vc, o, vo| {
-                if bad.is_some() {
-                    return;
-                }
-                let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
-                match list.add(a, b) {
-                    Ok(true) => added.push((a, b)),
-                    Ok(false) => {}
-                    Err(_) => bad = Some((c, vc, o, vo)),
-                }
-            },
-        );
+        mix.walks_through(&mut st, d, *changed, &mut |c, vc, o, vo| {
+            if bad.is_some() {
+                return;
+            }
+            let (a, b) = (list.vertex(c, vc), list.vertex(o, vo));
+            match list.add(a, b) {
+                Ok(true) => added.push((a, b)),
+                Ok(false) => {}
+                Err(_) => bad = Some((c, vc, o, vo)),
+            }
+        });
         if let Some((c, vc, o, vo)) = bad {
             // The order stays one of the smaller graph: only the edges go.
             for &(a, b) in added.iter().rev() {
@@ -491,7 +478,8 @@ mod tests {
                 let mut dests: Vec<Slot> = f.endports().to_vec();
                 dests.extend(f.switches().iter().map(|&s| f.slot(s, 0)));
                 let none = vec![false; f.max_lid() as usize + 1];
-                let got = SwitchLinks::new(&f, false).broken(&f, &r, &dests, &none);
+                let dlids: Vec<u16> = dests.iter().map(|&d| f.lid_of_slot(d)).collect();
+                let got = SwitchLinks::new(&f, false).broken(&f, &r, &dlids, &none);
                 let n = f.switches().len() as u32;
                 for (&d, got) in dests.iter().zip(got) {
                     let dlid = f.lid_of_slot(d);

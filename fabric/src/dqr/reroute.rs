@@ -50,16 +50,19 @@ pub(super) fn reroute_once(
     // The switches whose route toward each affected destination crossed
     // the fault, found for all of them first, from the tables in force (a
     // destination's column changes only while it is rerouted, below).
-    let mut affected_dests: Vec<Slot> = f
-        .endports()
+    // Every LID of every end port (LMC: a port's LIDs route apart, and
+    // only those a fault broke are rerouted).
+    let mut affected_dests: Vec<(Slot, u16)> = f
+        .end_lids()
         .iter()
         .copied()
-        .filter(|&d| scan.affected_lid[f.lid_of_slot(d) as usize])
+        .filter(|&(_, lid)| scan.affected_lid[lid as usize])
         .collect();
     // The destinations an earlier try found no path to go first.
-    affected_dests.sort_by_key(|&d| !first.contains(&f.lid_of_slot(d)));
+    affected_dests.sort_by_key(|&(_, lid)| !first.contains(&lid));
     let links = SwitchLinks::new(f, opts.reconnect);
-    let broken_all = links.broken(f, old, &affected_dests, &scan.dropped_lid);
+    let dlids: Vec<u16> = affected_dests.iter().map(|&(_, l)| l).collect();
+    let broken_all = links.broken(f, old, &dlids, &scan.dropped_lid);
     let mut search = Search::new(f, old, list, opts, &sources);
     search.stats.flows = sources.flows(f);
     // The routes toward switches are repaired beside the search: the
@@ -164,8 +167,6 @@ struct Sources {
     host_switch: Vec<u32>,
     /// Positions in `hosts` by the switch the host hangs off.
     hosts_at: Vec<Vec<u32>>,
-    /// Router ports among the hosts.
-    router_hosts: u64,
 }
 
 impl Sources {
@@ -181,30 +182,34 @@ impl Sources {
                 hosts_at[si as usize].push(k as u32);
             }
         }
-        let router_hosts = hosts
-            .iter()
-            .filter(|&&h| f.kind(f.node_of(h)) == NodeKind::Router)
-            .count() as u64;
         Self {
             hosts,
             host_switch,
             hosts_at,
-            router_hosts,
         }
     }
 
-    /// Flows toward every destination, counted without walking them: every
-    /// host but the destination, and no router port toward a router port
-    /// (transit, the inter-subnet check's).
+    /// Flows toward every destination LID, counted without walking them:
+    /// from every LID of every host but the destination's, and no router
+    /// port toward a router port (transit, the inter-subnet check's).
     fn flows(&self, f: &Fabric) -> u64 {
-        let n = self.hosts.len() as u64;
-        f.endports()
+        let lids = |h: Slot| 1u64 << f.lmc(h);
+        let n: u64 = self.hosts.iter().map(|&h| lids(h)).sum();
+        let routers: u64 = self
+            .hosts
             .iter()
-            .map(|&d| {
+            .filter(|&&h| f.kind(f.node_of(h)) == NodeKind::Router)
+            .map(|&h| lids(h))
+            .sum();
+        f.end_lids()
+            .iter()
+            .map(|&(d, _)| {
                 if f.kind(f.node_of(d)) == NodeKind::Router {
-                    n - self.router_hosts
+                    n - routers
+                } else if f.switch_index(f.node_of(f.remote(d))).is_some() {
+                    n - lids(d)
                 } else {
-                    n - u64::from(f.switch_index(f.node_of(f.remote(d))).is_some())
+                    n
                 }
             })
             .sum()
@@ -267,10 +272,10 @@ struct Search<'a> {
     stats: Stats,
     unrouted: u64,
     first_unrouted: Option<(u16, u16)>,
-    /// The destinations whose flows changed, each with the switches whose
-    /// route toward it crossed the fault: the only entries the reroute may
-    /// set.
-    changed: Vec<(Slot, Vec<u32>)>,
+    /// The destination LIDs whose flows changed, each with the switches
+    /// whose route toward it crossed the fault: the only entries the
+    /// reroute may set.
+    changed: Vec<((Slot, u16), Vec<u32>)>,
 }
 
 /// A flow being rerouted: source `h` (position `k` in the hosts) off
@@ -289,7 +294,7 @@ struct Pair {
 struct Rerouted {
     routing: Routing,
     stats: Stats,
-    changed: Vec<(Slot, Vec<u32>)>,
+    changed: Vec<((Slot, u16), Vec<u32>)>,
     /// (switch index, LID) of the repaired entries toward switches.
     repaired: Vec<(u32, u16)>,
 }
@@ -337,13 +342,13 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Reroutes the flows toward `d` whose route crossed the fault at the
-    /// switches `broken`. The switches share one entry per destination
+    /// Reroutes the flows toward LID `d.1` of port `d.0` whose route
+    /// crossed the fault at the switches `broken`. The switches share one entry per destination
     /// across SLs, so the first flow routed fixes the way for the flows
     /// after it, whose layers may not admit it: when some flow finds no
     /// path, the destination is undone (entries, SLs, dependencies,
     /// counts) and tried again with that flow first.
-    fn destination(&mut self, d: Slot, broken: Vec<u32>) {
+    fn destination(&mut self, d: (Slot, u16), broken: Vec<u32>) {
         self.reset(&broken);
         // Most sources sit on switches the fault left alone: only those of
         // the others, in the order of the hosts.
@@ -366,7 +371,7 @@ impl<'a> Search<'a> {
             let Some(pos) = failed else { break };
             self.list.undo_to(mark);
             self.searcher.set.truncate(set0);
-            let dlid = self.f.lid_of_slot(d);
+            let dlid = d.1;
             if let Some(p) = self.path_sl.as_mut() {
                 for &(slid, sl) in sl_changes.iter().rev() {
                     p.set_pair(slid, dlid, sl);
@@ -391,12 +396,11 @@ impl<'a> Search<'a> {
     /// unrouted and the pass goes on), and whether any flow was broken.
     fn route_flows(
         &mut self,
-        d: Slot,
+        (d, dlid): (Slot, u16),
         last: bool,
         sl_changes: &mut Vec<(u16, u8)>,
     ) -> (Option<usize>, bool) {
         let f = self.f;
-        let dlid = f.lid_of_slot(d);
         let d_router = f.kind(f.node_of(d)) == NodeKind::Router;
         let mut affected = false;
         self.routed_from.clear();
@@ -406,36 +410,39 @@ impl<'a> Search<'a> {
             if h == d || (d_router && f.kind(f.node_of(h)) == NodeKind::Router) {
                 continue;
             }
-            let slid = f.lid_of_slot(h);
-            let sl = self.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
-            if sl == SL_NONE {
-                // No path before the fault either: not this reroute's.
-                continue;
-            }
-            self.stats.flows_broken += 1;
-            affected = true;
-            let pair = Pair {
-                h,
-                si0,
-                slid,
-                d,
-                dlid,
-                sl,
-            };
-            if self
-                .first_vl(&pair)
-                .is_some_and(|v| self.routed_from.contains(&(si0, sl, v)))
-            {
-                self.stats.flows_rerouted += 1;
-                continue;
-            }
-            if self.route_flow(&pair, sl_changes) {
-                self.stats.flows_rerouted += 1;
-            } else if !last {
-                return (Some(pos), affected);
-            } else {
-                self.unrouted += 1;
-                self.first_unrouted.get_or_insert((slid, dlid));
+            // Each LID of the source (LMC) is a flow with its own SL; the
+            // route is the destination's, so flows on one SL share it.
+            for slid in f.lids_of_slot(h) {
+                let sl = self.path_sl.as_ref().map_or(0, |p| p.get(slid, dlid));
+                if sl == SL_NONE {
+                    // No path before the fault either: not this reroute's.
+                    continue;
+                }
+                self.stats.flows_broken += 1;
+                affected = true;
+                let pair = Pair {
+                    h,
+                    si0,
+                    slid,
+                    d,
+                    dlid,
+                    sl,
+                };
+                if self
+                    .first_vl(&pair)
+                    .is_some_and(|v| self.routed_from.contains(&(si0, sl, v)))
+                {
+                    self.stats.flows_rerouted += 1;
+                    continue;
+                }
+                if self.route_flow(&pair, sl_changes) {
+                    self.stats.flows_rerouted += 1;
+                } else if !last {
+                    return (Some(pos), affected);
+                } else {
+                    self.unrouted += 1;
+                    self.first_unrouted.get_or_insert((slid, dlid));
+                }
             }
         }
         (None, affected)
@@ -568,8 +575,8 @@ fn layers_of(r: &Routing, opts: &Options) -> Vec<u8> {
 struct Changes<'a> {
     scan: &'a Scan,
     links: &'a SwitchLinks,
-    /// The destinations whose flows changed, with their broken switches.
-    changed: &'a [(Slot, Vec<u32>)],
+    /// The destination LIDs whose flows changed, with their broken switches.
+    changed: &'a [((Slot, u16), Vec<u32>)],
     /// The repaired entries toward switches.
     repaired: &'a [(u32, u16)],
 }
@@ -597,11 +604,11 @@ fn check_update(
     // stages: those of its broken switches, unless the fault cut the
     // destination off (every entry dropped) or it is a switch (whose
     // column the repair and the drain stage set too).
-    let changes: Vec<(Slot, Changed)> = changed
+    let changes: Vec<((Slot, u16), Changed)> = changed
         .iter()
         .map(|(d, b)| {
-            let exact = !scan.dropped_lid[f.lid_of_slot(*d) as usize]
-                && f.kind(f.node_of(*d)) != NodeKind::Switch;
+            let exact =
+                !scan.dropped_lid[d.1 as usize] && f.kind(f.node_of(d.0)) != NodeKind::Switch;
             (
                 *d,
                 if exact {
@@ -620,10 +627,10 @@ fn check_update(
     let mut d = old.clone();
     // The others are classified on the tables in force, their entries all
     // there (a dropped destination's included).
-    let compared: Vec<Slot> = changes
+    let compared: Vec<u16> = changes
         .iter()
         .filter(|(_, c)| matches!(c, Changed::Compare))
-        .map(|&(dst, _)| dst)
+        .map(|&((_, dlid), _)| dlid)
         .collect();
     let none_dropped = vec![false; scan.dropped_lid.len()];
     let mut compared_broken = links.broken(f, old, &compared, &none_dropped).into_iter();
@@ -632,9 +639,8 @@ fn check_update(
             Changed::Given(broken) => broken.to_vec(),
             Changed::Compare => compared_broken.next().unwrap_or_default(),
         };
-        let dlid = f.lid_of_slot(dst);
         for si in broken {
-            d.lfts.set(si, dlid, NO_PATH);
+            d.lfts.set(si, dst.1, NO_PATH);
         }
     }
     // The repaired routes toward switches, the only switch entries `new`
