@@ -684,6 +684,29 @@ static void test_lmc(const char *dir)
 	put(dir, TS_LFTS, unaligned);
 	manifest(dir, unaligned, NULL, NULL, 1);
 	expect_refused(dir, "not one aligned range of 2^LMC", "LIDs 1-2 of one port");
+
+	/* Path SLs: each LID of a port sends with its own row; a set with a
+	 * row for the base LID only is refused. */
+	static const char *lfts2 =
+		"Unicast lids [0-4] of switch Lid 1 guid 0x0000000000000001 ('s'):\n"
+		"0x0001 000 # Switch portguid 0x0000000000000001: 's'\n"
+		"0x0002 001 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"0x0003 001 # Channel Adapter portguid 0x0000000000000011: 'h1'\n"
+		"0x0004 002 # Channel Adapter portguid 0x0000000000000021: 'h2'\n"
+		"4 lids dumped\n";
+	static const char *sls_whole = "# ibfabric path SLs\n# max_lid 4\n"
+		"0x0002 ----1\n0x0003 ----2\n0x0004 --34-\n";
+	static const char *sls_base = "# ibfabric path SLs\n# max_lid 4\n"
+		"0x0002 ----1\n0x0004 --34-\n";
+	put(dir, TS_LFTS, lfts2);
+	put(dir, TS_PATHSL, sls_whole);
+	manifest(dir, lfts2, NULL, sls_whole, 1);
+	CHECK(ts_load(dir, &ts, err, sizeof err) == 0, "LMC set with path SLs: %s", err);
+	CHECK(ts_path_sl(&ts, 3, 4) == 2 && ts_path_sl(&ts, 4, 3) == 4, "path SLs per LID");
+	ts_free(&ts);
+	put(dir, TS_PATHSL, sls_base);
+	manifest(dir, lfts2, NULL, sls_base, 1);
+	expect_refused(dir, "no SLs for source LID", "a row for the base LID only");
 }
 
 int main(void)

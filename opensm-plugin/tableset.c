@@ -569,15 +569,21 @@ static int parse_pathsl(char *text, struct tableset *ts, char *err, size_t errle
 }
 
 /* Every port of the LID map that is not a switch sends traffic and needs
- * its SLs. (The text dump's map holds the ports its first switch routes;
+ * its SLs, from each of its LIDs. (The text dump's map holds the ports its first switch routes;
  * the compact file's, every port with a LID: the same ports in a set that
  * routes every end port.) */
 size_t ts_missing_source(const struct tableset *ts)
 {
 	size_t i;
-	for (i = 0; i < ts->nlids; i++)
-		if (!ts_find_switch(ts, ts->lids[i].guid) && !ts->pathsl_rows[ts->lids[i].lid])
-			break;
+	unsigned k;
+	/* Every LID of a port with LMC sends with its own row. */
+	for (i = 0; i < ts->nlids; i++) {
+		if (ts_find_switch(ts, ts->lids[i].guid))
+			continue;
+		for (k = 0; k < (1u << ts->lids[i].lmc); k++)
+			if ((size_t)ts->lids[i].lid + k > ts->max_lid || !ts->pathsl_rows[ts->lids[i].lid + k])
+				return i;
+	}
 	return i;
 }
 

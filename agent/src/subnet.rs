@@ -155,6 +155,7 @@ fn read_topology(cfg: &AgentConfig) -> Result<Fabric, RouteError> {
     // a fault reroutes the broken LIDs; a subnet with routers is refused
     // by the dependency summary.
     let mut fabric = ibnetdiscover::read_with_lmc(&cfg.topology)?;
+    fabric::routing::check_switch_lmc(&fabric)?;
     fabric.subnet_prefix = cfg.subnet_prefix;
     Ok(fabric)
 }

@@ -208,6 +208,18 @@ fn the_public_lmc_file_is_routed_or_refused_by_name() {
             );
         }
     }
+    // A switch's port 0 with LMC (OpenSM's `lmc_esp0`): refused whatever
+    // the engine, its other LIDs would be left behind.
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ibnetdiscover/ibtopotool-1.txt"
+    );
+    let text = std::fs::read_to_string(p).expect("data");
+    let esp0 = text.replace("base port 0 lid 6 lmc 0", "base port 0 lid 6 lmc 1");
+    let g = ibnetdiscover::parse_with_lmc(&esp0, Path::new("esp0.net")).expect("reads");
+    let e = routing::check_lmc(routing::by_name("updn").expect("updn").as_ref(), &g)
+        .expect_err("switch LMC");
+    assert!(e.to_string().contains("routes one LID per switch"), "{e}");
     let trees = EngineOptions {
         base: Some(routing::Base::Trees),
         ..EngineOptions::default()
@@ -278,5 +290,43 @@ fn auto_picks_an_engine_that_routes_every_lid() {
         c.reason.contains("ftree routes one LID per port"),
         "{}",
         c.reason
+    );
+}
+
+/// A dump or PathRecords with more LIDs per port than the topology's LMC
+/// are refused, not folded onto the port's LIDs here (the second LID's
+/// entry would silently win).
+#[test]
+fn more_lids_per_port_than_the_topology_has_are_refused() {
+    let df = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("df");
+    let f1 = with_lmc(&df, 1).expect("LMC");
+    let r = route(&f1, "minhop");
+    let dump = fabric::formats::lft::write(&f1, &r.lfts);
+    let e = fabric::formats::lft::parse(&df, dump.as_bytes(), Path::new("d.dump"))
+        .expect_err("two LIDs of a port on one");
+    assert!(
+        e.to_string()
+            .contains("more LIDs per port than the topology's LMC"),
+        "{e}"
+    );
+    // The same dump reads back against the fabric it was written for.
+    let back =
+        fabric::formats::lft::parse(&f1, dump.as_bytes(), Path::new("d.dump")).expect("reads");
+    assert_eq!(back, r.lfts);
+    let (a, b) = (f1.endports()[0], f1.endports()[5]);
+    let (ga, gb) = (f1.port_guid(a), f1.port_guid(b));
+    let (la, lb) = (f1.lid_of_slot(a), f1.lid_of_slot(b));
+    let records = format!(
+        "0x{ga:016x} 0x{gb:016x} {la} {lb} 1\n0x{ga:016x} 0x{gb:016x} {la} {} 2\n",
+        lb + 1
+    );
+    let p = fabric::formats::pathsl::parse(&f1, records.as_bytes(), Path::new("pr.txt"))
+        .expect("both LIDs of the port");
+    assert_eq!((p.get(la, lb), p.get(la, lb + 1)), (1, 2));
+    let e = fabric::formats::pathsl::parse(&df, records.as_bytes(), Path::new("pr.txt"))
+        .expect_err("two LIDs of a port on one");
+    assert!(
+        e.to_string().contains("pr.txt:2:") && e.to_string().contains("LMC"),
+        "{e}"
     );
 }

@@ -76,6 +76,7 @@ pub fn run(a: DqrCurveArgs) -> Result<i32> {
     }
     let f = super::read_fabric_to_route(&a.topology)?;
     let t = Instant::now();
+    fabric::routing::check_lmc(a.engine.engine().as_ref(), &f)?;
     let routing = a
         .engine
         .engine()

@@ -64,6 +64,8 @@ pub fn read_topology_as(path: &Path, lmc: bool) -> Result<Fabric> {
 /// table set is touched.
 pub fn read_fabric_to_route(path: &Path) -> Result<Fabric> {
     let f = read_topology_as(path, true)?;
+    fabric::routing::check_switch_lmc(&f)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     fabric::discovery::check(None, &f)
         .map_err(|e| anyhow::anyhow!("{}: {e}; nothing routed or written", path.display()))?;
     Ok(f)

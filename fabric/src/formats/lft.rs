@@ -129,6 +129,12 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
     // Where each switch's block began: a second block for one switch
     // (two dumps concatenated, an edit gone wrong) would silently win.
     let mut seen: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    // Per LID of this block: the file LID that set it, stamped by block.
+    // With LMC a port's file LIDs move to the same offsets here; a dump
+    // with more LIDs per port than the topology's LMC would land two on
+    // one LID, and the second would silently win.
+    let mut set_by: Vec<(u32, u16)> = vec![(0, 0); lfts.width()];
+    let mut block = 0u32;
     let mut lines = Lines::new(input, file);
     while let Some((ln, line)) = lines.next_line()? {
         if line.starts_with("Unicast lids") {
@@ -161,6 +167,7 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
                 ));
             }
             current = Some((si, f.num_ports(node)));
+            block += 1;
             continue;
         }
         if line.starts_with("Multicast mlids") {
@@ -197,6 +204,7 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
                     format!("out port {port} exceeds the switch's {nports} ports"),
                 ));
             }
+            let file_lid = lid;
             if let Some(p) = line.find("portguid 0x") {
                 let g = line[p + 11..]
                     .split(|c: char| !c.is_ascii_hexdigit())
@@ -215,12 +223,27 @@ pub fn parse(f: &Fabric, input: impl BufRead, file: &Path) -> Result<Lfts, Error
                     ),
                 ));
             }
+            land(&mut set_by, block, lid, file_lid).map_err(|e| err(ln, e))?;
             lfts.set(si, lid, port);
             continue;
         }
         return Err(err(ln, format!("unexpected line '{line}'")));
     }
     Ok(lfts)
+}
+
+/// Records that file LID `file_lid` lands on `lid` in switch block
+/// `block`; a different file LID already there is refused.
+fn land(set_by: &mut [(u32, u16)], block: u32, lid: u16, file_lid: u16) -> Result<(), String> {
+    match set_by[lid as usize] {
+        (b, other) if b == block && other != file_lid => Err(format!(
+            "LIDs {other} and {file_lid} of one port both land on LID {lid}: the dump has more LIDs per port than the topology's LMC"
+        )),
+        _ => {
+            set_by[lid as usize] = (block, file_lid);
+            Ok(())
+        }
+    }
 }
 
 pub fn read(f: &Fabric, path: &Path) -> Result<Lfts, Error> {

@@ -11,7 +11,7 @@
 
 use super::{Lines, open_file};
 use crate::error::{Error, ParseError};
-use crate::model::Fabric;
+use crate::model::{Fabric, Slot};
 use crate::tables::{PathSl, SL_NONE};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -73,6 +73,11 @@ fn parse_records(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl,
     let guid_index = f.port_guid_index();
     let w = f.max_lid() as usize + 1;
     let mut rows: HashMap<u16, Vec<u8>> = HashMap::new();
+    // Per port: which file LID landed on which of its LIDs here. With LMC
+    // a record's LIDs move to the same offsets in the topology; two file
+    // LIDs of one port landing on one LID mean more LIDs per port than
+    // the topology's LMC, and the second would silently win.
+    let mut landed: HashMap<Slot, Vec<(u16, u16)>> = HashMap::new();
     let mut lines = Lines::new(input, file);
     while let Some((ln, line)) = lines.next_line()? {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -82,9 +87,9 @@ fn parse_records(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl,
                 "expected '0x<source GUID> 0x<destination GUID> <SLID> <DLID> <SL>'".into(),
             ));
         };
-        let lid_of = |g: &str, lid: &str| -> Result<u16, Error> {
+        let mut lid_of = |g: &str, lid: &str| -> Result<u16, Error> {
             let guid = super::parse_hex_u64(g).ok_or_else(|| err(ln, format!("bad GUID '{g}'")))?;
-            let slot = guid_index.get(&guid).ok_or_else(|| {
+            let slot = *guid_index.get(&guid).ok_or_else(|| {
                 err(
                     ln,
                     format!("port GUID 0x{guid:016x} is not in the topology"),
@@ -95,9 +100,24 @@ fn parse_records(f: &Fabric, input: impl BufRead, file: &Path) -> Result<PathSl,
             let lid: u16 = lid
                 .parse()
                 .map_err(|_| err(ln, format!("bad LID '{lid}' (expected a decimal number)")))?;
-            Ok(f.lid_like(*slot, lid))
+            let here = f.lid_like(slot, lid);
+            let seen = landed.entry(slot).or_default();
+            match seen.iter().find(|&&(h, _)| h == here) {
+                Some(&(_, other)) if other != lid => Err(err(
+                    ln,
+                    format!(
+                        "LIDs {other} and {lid} of port 0x{guid:016x} both land on LID {here}: the records have more LIDs per port than the topology's LMC"
+                    ),
+                )),
+                Some(_) => Ok(here),
+                None => {
+                    seen.push((here, lid));
+                    Ok(here)
+                }
+            }
         };
-        let (s, d) = (lid_of(sg, slid)?, lid_of(dg, dlid)?);
+        let s = lid_of(sg, slid)?;
+        let d = lid_of(dg, dlid)?;
         let sl: u8 = sl
             .parse()
             .ok()

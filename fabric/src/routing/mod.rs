@@ -338,6 +338,7 @@ impl Split {
 /// Refuses a fabric with LMC above 0 for an engine that would route one
 /// LID per port: the other LIDs would be left without a route.
 pub fn check_lmc(engine: &dyn RoutingEngine, f: &Fabric) -> Result<()> {
+    check_switch_lmc(f)?;
     if f.max_lmc() == 0 || engine.routes_lmc() {
         return Ok(());
     }
@@ -366,6 +367,20 @@ pub fn check_lmc(engine: &dyn RoutingEngine, f: &Fabric) -> Result<()> {
         f.max_lmc(),
         able.join(", ")
     )))
+}
+
+/// Refuses a switch whose port 0 has LMC above 0 (OpenSM's `lmc_esp0`):
+/// engines, DQR and the verifier take one LID per switch, and its other
+/// LIDs would be left behind; end ports may have LMC.
+pub fn check_switch_lmc(f: &Fabric) -> Result<()> {
+    match f.switches().iter().find(|&&sw| f.lmc(f.slot(sw, 0)) > 0) {
+        Some(&sw) => Err(Error::Invalid(format!(
+            "switch {} has LMC {} on its port 0: ibfabric routes one LID per switch (end ports may have LMC)",
+            f.desc(sw),
+            f.lmc(f.slot(sw, 0))
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Every engine the product ships, in the order listings show them.

@@ -339,6 +339,7 @@ fn fingerprint(f: &Fabric) -> u64 {
         mix(if r == NONE { u64::MAX } else { u64::from(r) });
         mix(f.port_guid(s));
         mix(u64::from(f.lid_of_slot(s)));
+        mix(u64::from(f.lmc(s)));
     }
     h
 }
