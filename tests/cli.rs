@@ -1318,7 +1318,7 @@ fn route_and_verify_refuse_an_unparsable_or_impossible_lid() {
         (
             "Switch 4 \"s\"  # \"s\" base port 0 lid 1 lmc 0",
             "[1](1000000000021) \"s\"[2]  # lid 3 lmc 1",
-            "11: LMC 1",
+            "11: LID 3 with LMC 1 is not a multiple of 2",
         ),
     ] {
         assert_refused(d.path(), &three_cas(switch, h1_port), cause);
