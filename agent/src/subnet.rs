@@ -627,6 +627,7 @@ fn describe(
                 guid,
                 lid: lid as u32,
                 desc: fabric.desc(n).to_string(),
+                lmc: u32::from(fabric.lmc(e)),
             }),
         }
     }

@@ -161,6 +161,11 @@ fn every_lid_is_routed_written_and_verified() {
             assert_ne!(set.lfts.get(si, lid), fabric::tables::NO_PATH);
         }
     }
+    // The report carries each port's base LID and LMC.
+    assert_eq!(routed.report.end_ports.len(), f.endports().len());
+    for p in &routed.report.end_ports {
+        assert_eq!((p.lmc, p.lid % 2), (1, 0), "{p:?}");
+    }
     let err = route_subnet(&config(d.path(), "nue"))
         .err()
         .expect("nue routes one LID per port")

@@ -363,6 +363,7 @@ async fn inject(c: &ChaosCluster, f: &Fault, hold: Duration, rogues: &mut Rogues
                 guid: 0xe000_0000_0000_0000 | (r.prefix & 0xffff),
                 lid: 1,
                 desc: "rogue".into(),
+                lmc: 0,
             }];
             let left = r.report(c, ports, false).await?;
             anyhow::ensure!(
@@ -380,6 +381,7 @@ async fn inject(c: &ChaosCluster, f: &Fault, hold: Duration, rogues: &mut Rogues
                     guid,
                     lid: n as u32 + 1,
                     desc: "squat".into(),
+                    lmc: 0,
                 })
                 .collect();
             let left = r.report(c, ports, true).await?;

@@ -326,6 +326,7 @@ async fn a_call_the_role_may_never_make_is_refused_before_its_body_is_read() {
                 guid: g + 1,
                 lid: 1,
                 desc: "padding-padding-padding".into(),
+                lmc: 0,
             })
             .collect(),
         ..Default::default()

@@ -97,6 +97,7 @@ async fn reports_that_are_not_verified_or_claim_another_subnets_ports_are_refuse
             guid: 0xee01,
             lid: 1,
             desc: "h".into(),
+            lmc: 0,
         }],
         routing: Some(v1::RoutingResult {
             engine: "minhop".into(),
@@ -350,6 +351,7 @@ async fn a_report_whose_write_failed_is_written_when_sent_again() {
                 guid: 0xcc00 + u64::from(i),
                 lid: i,
                 desc: format!("h{i}"),
+                lmc: 0,
             })
             .collect(),
         routing: Some(v1::RoutingResult {
@@ -431,6 +433,7 @@ async fn a_report_without_a_summary_is_left_out_and_stops_no_route() {
                 guid: 0xee01,
                 lid: 1,
                 desc: "h".into(),
+                lmc: 0,
             }],
             routing: Some(v1::RoutingResult {
                 engine: "minhop".into(),

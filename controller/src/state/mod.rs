@@ -438,26 +438,37 @@ impl State {
         }
         let mut seen: HashMap<u64, ()> = HashMap::with_capacity(r.end_ports.len());
         let mut lids: HashMap<u32, ()> = HashMap::with_capacity(r.end_ports.len());
+        // An end port with LMC answers to 2^LMC LIDs from an aligned base:
+        // every one of them is the port's alone.
         let ports = r
             .end_ports
             .iter()
-            .map(|p| (p.guid, p.lid))
-            .chain(r.router_ports.iter().map(|p| (p.port_guid, p.lid)));
-        for (guid, lid) in ports {
+            .map(|p| (p.guid, p.lid, p.lmc))
+            .chain(r.router_ports.iter().map(|p| (p.port_guid, p.lid, 0)));
+        for (guid, lid, lmc) in ports {
             if guid == 0 {
                 return bad("a port has GUID 0".into());
             }
-            if !(1..=0xbfff).contains(&lid) {
+            if lmc > 7 || lid % (1 << lmc.min(7)) != 0 {
                 return bad(format!(
-                    "port {} has LID {lid}, outside the unicast range 1..=49151",
+                    "port {} has LMC {lmc} at LID {lid}: LMC is 0..=7 and the base LID a multiple of 2^LMC",
+                    hex(guid)
+                ));
+            }
+            let last = lid.saturating_add((1 << lmc) - 1);
+            if lid == 0 || last > 0xbfff {
+                return bad(format!(
+                    "port {} has LIDs {lid}..={last}, outside the unicast range 1..=49151",
                     hex(guid)
                 ));
             }
             if seen.insert(guid, ()).is_some() {
                 return bad(format!("GUID {} appears twice", hex(guid)));
             }
-            if lids.insert(lid, ()).is_some() {
-                return bad(format!("LID {lid} is given to two ports"));
+            for l in lid..=last {
+                if lids.insert(l, ()).is_some() {
+                    return bad(format!("LID {l} is given to two ports"));
+                }
             }
         }
         let mut routers: HashMap<u64, u32> = HashMap::new();

@@ -32,6 +32,7 @@ fn reports() -> Vec<v1::SubnetReport> {
                     guid: p.guid,
                     lid: p.lid as u32,
                     desc: String::new(),
+                    lmc: 0,
                 })
                 .collect(),
             router_ports: s
@@ -438,6 +439,27 @@ fn reports_that_are_unverified_or_malformed_are_refused() {
     refused(&st, &r, "appears twice");
     let mut r = base.clone();
     r.end_ports[0].lid = 0xc000;
+    refused(&st, &r, "unicast range");
+    // LMC: each of a port's 2^LMC LIDs is its own, from an aligned base.
+    let free = 0x8000u32;
+    let mut r = base.clone();
+    r.end_ports[0].lid = free;
+    r.end_ports[0].lmc = 2;
+    st.check_report(&r, None, &l)
+        .expect("LIDs 0x8000..=0x8003 of one port");
+    r.end_ports[1].lid = free + 2;
+    refused(&st, &r, &format!("LID {} is given to two ports", free + 2));
+    let mut r = base.clone();
+    r.end_ports[0].lid = free + 1;
+    r.end_ports[0].lmc = 1;
+    refused(&st, &r, "multiple of 2^LMC");
+    let mut r = base.clone();
+    r.end_ports[0].lid = free;
+    r.end_ports[0].lmc = 8;
+    refused(&st, &r, "LMC is 0..=7");
+    let mut r = base.clone();
+    r.end_ports[0].lid = 0xc000;
+    r.end_ports[0].lmc = 2;
     refused(&st, &r, "unicast range");
     // Past the bound on end ports.
     let small = Limits {

@@ -290,6 +290,8 @@ pub fn view_to_report(sv: &fabric::intersubnet::SubnetView) -> v1::SubnetReport 
                 guid: e.guid,
                 lid: u32::from(e.lid),
                 desc: String::new(),
+                // Subnets joined by routers take one LID per port.
+                lmc: 0,
             })
             .collect(),
         router_ports: sv
