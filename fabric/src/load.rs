@@ -155,7 +155,7 @@ pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
         .collect();
     let mut sums = LoadSums::zero(f);
     for block in lids.chunks(1024) {
-        let cols = lfts.lid_columns(&block.iter().map(|x| x.1).collect::<Vec<_>>());
+        let cols = lfts.columns(block);
         let slots: Vec<Slot> = block.iter().map(|x| x.0).collect();
         sums.add(&load_sums(f, &slots, |k, si| cols[k * n + si as usize]));
     }

@@ -75,15 +75,15 @@ impl Lfts {
     pub fn row_mut(&mut self, sw: u32) -> &mut [u8] {
         &mut self.data[sw as usize * self.width..(sw as usize + 1) * self.width]
     }
-    /// LFT columns of the destination ports `dests` (their base LIDs):
-    /// for each destination, a contiguous run of one entry per switch
-    /// index. Walks toward one destination then read a few KB instead of
-    /// one cache line per switch.
-    pub fn columns(&self, f: &Fabric, dests: &[Slot]) -> Vec<u8> {
-        let lids: Vec<u16> = dests.iter().map(|&d| f.lid_of_slot(d)).collect();
+    /// [`Self::lid_columns`] of destination LIDs (a port and one of its
+    /// LIDs, as `Fabric::end_lids` lists them).
+    pub fn columns(&self, dests: &[(Slot, u16)]) -> Vec<u8> {
+        let lids: Vec<u16> = dests.iter().map(|&(_, l)| l).collect();
         self.lid_columns(&lids)
     }
-    /// [`Self::columns`] of the LIDs given.
+    /// LFT columns of the LIDs `lids`: for each, a contiguous run of one
+    /// entry per switch index. Walks toward one destination then read a
+    /// few KB instead of one cache line per switch.
     pub fn lid_columns(&self, lids: &[u16]) -> Vec<u8> {
         use rayon::prelude::*;
         let nsw = self.num_switches();

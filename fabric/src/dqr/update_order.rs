@@ -19,7 +19,7 @@
 //! SL they cached toward the new routes), there is no safe order without
 //! the hosts: the caller keeps the tables in force and says why.
 
-use crate::model::{Fabric, NONE};
+use crate::model::Fabric;
 use crate::tables::{NO_PATH, Routing};
 use crate::verify::{TransitionReport, check_transition};
 
@@ -46,32 +46,6 @@ pub enum OrderError {
     },
 }
 
-/// Per destination LID: whether some source LID of another port has
-/// another path SL toward it in `new` than in `old`. Sources whose rows
-/// are the same on both sides (most, in a reroute) are skipped whole.
-fn sl_changed_toward(f: &Fabric, old: &Routing, new: &Routing) -> Vec<bool> {
-    let sl = |r: &Routing, s: u16, d: u16| r.path_sl.as_ref().map_or(0, |p| p.get(s, d));
-    fn row(r: &Routing, s: u16) -> Option<&[u8]> {
-        r.path_sl.as_ref().and_then(|p| p.row_of(s))
-    }
-    let mut changed = vec![false; f.max_lid() as usize + 1];
-    for &(s, slid) in f.end_lids() {
-        if f.remote(s) == NONE {
-            continue;
-        }
-        let (a, b) = (row(old, slid), row(new, slid));
-        if (a.is_some() && a == b) || (old.path_sl.is_none() && new.path_sl.is_none()) {
-            continue;
-        }
-        for &(d, dlid) in f.end_lids() {
-            if d != s && sl(old, slid, dlid) != sl(new, slid, dlid) {
-                changed[dlid as usize] = true;
-            }
-        }
-    }
-    changed
-}
-
 /// Orders the update from `old` to `new`, both tables for `f` (the fabric
 /// while the update is applied).
 pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<OrderedUpdate, OrderError> {
@@ -86,8 +60,14 @@ pub fn order_update(f: &Fabric, old: &Routing, new: &Routing) -> Result<OrderedU
     let sl2vl_changed = old.sl2vl != new.sl2vl;
     let mut drain = old.clone();
     let mut drained = 0u64;
-    let sl_changed = sl_changed_toward(f, old, new);
-    // Every LID of every end port (LMC).
+    // Per LID: a source of another port sends toward it on another SL.
+    let mut sl_changed = vec![false; f.max_lid() as usize + 1];
+    crate::verify::transition::for_each_sl_change(f, old, new, f.endports(), |dlid, s| {
+        if f.lid_owner(dlid) != Some(s) {
+            sl_changed[dlid as usize] = true;
+        }
+    });
+    // Every LID of every end port (LMC), from every LID of the others.
     for &(_, dlid) in f.end_lids() {
         let changed = sl2vl_changed
             || (0..f.switches().len() as u32)

@@ -113,8 +113,7 @@ pub fn assign_vls(f: &Fabric, lfts: &Lfts, opts: &EngineOptions) -> Result<(Sl2V
         max_sls,
     };
     let walk = |batch: &[(Slot, u16)]| -> Result<Vec<Vec<u32>>> {
-        let lids: Vec<u16> = batch.iter().map(|&(_, l)| l).collect();
-        let cols = lfts.lid_columns(&lids);
+        let cols = lfts.columns(batch);
         batch
             .par_iter()
             .enumerate()

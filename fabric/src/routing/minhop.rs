@@ -109,12 +109,8 @@ pub(crate) fn opensm_order(f: &Fabric, targets: &[LidTarget]) -> Vec<u16> {
             bases.push(lid);
         }
     }
-    let is_base = |lid: usize| {
-        f.lid_owner(lid as u16)
-            .is_some_and(|s| f.lid_of_slot(s) as usize == lid)
-    };
     let mut rest: Vec<(u64, u16)> = (0..targets.len())
-        .filter(|&lid| !placed[lid] && targets[lid].switch != NONE && is_base(lid))
+        .filter(|&lid| !placed[lid] && targets[lid].switch != NONE && targets[lid].first)
         .map(|lid| {
             let guid = f.lid_owner(lid as u16).map_or(0, |s| f.port_guid(s));
             (guid.swap_bytes(), lid as u16)

@@ -292,8 +292,7 @@ impl RouteSet {
         let chunks: Vec<Result<(Vec<u32>, Vec<u32>)>> = dests
             .par_chunks(BATCH)
             .map_init(Vec::new, |steps, batch| {
-                let lids: Vec<u16> = batch.iter().map(|&(_, l)| l).collect();
-                let cols = lfts.lid_columns(&lids);
+                let cols = lfts.columns(batch);
                 let mut lens = Vec::with_capacity(batch.len() * nsrc);
                 let mut turns = Vec::with_capacity(batch.len() * nsrc * 2);
                 for (k, &(d, dlid)) in batch.iter().enumerate() {

@@ -123,41 +123,12 @@ impl<'a> Mix<'a> {
     pub(crate) fn new(f: &'a Fabric, old: &'a Routing, new: &'a Routing, vls: usize) -> Self {
         let hosts = switch_hosts(f);
         let mut hosts_at = vec![Vec::new(); f.switches().len()];
-        let mut sl_changed_to = vec![Vec::new(); f.max_lid() as usize + 1];
-        // Tables cloned and left alone (a reroute that moved no flow to
-        // another SL): no row to compare.
-        let sls_same = match (&old.path_sl, &new.path_sl) {
-            (Some(a), Some(b)) => a.same_rows_as(b),
-            (None, None) => true,
-            _ => false,
-        };
         for &h in &hosts {
             if let Some(si) = f.switch_index(f.node_of(f.remote(h))) {
                 hosts_at[si as usize].push(h);
             }
-            if sls_same {
-                continue;
-            }
-            fn row(r: &Routing, slid: u16) -> Option<&[u8]> {
-                r.path_sl.as_ref().and_then(|p| p.row_of(slid))
-            }
-            // Every LID of the source (LMC): each may have rows of its own.
-            for slid in f.lids_of_slot(h) {
-                // Rows compare whole first: a reroute changes few of them.
-                if let (Some(a), Some(b)) = (row(old, slid), row(new, slid)) {
-                    if a == b {
-                        continue;
-                    }
-                }
-                for (dlid, to) in sl_changed_to.iter_mut().enumerate() {
-                    if path_sl(old, slid, dlid as u16) != path_sl(new, slid, dlid as u16)
-                        && to.last() != Some(&h)
-                    {
-                        to.push(h);
-                    }
-                }
-            }
         }
+        let sl_changed_to = sl_changed_to(f, old, new, &hosts);
         let sl2vl_same = old.sl2vl == new.sl2vl;
         let alike = alike_hosts(f, old, new, sl2vl_same, &hosts_at);
         Self {
@@ -508,6 +479,62 @@ fn alike_hosts(
         }
     }
     alike
+}
+
+/// Per destination LID: the ports of `sources` that send toward it on
+/// another path SL in `new` than in `old`, each once
+/// ([`for_each_sl_change`]).
+fn sl_changed_to(f: &Fabric, old: &Routing, new: &Routing, sources: &[Slot]) -> Vec<Vec<Slot>> {
+    let mut to: Vec<Vec<Slot>> = vec![Vec::new(); f.max_lid() as usize + 1];
+    for_each_sl_change(f, old, new, sources, |dlid, h| {
+        let to = &mut to[dlid as usize];
+        if to.last() != Some(&h) {
+            to.push(h);
+        }
+    });
+    to
+}
+
+/// Calls `on(dlid, h)` for each source port `h` of `sources` and LID
+/// `dlid` such that some LID of `h` (LMC) has another path SL toward
+/// `dlid` in `new` than in `old`; sources in order, so the calls of one
+/// source are adjacent per LID.
+pub(crate) fn for_each_sl_change(
+    f: &Fabric,
+    old: &Routing,
+    new: &Routing,
+    sources: &[Slot],
+    mut on: impl FnMut(u16, Slot),
+) {
+    // Tables cloned and left alone (a reroute that moved no flow to
+    // another SL): no row to compare.
+    let sls_same = match (&old.path_sl, &new.path_sl) {
+        (Some(a), Some(b)) => a.same_rows_as(b),
+        (None, None) => true,
+        _ => false,
+    };
+    if sls_same {
+        return;
+    }
+    fn row(r: &Routing, slid: u16) -> Option<&[u8]> {
+        r.path_sl.as_ref().and_then(|p| p.row_of(slid))
+    }
+    for &h in sources {
+        // Every LID of the source (LMC): each may have rows of its own.
+        for slid in f.lids_of_slot(h) {
+            // Rows compare whole first: a reroute changes few of them.
+            if let (Some(a), Some(b)) = (row(old, slid), row(new, slid)) {
+                if a == b {
+                    continue;
+                }
+            }
+            for dlid in 0..=f.max_lid() {
+                if path_sl(old, slid, dlid) != path_sl(new, slid, dlid) {
+                    on(dlid, h);
+                }
+            }
+        }
+    }
 }
 
 pub(super) fn path_sl(r: &Routing, slid: u16, dlid: u16) -> u8 {
