@@ -86,6 +86,7 @@ def opensm_row(a, net, engine, work, roots=None):
         return {"status": "verify failed: " + p.stderr.strip()[-200:]}
     return {"status": "ok", "load": j["link_load"], "vls": r.get("vls_needed", ""),
             "seconds": r.get("t_route_s", ""), "spread": j.get("lid_spread"),
+            "base": j.get("link_load_base"),
             "pairs": j.get("pairs"), "verify_seconds": "%.3f" % j["verify_seconds"]}
 
 
@@ -99,6 +100,7 @@ def ours_row(a, net, engine, work):
     return {"status": "ok", "load": j["link_load"], "vls": j.get("vls_needed", j.get("vls")),
             "seconds": "%.3f" % j["route_seconds"], "roots": j.get("roots"),
             "spread": j.get("lid_spread"), "pairs": j.get("pairs"),
+            "base": j.get("link_load_base"),
             "verify_seconds": "%.3f" % j["verify_seconds"]}
 
 
@@ -110,6 +112,8 @@ def cell(r):
                                             r["seconds"])
     if r.get("spread"):
         c += ", LIDs apart %.1f %%" % (100.0 * r["spread"]["first_hops_share"])
+    if r.get("base"):
+        c += ", base LIDs %d / %.1f" % (r["base"]["max"], r["base"]["mean"])
     return c
 
 

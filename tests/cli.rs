@@ -1390,7 +1390,9 @@ fn engines_json_lists_every_engine_with_its_claim() {
         .collect();
     assert_eq!(
         lmc,
-        ["minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup"]
+        [
+            "minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup", "nue"
+        ]
     );
 }
 
@@ -2283,15 +2285,20 @@ fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
     let pairs = 5 * 2 * 8;
     assert_eq!(j["pairs"], pairs);
     assert!(j["lid_spread"]["pairs"].as_u64().unwrap() > 0);
+    // Link load per LID (a port toward each LID of another: 5 * 8) and
+    // per port pair on base LIDs (5 * 4).
+    assert_eq!(j["link_load"]["pairs"], 40);
+    assert_eq!(j["link_load_base"]["pairs"], 20);
     let v = json(&ibf(&["verify", "-t", file, "--dir", out_s, "--json"]));
     assert_eq!(v["pairs"], pairs);
     assert_eq!(v["deadlock_free"], true);
     assert_eq!(v["lid_spread"], j["lid_spread"]);
-    let o = ibf(&["route", "-t", file, "-e", "nue", "--dry-run"]);
+    assert_eq!(v["link_load_base"], j["link_load_base"]);
+    let o = ibf(&["route", "-t", file, "-e", "ftree", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("engine nue routes one LID per port") && e.contains("minhop, sssp, dfdn"),
+        e.contains("engine ftree routes one LID per port") && e.contains("minhop, sssp, dfdn"),
         "{e}"
     );
     // The two switches share two links, and each port's two LIDs take

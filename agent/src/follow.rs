@@ -70,7 +70,7 @@ pub fn discover_into(
     let text = live.diags().discover()?;
     // Parsed before it replaces anything: a discovery the reader refuses
     // (an incomplete one) leaves the topology in force.
-    let mut found = ibnetdiscover::parse(&text, &cfg.topology)?;
+    let mut found = ibnetdiscover::parse_with_lmc(&text, &cfg.topology)?;
     found.subnet_prefix = cfg.subnet_prefix;
     // An empty discovery never replaces the topology file: an agent that
     // restarts routes the fabric it last saw.

@@ -157,7 +157,7 @@ impl Diags {
         })?;
         let write = |name: &str, bytes: &[u8]| save(dir, name, bytes);
         let topo = write(TOPOLOGY, self.discover()?.as_bytes())?;
-        let f = fabric::formats::ibnetdiscover::read(&topo)?;
+        let f = fabric::formats::ibnetdiscover::read_with_lmc(&topo)?;
         let lfts = write(LFTS, &self.run(self.cmd("dump_lfts"), "dump_lfts", None)?)?;
         Ok((f, lfts))
     }
@@ -223,30 +223,16 @@ impl Diags {
         };
         let sl2vl = write(SL2VL, &sl2vl)?;
 
-        let mut cas: Vec<u64> = f
-            .endports()
-            .iter()
-            .filter(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
-            .map(|&s| f.port_guid(s))
-            .collect();
-        cas.sort_unstable();
-        let guids: String = match self.path_sample {
-            None => cas.iter().map(|g| format!("0x{g:016x}\n")).collect(),
-            Some(k) => {
-                let n = cas.len();
-                let k = k.min(n.saturating_sub(1));
-                (0..n)
-                    .flat_map(|i| (1..=k).map(move |j| (i, (i + j) % n)))
-                    .map(|(i, j)| format!("0x{:016x} 0x{:016x}\n", cas[i], cas[j]))
-                    .collect()
-            }
-        };
+        let (input, lids) = self.path_queries(&f);
         let tool = self
             .pathrecord_tool
             .clone()
             .unwrap_or_else(|| PathBuf::from("ibfabric-pathrecord-sl"));
-        let c = self.cmd(&tool);
-        let records = self.run(c, &tool.display().to_string(), Some(guids.as_bytes()))?;
+        let mut c = self.cmd(&tool);
+        if lids {
+            c.arg("--lids");
+        }
+        let records = self.run(c, &tool.display().to_string(), Some(input.as_bytes()))?;
         queries += 1;
         let path_sl = write(PATH_SL, &records)?;
 
@@ -262,6 +248,52 @@ impl Diags {
             routing,
             queries,
         })
+    }
+}
+
+impl Diags {
+    /// What the PathRecord reader is asked: ordered pairs of CA port GUIDs
+    /// (every pair, or each source's next `path_sample` in GUID order).
+    /// With LMC the SL may differ between two LIDs of the same ports, so
+    /// every LID of the source is asked toward every LID of the
+    /// destination, by LID (`true`: the reader's `--lids` mode).
+    fn path_queries(&self, f: &Fabric) -> (String, bool) {
+        let mut cas: Vec<(u64, fabric::model::Slot)> = f
+            .endports()
+            .iter()
+            .filter(|&&s| f.kind(f.node_of(s)) == NodeKind::Ca)
+            .map(|&s| (f.port_guid(s), s))
+            .collect();
+        cas.sort_unstable();
+        let n = cas.len();
+        let pairs: Box<dyn Iterator<Item = (usize, usize)>> = match self.path_sample {
+            None if f.max_lmc() == 0 => {
+                let all = cas.iter().map(|(g, _)| format!("0x{g:016x}\n")).collect();
+                return (all, false);
+            }
+            None => Box::new(
+                (0..n).flat_map(move |i| (0..n).filter(move |&j| j != i).map(move |j| (i, j))),
+            ),
+            Some(k) => {
+                let k = k.min(n.saturating_sub(1));
+                Box::new((0..n).flat_map(move |i| (1..=k).map(move |j| (i, (i + j) % n))))
+            }
+        };
+        if f.max_lmc() == 0 {
+            let text = pairs
+                .map(|(i, j)| format!("0x{:016x} 0x{:016x}\n", cas[i].0, cas[j].0))
+                .collect();
+            return (text, false);
+        }
+        let mut text = String::new();
+        for (i, j) in pairs {
+            for sl in f.lids_of_slot(cas[i].1) {
+                for dl in f.lids_of_slot(cas[j].1) {
+                    text.push_str(&format!("{sl} {dl}\n"));
+                }
+            }
+        }
+        (text, true)
     }
 }
 

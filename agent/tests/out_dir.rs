@@ -166,9 +166,12 @@ fn every_lid_is_routed_written_and_verified() {
     for p in &routed.report.end_ports {
         assert_eq!((p.lmc, p.lid % 2), (1, 0), "{p:?}");
     }
-    let err = route_subnet(&config(d.path(), "nue"))
+    let err = route_subnet(&config(d.path(), "ecube"))
         .err()
-        .expect("nue routes one LID per port")
+        .expect("ecube routes one LID per port")
         .to_string();
-    assert!(err.contains("engine nue routes one LID per port"), "{err}");
+    assert!(
+        err.contains("engine ecube routes one LID per port"),
+        "{err}"
+    );
 }

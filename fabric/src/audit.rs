@@ -3,7 +3,8 @@
 //! back from the switches and the subnet manager (against the topology
 //! `ibnetdiscover` printed). Everything is matched by GUID and port number,
 //! never by LID: the subnet manager may have assigned other LIDs than the
-//! files carry.
+//! files carry. With LMC a port's LIDs are matched by their offset from the
+//! port's base LID, which the subnet manager keeps (its ranges are aligned).
 
 use crate::model::{Fabric, NONE, NodeKind};
 use crate::tables::{NUM_SLS, PathSl, Routing, SL_NONE};
@@ -18,6 +19,9 @@ pub enum Difference {
     Lft {
         switch: u64,
         destination: u64,
+        /// The destination LID's offset from its port's base LID (LMC).
+        #[serde(skip_serializing_if = "is_zero")]
+        offset: u16,
         written: u8,
         live: u8,
     },
@@ -31,9 +35,60 @@ pub enum Difference {
     PathSl {
         source: u64,
         destination: u64,
+        /// The LIDs' offsets from their ports' base LIDs (LMC).
+        #[serde(skip_serializing_if = "is_zero")]
+        source_offset: u16,
+        #[serde(skip_serializing_if = "is_zero")]
+        destination_offset: u16,
         written: u8,
         live: u8,
     },
+}
+
+fn is_zero(x: &u16) -> bool {
+    *x == 0
+}
+
+/// A written LID: its port's GUID and its offset from the port's base LID.
+#[derive(Clone, Copy)]
+struct LidAt {
+    guid: u64,
+    offset: u16,
+    lid: u16,
+}
+
+/// The live LID of (port GUID, offset); None when the live fabric lacks
+/// the port or gives it fewer LIDs.
+fn live_lid_of(
+    lf: &Fabric,
+    ports: &std::collections::HashMap<u64, crate::model::Slot>,
+    at: LidAt,
+) -> Option<u16> {
+    let &s = ports.get(&at.guid)?;
+    (at.offset < 1u16 << lf.lmc(s)).then(|| lf.lid_of_slot(s) + at.offset)
+}
+
+/// Every LID of the written fabric with its port and offset.
+fn written_lids(wf: &Fabric) -> Vec<LidAt> {
+    (1..=wf.max_lid())
+        .filter_map(|lid| {
+            let s = wf.lid_owner(lid)?;
+            Some(LidAt {
+                guid: wf.port_guid(s),
+                offset: lid - wf.lid_of_slot(s),
+                lid,
+            })
+        })
+        .collect()
+}
+
+fn missing(at: LidAt) -> Difference {
+    let what = if at.offset == 0 {
+        format!("port 0x{:016x}", at.guid)
+    } else {
+        format!("LID offset {} of port 0x{:016x}", at.offset, at.guid)
+    };
+    Difference::Missing { what }
 }
 
 /// What was compared, and what differed (at most `limit` entries kept).
@@ -74,14 +129,10 @@ pub fn compare(
 ) -> Comparison {
     let mut c = Comparison::default();
     let live_ports = lf.port_guid_index();
-    let live_lid = |guid: u64| live_ports.get(&guid).map(|&s| lf.lid_of_slot(s));
-    // Destinations: every addressable port of the written fabric.
-    let mut dests: Vec<(u64, u16)> = Vec::new();
-    for lid in 1..=wf.max_lid() {
-        if let Some(s) = wf.lid_owner(lid) {
-            dests.push((wf.port_guid(s), lid));
-        }
-    }
+    let live_lid = |at: LidAt| live_lid_of(lf, &live_ports, at);
+    // Destinations: every LID of every addressable port of the written
+    // fabric.
+    let dests = written_lids(wf);
     for &sw in wf.switches() {
         let g = wf.guid(sw);
         let Some(lsw) = lf
@@ -148,26 +199,26 @@ struct Switches<'a> {
 fn compare_lfts(
     c: &mut Comparison,
     at: &Switches<'_>,
-    dests: &[(u64, u16)],
+    dests: &[LidAt],
     written: &Routing,
     live: &Routing,
-    live_lid: &dyn Fn(u64) -> Option<u16>,
+    live_lid: &dyn Fn(LidAt) -> Option<u16>,
     limit: usize,
 ) {
     let (wsi, lsi) = (at.written.2, at.live);
-    for &(dg, wlid) in dests {
+    for &d in dests {
         c.lft_entries += 1;
-        let w = written.lfts.get(wsi, wlid);
-        let Some(ll) = live_lid(dg) else {
-            let what = format!("port 0x{dg:016x}");
-            c.differ(Difference::Missing { what }, limit);
+        let w = written.lfts.get(wsi, d.lid);
+        let Some(ll) = live_lid(d) else {
+            c.differ(missing(d), limit);
             continue;
         };
         let l = live.lfts.get(lsi, ll);
         if w != l {
             let d = Difference::Lft {
                 switch: at.guid,
-                destination: dg,
+                destination: d.guid,
+                offset: d.offset,
                 written: w,
                 live: l,
             };
@@ -208,14 +259,14 @@ fn compare_switch_sl2vl(
     }
 }
 
-/// The path SL of every CA pair, written against live (end ports matched
-/// by GUID).
+/// The path SL of every pair of CA LIDs, written against live (end ports
+/// matched by GUID, their LIDs by offset).
 fn compare_path_sls(
     c: &mut Comparison,
     wf: &Fabric,
     written: &Routing,
     live: &Routing,
-    live_lid: &dyn Fn(u64) -> Option<u16>,
+    live_lid: &dyn Fn(LidAt) -> Option<u16>,
     sampled_paths: bool,
     limit: usize,
 ) {
@@ -223,26 +274,27 @@ fn compare_path_sls(
         Some(p) => p.get(s, d),
         None => 0,
     };
-    let cas: Vec<Slot2> = wf
-        .endports()
+    // (written, live LID) of every CA LID the live fabric has.
+    let cas: Vec<(LidAt, u16)> = wf
+        .end_lids()
         .iter()
-        .filter(|&&s| wf.kind(wf.node_of(s)) == NodeKind::Ca)
-        .filter_map(|&s| {
-            let g = wf.port_guid(s);
-            Some(Slot2 {
-                guid: g,
-                written: wf.lid_of_slot(s),
-                live: live_lid(g)?,
-            })
+        .filter(|&&(s, _)| wf.kind(wf.node_of(s)) == NodeKind::Ca)
+        .filter_map(|&(s, lid)| {
+            let at = LidAt {
+                guid: wf.port_guid(s),
+                offset: lid - wf.lid_of_slot(s),
+                lid,
+            };
+            Some((at, live_lid(at)?))
         })
         .collect();
-    for a in &cas {
-        for b in &cas {
+    for &(a, la) in &cas {
+        for &(b, lb) in &cas {
             if a.guid == b.guid {
                 continue;
             }
-            let w = sl(written, a.written, b.written);
-            let l = sl(live, a.live, b.live);
+            let w = sl(written, a.lid, b.lid);
+            let l = sl(live, la, lb);
             if sampled_paths && l == SL_NONE {
                 continue;
             }
@@ -252,6 +304,8 @@ fn compare_path_sls(
                     Difference::PathSl {
                         source: a.guid,
                         destination: b.guid,
+                        source_offset: a.offset,
+                        destination_offset: b.offset,
                         written: w,
                         live: l,
                     },
@@ -268,12 +322,20 @@ fn compare_path_sls(
 /// to these).
 pub fn path_sl_at(wf: &Fabric, written: &PathSl, lf: &Fabric) -> PathSl {
     let wports = wf.port_guid_index();
-    let wlid = |g: u64| wports.get(&g).map(|&s| wf.lid_of_slot(s));
+    // The written LID at the same offset of the same port, if any.
+    let wlid = |s: crate::model::Slot, lid: u16| {
+        let at = LidAt {
+            guid: lf.port_guid(s),
+            offset: lid - lf.lid_of_slot(s),
+            lid,
+        };
+        live_lid_of(wf, &wports, at)
+    };
     let mut out = PathSl::new(lf.max_lid());
     let ends: Vec<(u16, Option<u16>)> = lf
-        .endports()
+        .end_lids()
         .iter()
-        .map(|&s| (lf.lid_of_slot(s), wlid(lf.port_guid(s))))
+        .map(|&(s, lid)| (lid, wlid(s, lid)))
         .collect();
     let mut row = vec![SL_NONE; out.width()];
     for &(lsrc, wsrc) in &ends {
@@ -306,10 +368,4 @@ pub fn verifiable(
         r.path_sl = Some(path_sl_at(wf, w, lf));
     }
     r
-}
-
-struct Slot2 {
-    guid: u64,
-    written: u16,
-    live: u16,
 }

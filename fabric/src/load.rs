@@ -142,24 +142,41 @@ impl LinkLoad {
 /// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports
 /// (with LMC, of a CA port and a LID of another).
 pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
-    let cas = ca_ports(f);
+    // With LMC, every LID of a destination is one: a source port sends
+    // toward each of them.
+    let lids: Vec<(Slot, u16)> = ca_ports(f)
+        .iter()
+        .flat_map(|&e| f.lids_of_slot(e).map(move |l| (e, l)))
+        .collect();
+    let sums = sums_toward(f, lfts, &lids);
+    summarize(f, &sums)
+}
+
+/// The index per pair of ports as a client that knows one LID per port
+/// sends: every CA port toward the base LID of every other. With LMC 0 it
+/// is [`link_load`]; with LMC it shows how the base LIDs alone are spread,
+/// which the extra LIDs neither help nor hurt.
+pub fn link_load_base(f: &Fabric, lfts: &Lfts) -> LinkLoad {
+    let lids: Vec<(Slot, u16)> = ca_ports(f).iter().map(|&e| (e, f.lid_of_slot(e))).collect();
+    let mut l = summarize(f, &sums_toward(f, lfts, &lids));
+    l.pairs = lids.len() as u64 * (lids.len() as u64).saturating_sub(1);
+    l
+}
+
+/// The sums of the routes toward `lids` (CA ports and one of their LIDs).
+fn sums_toward(f: &Fabric, lfts: &Lfts, lids: &[(Slot, u16)]) -> LoadSums {
     let n = f.switches().len();
     // A walk toward one destination reads one entry of every switch row:
     // from the row-major tables that is a cache miss per switch; from a
     // block of columns (destination-major) a few contiguous KB.
-    // With LMC, every LID of a destination is one: a source port sends
-    // toward each of them.
-    let lids: Vec<(Slot, u16)> = cas
-        .iter()
-        .flat_map(|&e| f.lids_of_slot(e).map(move |l| (e, l)))
-        .collect();
     let mut sums = LoadSums::zero(f);
     for block in lids.chunks(1024) {
-        let cols = lfts.columns(block);
+        let dl: Vec<u16> = block.iter().map(|x| x.1).collect();
+        let cols = lfts.lid_columns(&dl);
         let slots: Vec<Slot> = block.iter().map(|x| x.0).collect();
         sums.add(&load_sums(f, &slots, |k, si| cols[k * n + si as usize]));
     }
-    summarize(f, &sums)
+    sums
 }
 
 /// The CA ports attached to a switch: every destination and every source
@@ -494,6 +511,32 @@ mod tests {
                 got.links
             );
         }
+    }
+
+    #[test]
+    fn with_lmc_the_base_view_walks_the_base_lids_alone() {
+        let f0 = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("topology");
+        let f = crate::generate::with_lmc(&f0, 1).expect("lmc");
+        let r = EngineKind::Updn
+            .engine()
+            .route(&f, &EngineOptions::default())
+            .expect("routes");
+        let base = link_load_base(&f, &r.lfts);
+        // `walked` sends every CA toward every other's base LID.
+        let (want, unrouted) = walked(&f, &r.lfts);
+        let ncas = ca_ports(&f).len() as u64;
+        assert_eq!((base.unrouted, unrouted), (0, 0));
+        assert_eq!(base.pairs, ncas * (ncas - 1));
+        let max = (0..f.num_slots() as Slot)
+            .filter(|&s| f.kind(f.node_of(s)) == NodeKind::Switch)
+            .map(|s| want[s as usize])
+            .max()
+            .expect("links");
+        assert_eq!(base.max, max);
+        let all = link_load(&f, &r.lfts);
+        assert_eq!(all.pairs, 2 * base.pairs);
+        assert!(all.mean > base.mean);
+        assert!(all.max >= base.max);
     }
 
     #[test]

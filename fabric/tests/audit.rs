@@ -98,3 +98,73 @@ fn a_read_back_agrees_and_every_changed_entry_is_named() {
     assert!(c.matches(), "{:?}", c.first);
     assert_eq!(c.path_sls, ends * (ends - 1));
 }
+
+/// With LMC every LID of a port is compared, matched by its offset from the
+/// port's base LID: a changed entry or SL at offset 1 is named with its
+/// offset, and a live port with fewer LIDs lacks the others.
+#[test]
+fn with_lmc_every_lid_is_compared_by_its_offset() {
+    let f0 = make(Topology::Dragonfly { p: 2, hosts: None });
+    let f = fabric::generate::with_lmc(&f0, 1).unwrap();
+    let written = routing::by_name("dfdn")
+        .unwrap()
+        .route(&f, &EngineOptions::default())
+        .unwrap();
+    let (sw, lids) = (f.switches().len() as u64, 2 * f.num_cas() as u64);
+    let same = compare(&f, &written, &f, &written, false, 10);
+    assert!(same.matches(), "{:?}", same.first);
+    assert_eq!(same.lft_entries, sw * (sw + lids));
+    assert_eq!(same.path_sls, lids * (lids - 2));
+
+    let cas: Vec<_> = f
+        .endports()
+        .iter()
+        .copied()
+        .filter(|&s| f.kind(f.node_of(s)) == NodeKind::Ca)
+        .collect();
+    let (a, b) = (cas[0], cas[1]);
+    let mut live = written.clone();
+    let second = f.lid_of_slot(b) + 1;
+    let old = live.lfts.get(0, second);
+    live.lfts.set(0, second, if old == 1 { 2 } else { 1 });
+    let (sa, sb) = (f.lid_of_slot(a) + 1, f.lid_of_slot(b) + 1);
+    let ps = live.path_sl.as_mut().unwrap();
+    let mut r = ps.row_of(sa).unwrap().to_vec();
+    r[sb as usize] = (r[sb as usize] + 1) % 4;
+    let i = ps.push_row(&r);
+    ps.assign(sa, i);
+    let c = compare(&f, &written, &f, &live, false, 10);
+    assert_eq!(c.differences, 2, "{:?}", c.first);
+    let (ga, gb) = (f.port_guid(a), f.port_guid(b));
+    assert!(c.first.iter().any(|d| matches!(d,
+        Difference::Lft { destination, offset: 1, .. } if *destination == gb)));
+    assert!(c.first.iter().any(|d| matches!(d,
+        Difference::PathSl { source, destination, source_offset: 1, destination_offset: 1, .. }
+            if *source == ga && *destination == gb)));
+
+    // Written SLs placed at the live LIDs, LID by LID.
+    let mut placed = written.clone();
+    placed.path_sl = Some(fabric::audit::path_sl_at(
+        &f,
+        written.path_sl.as_ref().unwrap(),
+        &f,
+    ));
+    assert!(compare(&f, &written, &f, &placed, false, 10).matches());
+
+    // A live fabric that gives each port one LID lacks every second LID.
+    let one = routing::by_name("dfdn")
+        .unwrap()
+        .route(&f0, &EngineOptions::default())
+        .unwrap();
+    let c = compare(&f, &written, &f0, &one, true, 100_000);
+    let missing = c
+        .first
+        .iter()
+        .filter(|d| matches!(d, Difference::Missing { what } if what.starts_with("LID offset 1 of port")))
+        .count() as u64;
+    assert_eq!(
+        missing,
+        sw * lids / 2,
+        "every switch misses every second LID"
+    );
+}

@@ -14,7 +14,9 @@ use fabric::verify::{self, merge_parts, verify_part};
 use std::collections::HashSet;
 use std::path::Path;
 
-const ENGINES: [&str; 7] = ["minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup"];
+const ENGINES: [&str; 8] = [
+    "minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup", "nue",
+];
 
 fn topologies() -> Vec<(Topology, &'static str)> {
     vec![
@@ -203,7 +205,7 @@ fn the_public_lmc_file_is_routed_or_refused_by_name() {
                 .to_string();
             assert!(
                 err.contains(&format!("engine {} routes one LID per port", e.name()))
-                    && err.contains("minhop, sssp, dfdn, dfsssp, lash, updn, dnup"),
+                    && err.contains("minhop, sssp, dfdn, dfsssp, lash, updn, dnup, nue"),
                 "{err}"
             );
         }
@@ -270,7 +272,8 @@ fn generated_ranges_are_aligned_and_read_back() {
 }
 
 /// `auto` keeps its choice where that engine routes every LID (DF-DN on a
-/// Dragonfly) and takes Up*/Down* where it would not (ftree on a fat tree).
+/// Dragonfly, Nue where the diameter exceeds the VLs) and takes Up*/Down*
+/// where it would not (ftree on a fat tree).
 #[test]
 fn auto_picks_an_engine_that_routes_every_lid() {
     let df = with_lmc(
@@ -279,6 +282,7 @@ fn auto_picks_an_engine_that_routes_every_lid() {
     )
     .expect("LMC");
     assert_eq!(routing::auto::choose(&df, 8).engine.name(), "dfdn");
+    assert_eq!(routing::auto::choose(&df, 2).engine.name(), "nue");
     let ft = with_lmc(
         &generate(&Topology::KaryNTree { k: 3, n: 2 }).expect("ft"),
         1,
@@ -329,4 +333,43 @@ fn more_lids_per_port_than_the_topology_has_are_refused() {
         e.to_string().contains("pr.txt:2:") && e.to_string().contains("LMC"),
         "{e}"
     );
+}
+
+/// Nue routes each LID of a port with a Dijkstra of its own, after the
+/// first LIDs of the port's switch have loaded their channels: on a torus
+/// (many equal ways) a destination's LIDs mostly leave a switch on
+/// different first hops, each layer stays acyclic, and every source LID
+/// carries the destination LID's layer as its SL.
+#[test]
+fn nue_spreads_a_ports_lids_and_keeps_its_layers() {
+    let t = Topology::Mesh {
+        dims: vec![4, 4],
+        torus: true,
+        hosts: 2,
+    };
+    let f = with_lmc(&generate(&t).expect("torus"), 1).expect("LMC");
+    let opts = EngineOptions {
+        max_vls: 2,
+        ..EngineOptions::default()
+    };
+    let r = routing::by_name("nue")
+        .expect("nue")
+        .route(&f, &opts)
+        .expect("routes");
+    let rep = verify::verify(&f, &r);
+    assert!(rep.ok(), "{rep:?}");
+    assert!(rep.vls_used <= 2);
+    let spread = fabric::lid_spread::lid_spread(&f, &r.lfts).expect("LMC fabric");
+    assert!(
+        spread.first_hops_share > 0.5,
+        "a port's two LIDs mostly leave on different first hops: {spread:?}"
+    );
+    let psl = r.path_sl.as_ref().expect("path SLs");
+    for &(s, sl) in f.end_lids() {
+        for &(d, dl) in f.end_lids() {
+            if s != d {
+                assert_eq!(psl.get(sl, dl), psl.get(f.lid_of_slot(s), dl));
+            }
+        }
+    }
 }

@@ -5,12 +5,14 @@
 //! switches hold, read back with `dump_lfts` and `ibnetdiscover`, equals
 //! the set entry for entry (every LID of every port, matched by GUID and
 //! offset) and verifies on its own, and the SA answers PathRecords between
-//! any two LIDs with the set's SL for that pair of LIDs.
+//! any two LIDs with the set's SL for that pair of LIDs. `ibfabric audit`
+//! reads all of it back LID by LID (PathRecords asked per pair of LIDs) and
+//! finds it equal to the set.
 
 use fabric::Fabric;
 use fabric::formats::{ibnetdiscover, lft, tableset};
 use integration_tests::sim::{Sim, plugin_conf};
-use integration_tests::{ibfabric, opensm_plugin_build};
+use integration_tests::{ibfabric, ibfabric_bin, opensm_plugin_build};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -178,6 +180,64 @@ fn lmc_sets_reach_the_switches_lid_by_lid() {
             }
         }
         assert!(apart > 0, "LMC {lmc}: some LIDs of a port take other SLs");
+        audit_lid_by_lid(&sim, &plugin, &net, &tables, root, lmc, &wf);
         sim.stop_opensm();
     }
+}
+
+/// `ibfabric audit --expect`: every LFT entry of every LID, the SL-to-VL
+/// tables, and PathRecords between every LID of each CA port and every LID
+/// of its next two CAs, asked by LID; all equal to the set, and the live
+/// tables verify. One path SL per pair of LIDs is compared.
+fn audit_lid_by_lid(
+    sim: &Sim,
+    plugin: &Path,
+    net: &Path,
+    tables: &Path,
+    root: &Path,
+    lmc: u8,
+    wf: &Fabric,
+) {
+    let rb = root.join("read-back");
+    let out = sim
+        .command(ibfabric_bin().expect("ibfabric is built"))
+        .args(["audit", "--json", "--path-sample", "2", "-o"])
+        .arg(&rb)
+        .arg("--expect")
+        .arg(tables)
+        .arg("-t")
+        .arg(net)
+        .arg("--pathrecord-tool")
+        .arg(plugin.join("ibfabric-pathrecord-sl"))
+        .arg("--sl2vl-tool")
+        .arg(plugin.join("ibfabric-sl2vl-read"))
+        .output()
+        .expect("audit runs");
+    let (v, code) = integration_tests::json_and_code(&out, "audit");
+    assert_eq!(code, 0, "LMC {lmc}: audit exits 0: {v}");
+    let e = &v["expected"];
+    assert_eq!(e["differences"], 0, "LMC {lmc}: {e}");
+    let nsw = wf.switches().len() as u64;
+    let nends = wf.endports().len() as u64;
+    assert_eq!(
+        e["lft_entries"].as_u64(),
+        Some(nsw * (nsw + (nends << lmc))),
+        "{e}"
+    );
+    let lids_per_port = 1u64 << lmc;
+    assert_eq!(
+        e["path_sls"].as_u64(),
+        Some(nends * 2 * lids_per_port * lids_per_port),
+        "LMC {lmc}: every LID pair asked is compared: {e}"
+    );
+    let lids = nends << lmc;
+    assert_eq!(
+        v["pairs"].as_u64(),
+        Some(lids * (lids - lids_per_port)),
+        "every LID pair walked: {v}"
+    );
+    assert_eq!(v["broken_pairs"], 0, "{v}");
+    let records = std::fs::read_to_string(rb.join("pathrecords.txt")).expect("pathrecords.txt");
+    let answered = records.lines().filter(|l| !l.starts_with('#')).count() as u64;
+    assert_eq!(answered, nends * 2 * lids_per_port * lids_per_port);
 }

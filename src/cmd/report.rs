@@ -77,10 +77,44 @@ pub fn print_report(r: &Report, f: &Fabric) {
     }
 }
 
-/// The link-load line of `route` and `verify`.
-pub fn print_link_load(l: &fabric::load::LinkLoad) {
+/// How the routes load the links, as `route` and `verify` report it.
+#[derive(serde::Serialize)]
+pub struct LoadJson {
+    /// Paths per directed switch-to-switch link over all HCA pairs (with
+    /// LMC, a source port and every LID of a destination port).
+    pub link_load: fabric::load::LinkLoad,
+    /// With LMC: the same over base LIDs only, one path per pair of ports,
+    /// as a client that asks one LID per port sends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_load_base: Option<fabric::load::LinkLoad>,
+    /// With LMC: how far each destination's LIDs are spread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lid_spread: Option<fabric::lid_spread::LidSpread>,
+}
+
+impl LoadJson {
+    pub fn new(f: &fabric::Fabric, lfts: &fabric::tables::Lfts) -> Self {
+        let lmc = f.max_lmc() > 0;
+        Self {
+            link_load: fabric::load::link_load(f, lfts),
+            link_load_base: lmc.then(|| fabric::load::link_load_base(f, lfts)),
+            lid_spread: fabric::lid_spread::lid_spread(f, lfts),
+        }
+    }
+
+    pub fn print(&self) {
+        print_link_load("link load", &self.link_load);
+        if let Some(b) = &self.link_load_base {
+            print_link_load("  base LIDs", b);
+        }
+        print_lid_spread(self.lid_spread.as_ref());
+    }
+}
+
+/// A link-load line of `route` and `verify`.
+fn print_link_load(what: &str, l: &fabric::load::LinkLoad) {
     println!(
-        "link load       max {} paths, mean {:.1}, stdev {:.1}, max/mean {:.2} over {} directed switch links{}",
+        "{what:<15} max {} paths, mean {:.1}, stdev {:.1}, max/mean {:.2} over {} directed switch links{}",
         l.max,
         l.mean,
         l.stdev,
@@ -94,7 +128,7 @@ pub fn print_link_load(l: &fabric::load::LinkLoad) {
 }
 
 /// The LID-spread line of `route` and `verify` on a fabric with LMC.
-pub fn print_lid_spread(l: Option<&fabric::lid_spread::LidSpread>) {
+fn print_lid_spread(l: Option<&fabric::lid_spread::LidSpread>) {
     if let Some(l) = l {
         println!(
             "LID spread      {:.1} % of a destination's LIDs on first hops of their own, all apart {:.1} %, all on one {:.1} % ({} switch-destination pairs)",

@@ -131,11 +131,8 @@ struct RouteJson {
     /// Table files of an earlier routing that this engine does not set.
     removed: Vec<String>,
     written: bool,
-    /// Paths per directed switch-to-switch link over all HCA pairs.
-    link_load: fabric::load::LinkLoad,
-    /// With LMC: how far each destination's LIDs are spread.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lid_spread: Option<fabric::lid_spread::LidSpread>,
+    #[serde(flatten)]
+    load: super::report::LoadJson,
     /// Node GUIDs of the root switches, for engines that orient the fabric
     /// from roots (the form a root GUID file takes).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,11 +188,10 @@ fn run_with(
     let route_secs = t.elapsed().as_secs_f64();
     progress.finish();
     let vls_needed = routing.vls_needed;
-    let load = fabric::load::link_load(f, &routing.lfts);
-    let lid_spread = fabric::lid_spread::lid_spread(f, &routing.lfts);
+    let load = super::report::LoadJson::new(f, &routing.lfts);
     if let Some(p) = &a.load_svg {
         let title = format!("{} on {}", engine.name(), a.topology.display());
-        fabric::formats::write_file(p, &load.histogram_svg(&title))
+        fabric::formats::write_file(p, &load.link_load.histogram_svg(&title))
             .context("writing the link-load histogram")?;
     }
     let root_guids = if engine.uses_roots() {
@@ -274,8 +270,7 @@ fn run_with(
         files: paths(&files.written),
         removed: paths(&files.removed),
         written: outcome.is_ok() && !a.dry_run && mcast_refusal.is_none(),
-        link_load: load,
-        lid_spread,
+        load,
         roots: root_guids,
         tables: TablesJson::new(report, f),
         multicast: mrep.map(|m| super::mcast::McastJson::new(m, f)),
@@ -439,8 +434,7 @@ fn print_text(
     if let Some(m) = &s.multicast {
         super::mcast::print(&m.report, f);
     }
-    super::report::print_link_load(&s.link_load);
-    super::report::print_lid_spread(s.lid_spread.as_ref());
+    s.load.print();
     if let Some(r) = &s.roots {
         println!("roots           {}", r.join(" "));
     }

@@ -93,11 +93,8 @@ struct VerifyJson {
     verify_seconds: f64,
     switches: usize,
     hcas: usize,
-    /// Paths per directed switch-to-switch link over all HCA pairs.
-    link_load: fabric::load::LinkLoad,
-    /// With LMC: how far each destination's LIDs are spread.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lid_spread: Option<fabric::lid_spread::LidSpread>,
+    #[serde(flatten)]
+    load: super::report::LoadJson,
     /// The multicast trees checked with the unicast routes.
     #[serde(skip_serializing_if = "Option::is_none")]
     multicast: Option<super::mcast::McastJson>,
@@ -388,8 +385,7 @@ fn verify_routing(
                 verify_seconds: secs,
                 switches: f.switches().len(),
                 hcas: f.num_cas(),
-                link_load: fabric::load::link_load(f, &routing.lfts),
-                lid_spread: fabric::lid_spread::lid_spread(f, &routing.lfts),
+                load: super::report::LoadJson::new(f, &routing.lfts),
                 multicast: mrep.clone().map(|m| super::mcast::McastJson::new(m, f)),
             },
         )?;
@@ -402,8 +398,7 @@ fn verify_routing(
         if let Some(m) = &mrep {
             super::mcast::print(m, f);
         }
-        super::report::print_link_load(&fabric::load::link_load(f, &routing.lfts));
-        super::report::print_lid_spread(fabric::lid_spread::lid_spread(f, &routing.lfts).as_ref());
+        super::report::LoadJson::new(f, &routing.lfts).print();
     }
     let vl_taken = mc
         .as_ref()

@@ -61,7 +61,10 @@
 //! split into `k` connected regions of balanced LID counts, grown breadth
 //! first from seeds far apart (the lightest region claims the next switch).
 //! End ports of one switch share a layer; each gets its own Dijkstra (their
-//! loads differ, which spreads the routes toward one switch). A switch's own
+//! loads differ, which spreads the routes toward one switch). With LMC each
+//! LID of a port is a destination of its own, the ports' base LIDs first:
+//! a second LID is routed once the first LIDs have loaded their channels,
+//! so it takes other ways where the fabric offers them. A switch's own
 //! LID follows the tree of one of its end ports, so management traffic to
 //! switches is deadlock free as well.
 //!
@@ -112,6 +115,9 @@ impl RoutingEngine for Nue {
         "Nue: routes on the channel dependency graph, deadlock free with any --max-vls (Domke et al.)"
     }
     fn claims_deadlock_free(&self) -> bool {
+        true
+    }
+    fn routes_lmc(&self) -> bool {
         true
     }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
@@ -245,11 +251,20 @@ impl LayerPlan {
                 )));
             }
         }
-        // End ports per switch, in end-port order.
+        // Destination LIDs per switch: every end port's base LID in
+        // end-port order, then (with LMC) each next offset of them all, so
+        // a port's second LID is routed after the first LIDs of its
+        // switch have loaded their channels and takes other ways where the
+        // fabric has them. Each LID is a Dijkstra of its own, as in
+        // OpenSM's Nue.
         let mut ports_of: Vec<Vec<(u16, u8)>> = vec![Vec::new(); nsw];
-        for &e in f.endports() {
-            let si = switch_of_endport(f, e)?;
-            ports_of[si as usize].push((f.lid_of_slot(e), f.port_of(f.remote(e))));
+        for k in 0..1u16 << f.max_lmc() {
+            for &e in f.endports() {
+                if k < 1 << f.lmc(e) {
+                    let si = switch_of_endport(f, e)?;
+                    ports_of[si as usize].push((f.lid_of_slot(e) + k, f.port_of(f.remote(e))));
+                }
+            }
         }
         let switch_lid: Vec<u16> = f.switches().iter().map(|&n| f.switch_lid(n)).collect();
         let weight: Vec<u64> = (0..nsw).map(|v| ports_of[v].len() as u64 + 1).collect();
@@ -378,9 +393,10 @@ impl LayerPlan {
                 };
             }
         });
+        // A destination LID's layer is its SL from every source LID.
         let row = path_sl.push_row(&sl_row);
-        for &e in f.endports() {
-            path_sl.assign(f.lid_of_slot(e), row);
+        for &(_, lid) in f.end_lids() {
+            path_sl.assign(lid, row);
         }
         let mut stats = Stats::default();
         for c in &cols {
