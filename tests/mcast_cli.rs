@@ -82,6 +82,17 @@ fn a_set_carries_its_trees_and_verify_checks_them_again() {
         groups_written.contains("0xC000 sl=15 all"),
         "{groups_written}"
     );
+    // The unicast files were written beside the verification: the time
+    // is reported, and every file in the directory is one the set lists
+    // (nothing staged is left behind).
+    assert!(v["write_seconds"].as_f64().is_some_and(|t| t > 0.0), "{v}");
+    for e in std::fs::read_dir(&out).expect("out") {
+        let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+        assert!(
+            name == "ibfabric-tables.txt" || manifest.contains(&name),
+            "{name} is not in the manifest:\n{manifest}"
+        );
+    }
 
     let o = ibf(&["verify", "-t", s(&net), "-d", s(&out), "--json"]);
     assert_eq!(o.status.code(), Some(0));

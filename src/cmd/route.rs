@@ -123,9 +123,10 @@ struct RouteJson {
     /// The verification alone.
     verify_seconds: f64,
     /// Writing the set (files complete on disk, with their digests); 0
-    /// when nothing was written. Without multicast the files are written
-    /// beside the verification and put in place once it accepts them, so
-    /// the wall time is less than the sum.
+    /// when nothing was written. The unicast files are written beside the
+    /// verification and put in place once it accepts them (the multicast
+    /// files after the trees are accepted), so the wall time is less than
+    /// the sum.
     write_seconds: f64,
     files: Vec<String>,
     /// Table files of an earlier routing that this engine does not set.
@@ -238,16 +239,13 @@ fn run_with(
     let (report, files) = match (&outcome, &a.out) {
         (Ok(v), Some(out)) if !a.dry_run && mcast_refusal.is_none() => {
             let _sp = super::spinner(&format!("writing tables to {}", out.display()));
-            let staged = match candidate {
+            let mut staged = match candidate {
                 Some(c) => c?.confirm(f, v)?,
-                None => {
-                    let mut s = fabric::formats::stage_routing(f, v, out, a.export())?;
-                    if let Some(mc) = &mc {
-                        s = s.with_multicast(f, mc)?;
-                    }
-                    s
-                }
+                None => fabric::formats::stage_routing(f, v, out, a.export())?,
             };
+            if let Some(mc) = &mc {
+                staged = staged.with_multicast(f, mc)?;
+            }
             (v.report(), staged.commit()?)
         }
         (Ok(v), _) => (v.report(), RoutingFiles::default()),
@@ -291,17 +289,18 @@ struct Gated {
     outcome: Result<fabric::verify::Verified<fabric::tables::Routing>, fabric::verify::Refused>,
     mrep: Option<fabric::verify::mcast::McastReport>,
     job: Option<worker::coordinator::JobRun>,
-    /// The set written while the verifier ran (no multicast, not a dry run).
+    /// The unicast set written while the verifier ran (not a dry run); the
+    /// multicast files join it once the trees are accepted.
     candidate: Option<Result<fabric::formats::Candidate, fabric::Error>>,
     staged_seconds: f64,
     /// The verification alone, when something ran beside it.
     verify_seconds: Option<f64>,
 }
 
-/// Passes the routing through the gate. Without multicast the set is
-/// staged beside the verification, to be put in place only if accepted;
-/// with multicast and no workers, one walk gives the unicast report and
-/// the graph the trees are checked in.
+/// Passes the routing through the gate. The set is staged beside the
+/// verification, to be put in place only if accepted; with multicast and
+/// no workers, one walk gives the unicast report and the graph the trees
+/// are checked in.
 fn gate(
     a: &RouteArgs,
     f: &fabric::Fabric,
@@ -311,20 +310,8 @@ fn gate(
     (rt, placed): (&tokio::runtime::Runtime, Option<&worker::exec::Placement>),
     mc: Option<&fabric::mcast::Multicast>,
 ) -> Result<Gated> {
-    if let (None, Some(mc)) = (placed, mc) {
-        let (outcome, mrep) =
-            fabric::verify::gate::accept_with_mcast(f, engine, routing, policy, mc);
-        return Ok(Gated {
-            outcome,
-            mrep,
-            job: None,
-            candidate: None,
-            staged_seconds: 0.0,
-            verify_seconds: None,
-        });
-    }
-    let early = match (&a.out, mc) {
-        (Some(out), None) if !a.dry_run => Some(out.as_path()),
+    let early = match &a.out {
+        Some(out) if !a.dry_run => Some(out.as_path()),
         _ => None,
     };
     let stage = |r: &fabric::tables::Routing| {
@@ -333,6 +320,18 @@ fn gate(
             early.map(|out| fabric::formats::stage_candidate(f, r, engine.kind(), out, a.export()));
         (c, t.elapsed().as_secs_f64())
     };
+    if let (None, Some(mc)) = (placed, mc) {
+        let (outcome, mrep, (candidate, staged_seconds), took) =
+            fabric::verify::gate::accept_with_mcast_while(f, engine, routing, policy, mc, stage);
+        return Ok(Gated {
+            outcome,
+            mrep,
+            job: None,
+            candidate,
+            staged_seconds,
+            verify_seconds: Some(took.as_secs_f64()),
+        });
+    }
     let done = worker::exec::accept_while(rt, placed, f, engine, routing, policy, stage)?;
     let mrep = match (&done.accepted, mc) {
         (Ok(v), Some(mc)) => Some(fabric::verify::mcast::verify_with_mcast(f, v.get(), mc).1),

@@ -180,12 +180,34 @@ pub fn accept_with_mcast(
     policy: Policy,
     mc: &Multicast,
 ) -> (Result<Verified<Routing>, Refused>, Option<McastReport>) {
-    let (report, local, all) = verify_keeping_both(f, &routing);
-    let m = super::mcast::check(f, &routing, mc, &all);
-    drop(all);
+    let (accepted, m, (), _) = accept_with_mcast_while(f, engine, routing, policy, mc, |_| ());
+    (accepted, m)
+}
+
+/// [`accept_with_mcast`] with `side` run beside the walk (as
+/// [`accept_while`]): the verdict, the multicast report, what `side`
+/// gave, and how long the verification took.
+pub fn accept_with_mcast_while<S: Send>(
+    f: &Fabric,
+    engine: &dyn RoutingEngine,
+    routing: Routing,
+    policy: Policy,
+    mc: &Multicast,
+    side: impl FnOnce(&Routing) -> S + Send,
+) -> (
+    Result<Verified<Routing>, Refused>,
+    Option<McastReport>,
+    S,
+    std::time::Duration,
+) {
+    let ((report, local, m), took, s) = beside(&routing, side, |r| {
+        let (report, local, all) = verify_keeping_both(f, r);
+        let m = super::mcast::check(f, r, mc, &all);
+        (report, local, m)
+    });
     let accepted = settle(f, engine, routing, report, policy, from_local(f, &local));
     let m = accepted.is_ok().then_some(m);
-    (accepted, m)
+    (accepted, m, s, took)
 }
 
 /// The policy applied to a report; accepted tables get their dependency
