@@ -2333,4 +2333,34 @@ fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
     ]));
     assert_eq!(v["deadlock_free"], true);
     assert_eq!(v["broken_pairs"], 0);
+
+    // The packet model on the set: on base LIDs the hosts of one switch
+    // reach the other over the one link the base LIDs take; spread over
+    // both LIDs, they use both links and carry more.
+    let load = |lids: &str| {
+        json(&ibf(&[
+            "load",
+            "-t",
+            file,
+            "-d",
+            out_s,
+            "--lids",
+            lids,
+            "--samples",
+            "4",
+            "--json",
+        ]))
+    };
+    let (base, spread) = (load("base"), load("spread"));
+    assert_eq!(
+        (base["max_lmc"].as_u64(), base["lids"].as_str()),
+        (Some(1), Some("base"))
+    );
+    assert_eq!(spread["lids"], "spread");
+    assert!(base["deadlock"].is_null() && spread["deadlock"].is_null());
+    let (tb, ts) = (
+        base["throughput"].as_f64().unwrap(),
+        spread["throughput"].as_f64().unwrap(),
+    );
+    assert!(ts > 1.1 * tb, "spread {ts} against base {tb}");
 }

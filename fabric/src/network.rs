@@ -241,7 +241,7 @@ pub(crate) fn walk_channels(
         }
         let node = f.node_of(rem);
         match f.switch_index(node) {
-            None if f.lid_of_slot(rem) == dlid => return Ok(()),
+            None if f.lids_of_slot(rem).contains(&dlid) => return Ok(()),
             None => {
                 return Err(format!(
                     "the route to LID {dlid} ends at '{}'",
@@ -285,12 +285,28 @@ impl Paths for Network<'_> {
     }
 }
 
+/// Which of a port's LIDs a pair of hosts sends between, on a fabric with
+/// LMC (with LMC 0 both are the one LID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LidChoice {
+    /// Base LIDs: one path per pair of ports, as a client that asks one
+    /// PathRecord per pair sends.
+    #[default]
+    Base,
+    /// Per pair, the destination's LID at offset `source index mod 2^LMC`
+    /// and the source's at offset `destination index mod 2^LMC`: the
+    /// sources of one destination spread over its LIDs, as clients that
+    /// open a connection per path do.
+    Spread,
+}
+
 /// One routed subnet as its packets see it, without routers: link ids are
 /// the sending port slots, as the verifier numbers its channels.
 pub struct SubnetPaths<'a> {
     f: &'a Fabric,
     r: &'a Routing,
     hosts: Vec<Host>,
+    lids: LidChoice,
 }
 
 impl<'a> SubnetPaths<'a> {
@@ -310,7 +326,17 @@ impl<'a> SubnetPaths<'a> {
                 lid: f.lid_of_slot(e),
             })
             .collect();
-        Self { f, r, hosts }
+        Self {
+            f,
+            r,
+            hosts,
+            lids: LidChoice::Base,
+        }
+    }
+
+    /// The same, sending between the LIDs `lids` picks.
+    pub fn with_lids(self, lids: LidChoice) -> Self {
+        Self { lids, ..self }
     }
 }
 
@@ -323,6 +349,14 @@ impl Paths for SubnetPaths<'_> {
     }
     fn path_channels(&self, src: usize, dst: usize, out: &mut Vec<(u32, u8)>) -> Result<()> {
         let (hs, hd) = (self.hosts[src], self.hosts[dst]);
-        walk(self.f, self.r, "subnet", 0, hs.slot, hs.lid, hd.lid, out)
+        let (slid, dlid) = match self.lids {
+            LidChoice::Base => (hs.lid, hd.lid),
+            // `lid_like` keeps the offset bits: the index modulo 2^LMC.
+            LidChoice::Spread => (
+                self.f.lid_like(hs.slot, dst as u16),
+                self.f.lid_like(hd.slot, src as u16),
+            ),
+        };
+        walk(self.f, self.r, "subnet", 0, hs.slot, slid, dlid, out)
     }
 }

@@ -86,7 +86,7 @@ pub fn run(a: AuditArgs) -> Result<i32> {
     let read_seconds = t.elapsed().as_secs_f64();
     let written = match (&a.expect, &a.topology) {
         (Some(dir), Some(topo)) => {
-            let wf = super::read_topology_as(topo, true)?;
+            let wf = super::read_topology(topo)?;
             let w = fabric::formats::tableset::read_set(&wf, dir)?;
             Some((wf, w))
         }

@@ -12,7 +12,7 @@ use fabric::mcast::Multicast;
 use fabric::mcast::tree::{self, TreeMode};
 use fabric::sim::packet::{Config, IB_PACKET_OVERHEAD, SubnetMcast};
 use fabric::sim::workload::{Saturate, saturate_with};
-use fabric::sim::{Paths, SubnetPaths, Uniform};
+use fabric::sim::{LidChoice, Paths, SubnetPaths, Uniform};
 use fabric::tables::Routing;
 use fabric::verify::{VirtualChannel, describe_channels};
 use serde::Serialize;
@@ -60,14 +60,30 @@ pub struct LoadArgs {
     /// Packets each host's link could carry in the measured time.
     #[arg(long, default_value_t = 3000)]
     window_packets: u64,
+    /// With LMC: which LIDs a pair of hosts sends between. base: one path
+    /// per pair of ports, on base LIDs; spread: the sources of a
+    /// destination spread over its LIDs (source index mod 2^LMC), as
+    /// clients with a connection per path.
+    #[arg(long, value_enum, default_value = "base")]
+    lids: Lids,
     /// Machine-readable results on stdout.
     #[arg(long)]
     json: bool,
 }
 
+#[derive(Clone, Copy, Debug, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Lids {
+    Base,
+    Spread,
+}
+
 #[derive(Serialize)]
 struct LoadReport {
     hosts: usize,
+    /// The fabric's largest LMC, and the LIDs the hosts sent between.
+    max_lmc: u8,
+    lids: Lids,
     groups: usize,
     mcast_share: f64,
     samples: usize,
@@ -131,7 +147,10 @@ pub fn run(a: LoadArgs) -> Result<i32> {
             a.mcast_share
         );
     }
-    let net = SubnetPaths::new(&f, &routing);
+    let net = SubnetPaths::new(&f, &routing).with_lids(match a.lids {
+        Lids::Base => LidChoice::Base,
+        Lids::Spread => LidChoice::Spread,
+    });
     let sm = mc
         .as_ref()
         .map(|m| SubnetMcast::new(&f, &routing, m, net.hosts()));
@@ -185,6 +204,8 @@ pub fn run(a: LoadArgs) -> Result<i32> {
     });
     let report = LoadReport {
         hosts: net.hosts().len(),
+        max_lmc: f.max_lmc(),
+        lids: a.lids,
         groups: mc.as_ref().map_or(0, |m| m.groups.len()),
         mcast_share: a.mcast_share,
         samples: a.samples,
@@ -195,6 +216,16 @@ pub fn run(a: LoadArgs) -> Result<i32> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        if f.max_lmc() > 0 {
+            println!(
+                "LMC up to {}: hosts send between {} LIDs",
+                f.max_lmc(),
+                match a.lids {
+                    Lids::Base => "base",
+                    Lids::Spread => "spread",
+                }
+            );
+        }
         println!(
             "{} hosts, {} multicast groups, {:.0} % multicast: throughput {:.3} of the links ({} runs, {:.1} s)",
             report.hosts,

@@ -33,21 +33,11 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
-/// Reads a topology file, logging what it holds. A port with LMC above 0
-/// is refused: the command reads one LID per port.
+/// Reads a topology file with its ports' LMC (every command takes every
+/// LID of a port), logging what it holds.
 pub fn read_topology(path: &Path) -> Result<Fabric> {
-    read_topology_as(path, false)
-}
-
-/// [`read_topology`] keeping ports' LMC when `lmc`: for the commands that
-/// route and verify every LID of a port.
-pub fn read_topology_as(path: &Path, lmc: bool) -> Result<Fabric> {
     let t = Instant::now();
-    let f = if lmc {
-        ibnetdiscover::read_with_lmc(path)?
-    } else {
-        ibnetdiscover::read(path)?
-    };
+    let f = ibnetdiscover::read_with_lmc(path)?;
     tracing::info!(
         file = %path.display(),
         switches = f.switches().len(),
@@ -58,12 +48,11 @@ pub fn read_topology_as(path: &Path, lmc: bool) -> Result<Fabric> {
     Ok(f)
 }
 
-/// [`read_topology`] for a command that routes the fabric, ports' LMC
-/// kept (the engines route every LID, or refuse by name): an empty or
-/// comments-only file (a discovery being written) is refused before any
-/// table set is touched.
+/// [`read_topology`] for a command that routes the fabric (the engines
+/// route every LID, or refuse by name): an empty or comments-only file (a
+/// discovery being written) is refused before any table set is touched.
 pub fn read_fabric_to_route(path: &Path) -> Result<Fabric> {
-    let f = read_topology_as(path, true)?;
+    let f = read_topology(path)?;
     fabric::routing::check_switch_lmc(&f)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     fabric::discovery::check(None, &f)

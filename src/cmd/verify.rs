@@ -245,7 +245,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     if a.whole_tables && !a.workers.wanted() {
         bail!("--whole-tables is for --workers or --workers-from");
     }
-    let f = super::read_topology_as(&a.topology, true)?;
+    let f = super::read_topology(&a.topology)?;
     if let Some(dirs) = &a.transition {
         let faults = a
             .fail

@@ -8,7 +8,7 @@ pub mod packet;
 pub mod traffic;
 pub mod workload;
 
-pub use crate::network::{Host, Network, Paths, SubnetPaths};
+pub use crate::network::{Host, LidChoice, Network, Paths, SubnetPaths};
 pub use flow::{RingStats, max_min, rates, ring, rings, uniform};
 pub use traffic::{Destinations, Uniform, ring_order};
 
