@@ -2334,9 +2334,15 @@ fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
     assert_eq!(v["deadlock_free"], true);
     assert_eq!(v["broken_pairs"], 0);
 
-    // The packet model on the set: on base LIDs the hosts of one switch
-    // reach the other over the one link the base LIDs take; spread over
-    // both LIDs, they use both links and carry more.
+    // The base LIDs alone use both links between the switches (a one-link
+    // funnel would be max/mean 2).
+    let b = &j["link_load_base"];
+    assert!(
+        b["max"].as_f64().unwrap() < 2.0 * b["mean"].as_f64().unwrap(),
+        "{b}"
+    );
+    // The packet model on the set, on base LIDs and spread over both: no
+    // deadlock, and both carry traffic over both links.
     let load = |lids: &str| {
         json(&ibf(&[
             "load",
@@ -2362,5 +2368,5 @@ fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
         base["throughput"].as_f64().unwrap(),
         spread["throughput"].as_f64().unwrap(),
     );
-    assert!(ts > 1.1 * tb, "spread {ts} against base {tb}");
+    assert!(tb > 0.42 && ts > 0.42, "spread {ts}, base {tb}");
 }

@@ -373,3 +373,61 @@ fn nue_spreads_a_ports_lids_and_keeps_its_layers() {
         }
     }
 }
+
+/// The packet model's paths with LMC: on base LIDs every pair walks toward
+/// the destination's base LID; spread, toward its LID at the source's
+/// index modulo 2^LMC, from the source's LID at the destination's index.
+/// Checked on the first switch's choice, which differs between the two
+/// for some pairs (the engine sends a port's LIDs different ways).
+#[test]
+fn spread_traffic_walks_toward_the_lid_at_the_sources_offset() {
+    use fabric::sim::{LidChoice, Paths, SubnetPaths};
+    let f = public_file();
+    let r = route(&f, "dfdn");
+    let base = SubnetPaths::new(&f, &r);
+    let spread = SubnetPaths::new(&f, &r).with_lids(LidChoice::Spread);
+    let hosts = base.hosts().to_vec();
+    let mut differ = 0;
+    for (i, hs) in hosts.iter().enumerate() {
+        let sw = f.node_of(f.remote(hs.slot));
+        let si = f.switch_index(sw).expect("a switch");
+        for (j, hd) in hosts.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            base.path_channels(i, j, &mut a).expect("base path");
+            spread.path_channels(i, j, &mut b).expect("spread path");
+            // The second channel leaves the source's switch.
+            let port = |p: &[(u32, u8)]| f.port_of(p[1].0);
+            assert_eq!(port(&a), r.lfts.get(si, hd.lid));
+            let dlid = hd.lid + (i as u16 % (1 << f.lmc(hd.slot)));
+            assert_eq!(port(&b), r.lfts.get(si, dlid), "{i} -> {j}");
+            differ += usize::from(port(&a) != port(&b));
+        }
+    }
+    assert!(differ > 0, "some pairs leave on another port when spread");
+}
+
+/// SSSP with LMC routes every port's base LID before any second LID, in
+/// the LMC 0 order: the base LIDs get the LMC 0 tables, entry for entry
+/// (matched by port), and the later LIDs find them in the weights.
+#[test]
+fn sssp_routes_base_lids_as_at_lmc_0() {
+    for (t, name) in topologies() {
+        let f0 = generate(&t).expect("generates");
+        let f1 = with_lmc(&f0, 1).expect("LMC");
+        for e in ["sssp", "dfsssp"] {
+            let (r0, r1) = (route(&f0, e), route(&f1, e));
+            let mut differ = 0;
+            for si in 0..f0.switches().len() as u32 {
+                for (&a, &b) in f0.endports().iter().zip(f1.endports()) {
+                    differ += usize::from(
+                        r0.lfts.get(si, f0.lid_of_slot(a)) != r1.lfts.get(si, f1.lid_of_slot(b)),
+                    );
+                }
+            }
+            assert_eq!(differ, 0, "{name} {e}: base-LID entries unlike LMC 0's");
+        }
+    }
+}

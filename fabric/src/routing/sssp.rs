@@ -121,7 +121,12 @@ pub(crate) fn end_port_order(
     ends.sort_by_key(|&l| {
         let t = targets[l as usize];
         let guid = f.guid(f.switches()[t.switch as usize]);
+        // With LMC, every port's base LID before any second LID: the base
+        // LIDs balance among themselves as at LMC 0, and each later LID
+        // finds its port's earlier ones in the weights.
+        let offset = f.lid_owner(l).map_or(0, |s| l - f.lid_of_slot(s));
         (
+            offset,
             std::cmp::Reverse(hosts[t.switch as usize]),
             if swapped { guid.swap_bytes() } else { guid },
             t.port,
