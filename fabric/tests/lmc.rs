@@ -193,7 +193,13 @@ fn the_public_lmc_file_is_routed_or_refused_by_name() {
     let f = public_file();
     assert_eq!(f.max_lmc(), 1);
     for e in routing::registry() {
-        if e.routes_lmc() {
+        if e.name() == "ftree" {
+            // It routes every LID of a fat tree; this file is none.
+            let err = e
+                .route(&f, &EngineOptions::default())
+                .expect_err("not a fat tree");
+            assert!(err.to_string().contains("not a fat tree"), "{err}");
+        } else if e.routes_lmc() {
             let r = route(&f, e.name());
             let rep = verify::verify(&f, &r);
             assert!(rep.ok() || e.name() == "minhop", "{}: {rep:?}", e.name());
@@ -205,7 +211,7 @@ fn the_public_lmc_file_is_routed_or_refused_by_name() {
                 .to_string();
             assert!(
                 err.contains(&format!("engine {} routes one LID per port", e.name()))
-                    && err.contains("minhop, sssp, dfdn, dfsssp, lash, updn, dnup, nue"),
+                    && err.contains("minhop, sssp, dfdn, dfsssp, lash, updn, dnup, ftree, nue"),
                 "{err}"
             );
         }
@@ -271,9 +277,9 @@ fn generated_ranges_are_aligned_and_read_back() {
     assert_eq!(switches, 0);
 }
 
-/// `auto` keeps its choice where that engine routes every LID (DF-DN on a
-/// Dragonfly, Nue where the diameter exceeds the VLs) and takes Up*/Down*
-/// where it would not (ftree on a fat tree).
+/// `auto` keeps its choice on a fabric with LMC: every engine it picks
+/// routes every LID (DF-DN on a Dragonfly, Nue where the diameter exceeds
+/// the VLs, ftree on a fat tree).
 #[test]
 fn auto_picks_an_engine_that_routes_every_lid() {
     let df = with_lmc(
@@ -288,13 +294,7 @@ fn auto_picks_an_engine_that_routes_every_lid() {
         1,
     )
     .expect("LMC");
-    let c = routing::auto::choose(&ft, 8);
-    assert_eq!(c.engine.name(), "updn");
-    assert!(
-        c.reason.contains("ftree routes one LID per port"),
-        "{}",
-        c.reason
-    );
+    assert_eq!(routing::auto::choose(&ft, 8).engine.name(), "ftree");
 }
 
 /// A dump or PathRecords with more LIDs per port than the topology's LMC
@@ -428,6 +428,59 @@ fn sssp_routes_base_lids_as_at_lmc_0() {
                 }
             }
             assert_eq!(differ, 0, "{name} {e}: base-LID entries unlike LMC 0's");
+        }
+    }
+}
+
+/// ftree with LMC: on k-ary n-trees every LID is routed, deadlock free on
+/// one VL; the base LIDs get the LMC 0 tables entry for entry; and from
+/// every leaf a destination's LIDs on another leaf climb through as many
+/// different up-links as the leaf has, up to its 2^LMC LIDs.
+#[test]
+fn ftree_routes_base_lids_as_at_lmc_0_and_spreads_the_others() {
+    for (k, n) in [(4u32, 3u32), (3, 3), (2, 4)] {
+        let f0 = generate(&Topology::KaryNTree { k, n }).expect("tree");
+        for lmc in [1u8, 2] {
+            let f = with_lmc(&f0, lmc).expect("LMC");
+            let name = format!("{k}-ary {n}-tree LMC {lmc}");
+            let (r0, r) = (route(&f0, "ftree"), route(&f, "ftree"));
+            let rep = verify::verify(&f, &r);
+            assert!(rep.ok() && rep.vls_used == 1, "{name}: {rep:?}");
+            assert_eq!(rep.pairs, lid_pairs(&f), "{name}");
+            let g = SwitchGraph::new(&f);
+            let (mut spread, mut pairs) = (0, 0);
+            for si in 0..f.switches().len() as u32 {
+                for (&a, &b) in f0.endports().iter().zip(f.endports()) {
+                    assert_eq!(
+                        r0.lfts.get(si, f0.lid_of_slot(a)),
+                        r.lfts.get(si, f.lid_of_slot(b)),
+                        "{name}: base LID of {}",
+                        f.desc(f.node_of(b))
+                    );
+                }
+                let sw = f.switches()[si as usize];
+                let hosts = f.port_slots(sw).filter(|&s| {
+                    let r = f.remote(s);
+                    r != NONE && f.kind(f.node_of(r)) == NodeKind::Ca
+                });
+                if hosts.count() == 0 {
+                    continue;
+                }
+                let ups = g.neighbours(si).len();
+                for &d in f.endports() {
+                    if f.node_of(f.remote(d)) == sw {
+                        continue;
+                    }
+                    let firsts: HashSet<u8> =
+                        f.lids_of_slot(d).map(|l| r.lfts.get(si, l)).collect();
+                    pairs += 1;
+                    spread += usize::from(firsts.len() == ups.min(1 << lmc));
+                }
+            }
+            assert_eq!(
+                spread, pairs,
+                "{name}: every LID set spread over the leaf's up-links"
+            );
         }
     }
 }

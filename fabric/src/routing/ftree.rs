@@ -36,6 +36,13 @@
 //! sample on ft648). All routes are up*/down* with respect to the levels, so
 //! one VL is deadlock free.
 //!
+//! **LMC.** Each LID of an end port is a destination of its own: every
+//! leaf's base LIDs first, in the order above (they get the LMC 0 routes,
+//! entry for entry), then each next offset, leaf by leaf, the leaf's ports
+//! rotated by the offset, so a port's next LID climbs through another
+//! up-link than its previous one. (OpenSM 3.3.23's ftree refuses LMC and
+//! falls back to its default engine.)
+//!
 //! Switch LIDs are routed like Up*/Down* does (least-loaded legal port, not
 //! counted toward the load); top switches have no legal route to each other
 //! and keep empty entries, as in OpenSM without `connect_roots`.
@@ -68,6 +75,9 @@ impl RoutingEngine for FTree {
     fn claims_deadlock_free(&self) -> bool {
         true
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         let g = SwitchGraph::new(f);
         let t = Tree::detect(f, &g).map_err(not_a_fat_tree)?;
@@ -95,7 +105,14 @@ fn not_a_fat_tree(reason: NotAFatTree) -> Error {
 /// fabric is not a fat tree.
 pub fn hca_order(f: &Fabric) -> Result<Vec<Slot>> {
     let g = SwitchGraph::new(f);
-    Tree::detect(f, &g).map(|t| t.dests).map_err(not_a_fat_tree)
+    let t = Tree::detect(f, &g).map_err(not_a_fat_tree)?;
+    // With LMC a port is a destination per LID: its base LID's place.
+    Ok(t.dests
+        .iter()
+        .zip(&t.dest_lid)
+        .filter(|&(&s, &l)| f.lid_of_slot(s) == l)
+        .map(|(&s, _)| s)
+        .collect())
 }
 
 /// A legal next hop toward a leaf: the neighbour, the port to it, and the
@@ -111,11 +128,13 @@ struct Tree {
     level: Vec<u32>,
     height: u32,
     plan: Orientation,
-    /// End ports in ftree order, the leaf switch index of each, and how many
-    /// end ports the fullest leaf has.
+    /// Destinations in ftree order: the end port, its LID (with LMC, one
+    /// destination per LID), and its leaf switch index.
     dests: Vec<Slot>,
+    dest_lid: Vec<u16>,
     dest_leaf: Vec<u32>,
-    /// Per leaf switch, in leaf order: its switch index and end-port count.
+    /// The destinations' runs on one leaf, in order: the leaf's switch
+    /// index and the run's length (every leaf once per LID offset).
     leaves: Vec<(u32, u32)>,
 }
 
@@ -137,25 +156,47 @@ impl Tree {
         let mut leaf_ids: Vec<u32> = (0..n as u32).filter(|&i| is_leaf[i as usize]).collect();
         leaf_ids.sort_by_key(|&i| f.guid(f.switches()[i as usize]));
         let mut dests = Vec::new();
+        let mut dest_lid = Vec::new();
         let mut dest_leaf = Vec::new();
         let mut leaves = Vec::with_capacity(leaf_ids.len());
-        for &li in &leaf_ids {
-            let sw = f.switches()[li as usize];
-            let before = dests.len();
-            for s in f.port_slots(sw) {
-                let r = f.remote(s);
-                if r != NONE && f.kind(f.node_of(r)) != NodeKind::Switch {
-                    dests.push(r);
-                    dest_leaf.push(li);
+        let ports: Vec<Vec<Slot>> = leaf_ids
+            .iter()
+            .map(|&li| {
+                let sw = f.switches()[li as usize];
+                f.port_slots(sw)
+                    .map(|s| f.remote(s))
+                    .filter(|&r| r != NONE && f.kind(f.node_of(r)) != NodeKind::Switch)
+                    .collect()
+            })
+            .collect();
+        // With LMC, every leaf's base LIDs first, in the LMC 0 order (they
+        // get the LMC 0 routes), then each next offset, leaf by leaf with
+        // the leaf's ports rotated by the offset: a port's next LID climbs
+        // through another up-link than its previous one.
+        let most = f.endports().iter().map(|&e| f.lmc(e)).max().unwrap_or(0);
+        for o in 0..1usize << most {
+            for (&li, ports) in leaf_ids.iter().zip(&ports) {
+                let before = dests.len();
+                let c = ports.len();
+                for t in 0..c {
+                    let r = ports[(t + o) % c];
+                    if o < 1 << f.lmc(r) {
+                        dests.push(r);
+                        dest_lid.push(f.lid_of_slot(r) + o as u16);
+                        dest_leaf.push(li);
+                    }
+                }
+                if o == 0 || dests.len() > before {
+                    leaves.push((li, (dests.len() - before) as u32));
                 }
             }
-            leaves.push((li, (dests.len() - before) as u32));
         }
         Ok(Self {
             level: lv.level,
             height: lv.height,
             plan,
             dests,
+            dest_lid,
             dest_leaf,
             leaves,
         })
@@ -168,9 +209,9 @@ impl Tree {
         let words = n.div_ceil(64);
         let h1 = self.height as usize + 1;
         let targets = lid_targets(f);
-        let dest_lids: Vec<u16> = self.dests.iter().map(|&d| f.lid_of_slot(d)).collect();
+        let dest_lids = &self.dest_lid;
         let mut is_dest_lid = vec![false; targets.len()];
-        for &l in &dest_lids {
+        for &l in dest_lids {
             is_dest_lid[l as usize] = true;
         }
         let mut lfts = Lfts::for_fabric(f);
