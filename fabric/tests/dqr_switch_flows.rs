@@ -182,3 +182,38 @@ fn u_turns_placed_without_care_close_a_cycle_and_dqr_without_reconnect_leaves_th
         .expect_err("a reroute without reconnect routes no unrouted flow");
     assert!(e.to_string().contains("verification"), "{e}");
 }
+
+/// With LMC the hosts keep their LID ranges and ftree's routes toward
+/// every LID; the endpoints take LIDs past them, and DQR reconnects them
+/// deadlock free on one VL, every LID pair delivered.
+#[test]
+fn with_lmc_the_endpoints_are_reconnected_and_every_lid_kept() {
+    let (f0, _) = fat_tree(6, 4, 3);
+    let f = fabric::generate::with_lmc(&f0, 1).expect("LMC");
+    let r = EngineKind::Ftree
+        .engine()
+        .route(&f, &EngineOptions::default())
+        .expect("ftree routes LMC");
+    let sf = switch_flows::disconnected(&f, &r).expect("endpoints");
+    let g = &sf.fabric;
+    for &h in f.endports() {
+        let gh = g.slot(f.node_of(h), f.port_of(h));
+        assert_eq!(g.lids_of_slot(gh), f.lids_of_slot(h));
+    }
+    for &e in &sf.endpoints {
+        assert!(g.lid_of_slot(e) > f.max_lid());
+    }
+    let (out, _) = reconnected(&sf);
+    let rep = fabric::verify::verify(g, &out.routing);
+    assert_eq!(rep.broken_pairs, 0, "{:?}", rep.broken_examples.first());
+    assert!(rep.deadlock_free() && rep.vls_used == 1, "{:?}", rep.cycle);
+    for &(_, lid) in f.end_lids() {
+        for si in 0..f.switches().len() as u32 {
+            assert_eq!(
+                out.routing.lfts.get(si, lid),
+                r.lfts.get(si, lid),
+                "LID {lid}"
+            );
+        }
+    }
+}

@@ -42,8 +42,6 @@ pub enum SwitchFlowsError {
          past the last unicast LID {MAX_UNICAST_LID:#x}"
     )]
     NoLids { needed: usize, max: u16 },
-    #[error("the fabric has LMC above 0 ({0}); switch flows are modelled with one LID per port")]
-    Lmc(u8),
     #[error("the routing is for another fabric ({0})")]
     OtherRouting(String),
     #[error(transparent)]
@@ -53,9 +51,6 @@ pub enum SwitchFlowsError {
 /// The fabric `f` with a management endpoint per switch, and `r` (a
 /// routing of `f`) with the flows toward the endpoints disconnected.
 pub fn disconnected(f: &Fabric, r: &Routing) -> Result<SwitchFlows, SwitchFlowsError> {
-    if f.max_lmc() > 0 {
-        return Err(SwitchFlowsError::Lmc(f.max_lmc()));
-    }
     if r.lfts.num_switches() != f.switches().len() || r.lfts.width() != f.max_lid() as usize + 1 {
         return Err(SwitchFlowsError::OtherRouting(format!(
             "{} switches and LIDs up to {} in the tables, {} and {} in the fabric",
@@ -115,6 +110,9 @@ fn with_endpoints(f: &Fabric) -> Result<Fabric, SwitchFlowsError> {
             b.set_port_guid(n, p, f.port_guid(s))?;
             if f.lid_of_slot(s) != 0 {
                 b.set_lid(n, p, f.lid_of_slot(s))?;
+                // With LMC the port keeps its LID range; the endpoints
+                // take LIDs past the last one.
+                b.set_lmc(n, p, f.lmc(s))?;
             }
         }
     }
