@@ -1391,7 +1391,8 @@ fn engines_json_lists_every_engine_with_its_claim() {
     assert_eq!(
         lmc,
         [
-            "minhop", "sssp", "dfdn", "dfsssp", "lash", "updn", "dnup", "ftree", "nue"
+            "minhop", "sssp", "dfd2", "dfdn", "dfsssp", "lash", "updn", "dnup", "ftree", "nue",
+            "dor"
         ]
     );
 }
@@ -2294,11 +2295,12 @@ fn a_fabric_with_lmc_is_routed_lid_by_lid_or_refused_by_name() {
     assert_eq!(v["deadlock_free"], true);
     assert_eq!(v["lid_spread"], j["lid_spread"]);
     assert_eq!(v["link_load_base"], j["link_load_base"]);
-    let o = ibf(&["route", "-t", file, "-e", "dor", "--dry-run"]);
+    let o = ibf(&["route", "-t", file, "-e", "ecube", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("engine dor routes one LID per port") && e.contains("minhop, sssp, dfdn"),
+        e.contains("engine ecube routes one LID per port")
+            && e.contains("minhop, sssp, dfd2, dfdn"),
         "{e}"
     );
     // The two switches share two links, and each port's two LIDs take

@@ -211,7 +211,9 @@ fn the_public_lmc_file_is_routed_or_refused_by_name() {
                 .to_string();
             assert!(
                 err.contains(&format!("engine {} routes one LID per port", e.name()))
-                    && err.contains("minhop, sssp, dfdn, dfsssp, lash, updn, dnup, ftree, nue"),
+                    && err.contains(
+                        "minhop, sssp, dfd2, dfdn, dfsssp, lash, updn, dnup, ftree, nue, dor"
+                    ),
                 "{err}"
             );
         }
@@ -483,4 +485,53 @@ fn ftree_routes_base_lids_as_at_lmc_0_and_spreads_the_others() {
             );
         }
     }
+}
+
+/// DF-D2 on a Slim Fly and DOR on a mesh at LMC 1 and 2: every LID pair
+/// delivered, deadlock free (DF-D2's two VLs per LID; DOR on a mesh with
+/// one VL); DOR keeps every LID of a port on the base LID's dimension-order
+/// path (no parallel links to spread over), and a base that sends a
+/// port's LIDs one way is refused.
+#[test]
+fn dfd2_and_dor_route_every_lid() {
+    let sf = generate(&Topology::SlimFly { q: 5, hosts: None }).expect("slim fly");
+    let mesh = generate(&Topology::Mesh {
+        dims: vec![3, 4],
+        torus: false,
+        hosts: 2,
+    })
+    .expect("mesh");
+    for lmc in [1u8, 2] {
+        let f = with_lmc(&sf, lmc).expect("LMC");
+        let r = route(&f, "dfd2");
+        let rep = verify::verify(&f, &r);
+        assert!(rep.ok() && rep.vls_used <= 2, "dfd2 LMC {lmc}: {rep:?}");
+        assert_eq!(rep.pairs, lid_pairs(&f));
+        let f = with_lmc(&mesh, lmc).expect("LMC");
+        let r = route(&f, "dor");
+        let rep = verify::verify(&f, &r);
+        assert!(rep.ok() && rep.vls_used == 1, "dor LMC {lmc}: {rep:?}");
+        assert_eq!(rep.pairs, lid_pairs(&f));
+        for si in 0..f.switches().len() as u32 {
+            for &e in f.endports() {
+                let base = r.lfts.get(si, f.lid_of_slot(e));
+                for l in f.lids_of_slot(e) {
+                    assert_eq!(r.lfts.get(si, l), base, "dor LMC {lmc}: LID {l}");
+                }
+            }
+        }
+    }
+    let trees = EngineOptions {
+        base: Some(routing::Base::Trees),
+        ..EngineOptions::default()
+    };
+    let f = with_lmc(&sf, 1).expect("LMC");
+    let err = routing::by_name("dfd2")
+        .expect("dfd2")
+        .route(&f, &trees)
+        .expect_err("trees with LMC");
+    assert!(
+        err.to_string().contains("base trees sends every LID"),
+        "{err}"
+    );
 }

@@ -30,6 +30,9 @@ impl RoutingEngine for DfD2 {
     fn claims_deadlock_free(&self) -> bool {
         true
     }
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         match SwitchGraph::new(f).diameter() {
             None => return Err(fail("the switch graph is disconnected".into())),
@@ -46,7 +49,13 @@ impl RoutingEngine for DfD2 {
                 opts.max_vls
             )));
         }
-        let lfts = opts.base_lfts(f, super::Base::MinHop)?;
+        // With LMC a named base must spread a port's LIDs (MinHop, the
+        // default, or SSSP); the VL rule holds per LID as per port.
+        let lfts = if f.max_lmc() > 0 && opts.base.is_some() {
+            opts.base_lfts(f, opts.lmc_base("dfd2")?)?
+        } else {
+            opts.base_lfts(f, super::Base::MinHop)?
+        };
         let mut t = Sl2Vl::new(f);
         for &sw in f.switches() {
             let Some(si) = f.switch_index(sw) else {

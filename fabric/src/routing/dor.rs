@@ -26,6 +26,12 @@ impl RoutingEngine for Dor {
     fn claims_deadlock_free(&self) -> bool {
         false
     }
+    /// MinHop's LMC handling over DOR's candidates: a port's LIDs share
+    /// the dimension-order path, spread only over parallel links to the
+    /// same neighbour.
+    fn routes_lmc(&self) -> bool {
+        true
+    }
     fn route(&self, f: &Fabric, opts: &EngineOptions) -> Result<Routing> {
         let g = SwitchGraph::new(f);
         let hops = g.hop_matrix();
