@@ -249,9 +249,7 @@ impl Diags {
             queries,
         })
     }
-}
 
-impl Diags {
     /// What the PathRecord reader is asked: ordered pairs of CA port GUIDs
     /// (every pair, or each source's next `path_sample` in GUID order).
     /// With LMC the SL may differ between two LIDs of the same ports, so
@@ -266,19 +264,14 @@ impl Diags {
             .collect();
         cas.sort_unstable();
         let n = cas.len();
-        let pairs: Box<dyn Iterator<Item = (usize, usize)>> = match self.path_sample {
-            None if f.max_lmc() == 0 => {
-                let all = cas.iter().map(|(g, _)| format!("0x{g:016x}\n")).collect();
-                return (all, false);
-            }
-            None => Box::new(
-                (0..n).flat_map(move |i| (0..n).filter(move |&j| j != i).map(move |j| (i, j))),
-            ),
-            Some(k) => {
-                let k = k.min(n.saturating_sub(1));
-                Box::new((0..n).flat_map(move |i| (1..=k).map(move |j| (i, (i + j) % n))))
-            }
-        };
+        if self.path_sample.is_none() && f.max_lmc() == 0 {
+            let all = cas.iter().map(|(g, _)| format!("0x{g:016x}\n")).collect();
+            return (all, false);
+        }
+        // Each source's next `k` CAs in GUID order; every ordered pair
+        // when no sample is asked (k = n - 1).
+        let k = self.path_sample.unwrap_or(n).min(n.saturating_sub(1));
+        let pairs = (0..n).flat_map(move |i| (1..=k).map(move |j| (i, (i + j) % n)));
         if f.max_lmc() == 0 {
             let text = pairs
                 .map(|(i, j)| format!("0x{:016x} 0x{:016x}\n", cas[i].0, cas[j].0))
@@ -304,4 +297,34 @@ fn save(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, LiveError> {
     fabric::fsio::write_bytes(&p, bytes, fabric::fsio::Options::default())
         .map_err(fabric::Error::from)?;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric::generate::{Topology, generate, with_lmc};
+
+    /// Every ordered pair of CAs when no sample is asked: by GUID at LMC 0
+    /// (the reader pairs them), by every LID pair with LMC, each once.
+    #[test]
+    fn path_queries_ask_every_pair_once() {
+        let f0 = generate(&Topology::Dragonfly { p: 2, hosts: None }).expect("topology");
+        let n = f0.num_cas();
+        let d = Diags::default();
+        let (guids, lids) = d.path_queries(&f0);
+        assert!(!lids);
+        assert_eq!(guids.lines().count(), n);
+        let f = with_lmc(&f0, 1).expect("LMC");
+        let (text, lids) = d.path_queries(&f);
+        assert!(lids);
+        let pairs: std::collections::HashSet<&str> = text.lines().collect();
+        assert_eq!(text.lines().count(), n * (n - 1) * 4);
+        assert_eq!(pairs.len(), n * (n - 1) * 4);
+        let sampled = Diags {
+            path_sample: Some(2),
+            ..Diags::default()
+        };
+        assert_eq!(sampled.path_queries(&f).0.lines().count(), n * 2 * 4);
+        assert_eq!(sampled.path_queries(&f0).0.lines().count(), n * 2);
+    }
 }

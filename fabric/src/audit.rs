@@ -57,6 +57,17 @@ struct LidAt {
     lid: u16,
 }
 
+impl LidAt {
+    /// `lid`, one of the LIDs of port `s` of `f`.
+    fn of(f: &Fabric, s: crate::model::Slot, lid: u16) -> Self {
+        Self {
+            guid: f.port_guid(s),
+            offset: lid - f.lid_of_slot(s),
+            lid,
+        }
+    }
+}
+
 /// The live LID of (port GUID, offset); None when the live fabric lacks
 /// the port or gives it fewer LIDs.
 fn live_lid_of(
@@ -71,14 +82,7 @@ fn live_lid_of(
 /// Every LID of the written fabric with its port and offset.
 fn written_lids(wf: &Fabric) -> Vec<LidAt> {
     (1..=wf.max_lid())
-        .filter_map(|lid| {
-            let s = wf.lid_owner(lid)?;
-            Some(LidAt {
-                guid: wf.port_guid(s),
-                offset: lid - wf.lid_of_slot(s),
-                lid,
-            })
-        })
+        .filter_map(|lid| Some(LidAt::of(wf, wf.lid_owner(lid)?, lid)))
         .collect()
 }
 
@@ -280,11 +284,7 @@ fn compare_path_sls(
         .iter()
         .filter(|&&(s, _)| wf.kind(wf.node_of(s)) == NodeKind::Ca)
         .filter_map(|&(s, lid)| {
-            let at = LidAt {
-                guid: wf.port_guid(s),
-                offset: lid - wf.lid_of_slot(s),
-                lid,
-            };
+            let at = LidAt::of(wf, s, lid);
             Some((at, live_lid(at)?))
         })
         .collect();
@@ -323,14 +323,7 @@ fn compare_path_sls(
 pub fn path_sl_at(wf: &Fabric, written: &PathSl, lf: &Fabric) -> PathSl {
     let wports = wf.port_guid_index();
     // The written LID at the same offset of the same port, if any.
-    let wlid = |s: crate::model::Slot, lid: u16| {
-        let at = LidAt {
-            guid: lf.port_guid(s),
-            offset: lid - lf.lid_of_slot(s),
-            lid,
-        };
-        live_lid_of(wf, &wports, at)
-    };
+    let wlid = |s: crate::model::Slot, lid: u16| live_lid_of(wf, &wports, LidAt::of(lf, s, lid));
     let mut out = PathSl::new(lf.max_lid());
     let ends: Vec<(u16, Option<u16>)> = lf
         .end_lids()

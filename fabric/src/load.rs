@@ -142,25 +142,30 @@ impl LinkLoad {
 /// The edge forwarding index of `lfts` on `f`, over all pairs of CA ports
 /// (with LMC, of a CA port and a LID of another).
 pub fn link_load(f: &Fabric, lfts: &Lfts) -> LinkLoad {
-    // With LMC, every LID of a destination is one: a source port sends
-    // toward each of them.
-    let lids: Vec<(Slot, u16)> = ca_ports(f)
-        .iter()
-        .flat_map(|&e| f.lids_of_slot(e).map(move |l| (e, l)))
-        .collect();
-    let sums = sums_toward(f, lfts, &lids);
-    summarize(f, &sums)
+    link_loads(f, lfts).0
 }
 
-/// The index per pair of ports as a client that knows one LID per port
-/// sends: every CA port toward the base LID of every other. With LMC 0 it
-/// is [`link_load`]; with LMC it shows how the base LIDs alone are spread,
-/// which the extra LIDs neither help nor hurt.
-pub fn link_load_base(f: &Fabric, lfts: &Lfts) -> LinkLoad {
-    let lids: Vec<(Slot, u16)> = ca_ports(f).iter().map(|&e| (e, f.lid_of_slot(e))).collect();
-    let mut l = summarize(f, &sums_toward(f, lfts, &lids));
-    l.pairs = lids.len() as u64 * (lids.len() as u64).saturating_sub(1);
-    l
+/// [`link_load`], and with LMC the same per pair of ports as a client
+/// that knows one LID per port sends (every CA port toward the base LID of
+/// every other): how the base LIDs alone are spread, which the extra LIDs
+/// neither help nor hurt. Each LID is walked once: the base LIDs' sums are
+/// a part of the whole.
+pub fn link_loads(f: &Fabric, lfts: &Lfts) -> (LinkLoad, Option<LinkLoad>) {
+    let cas = ca_ports(f);
+    let base: Vec<(Slot, u16)> = cas.iter().map(|&e| (e, f.lid_of_slot(e))).collect();
+    let mut sums = sums_toward(f, lfts, &base);
+    if f.max_lmc() == 0 {
+        return (summarize(f, &sums), None);
+    }
+    let mut by_base = summarize(f, &sums);
+    // `summarize` counts a source port toward every LID; here one each.
+    by_base.pairs = base.len() as u64 * (base.len() as u64).saturating_sub(1);
+    let rest: Vec<(Slot, u16)> = cas
+        .iter()
+        .flat_map(|&e| f.lids_of_slot(e).skip(1).map(move |l| (e, l)))
+        .collect();
+    sums.add(&sums_toward(f, lfts, &rest));
+    (summarize(f, &sums), Some(by_base))
 }
 
 /// The sums of the routes toward `lids` (CA ports and one of their LIDs).
@@ -521,7 +526,8 @@ mod tests {
             .engine()
             .route(&f, &EngineOptions::default())
             .expect("routes");
-        let base = link_load_base(&f, &r.lfts);
+        let (all, base) = link_loads(&f, &r.lfts);
+        let base = base.expect("a fabric with LMC has the base view");
         // `walked` sends every CA toward every other's base LID.
         let (want, unrouted) = walked(&f, &r.lfts);
         let ncas = ca_ports(&f).len() as u64;
@@ -533,7 +539,7 @@ mod tests {
             .max()
             .expect("links");
         assert_eq!(base.max, max);
-        let all = link_load(&f, &r.lfts);
+        assert_eq!(all, link_load(&f, &r.lfts));
         assert_eq!(all.pairs, 2 * base.pairs);
         assert!(all.mean > base.mean);
         assert!(all.max >= base.max);

@@ -94,10 +94,10 @@ pub struct LoadJson {
 
 impl LoadJson {
     pub fn new(f: &fabric::Fabric, lfts: &fabric::tables::Lfts) -> Self {
-        let lmc = f.max_lmc() > 0;
+        let (link_load, link_load_base) = fabric::load::link_loads(f, lfts);
         Self {
-            link_load: fabric::load::link_load(f, lfts),
-            link_load_base: lmc.then(|| fabric::load::link_load_base(f, lfts)),
+            link_load,
+            link_load_base,
             lid_spread: fabric::lid_spread::lid_spread(f, lfts),
         }
     }

@@ -211,7 +211,6 @@ fn run_with(
     } else {
         Policy::DeadlockFree
     };
-    let t = Instant::now();
     let sp = super::spinner("verifying (channel dependency graph from the tables)");
     let g = gate(
         a,
@@ -230,9 +229,7 @@ fn run_with(
     }
     .or_else(|| mrep.as_ref().and_then(|m| m.refusal()));
     drop(sp);
-    let verify_secs = g
-        .verify_seconds
-        .unwrap_or_else(|| t.elapsed().as_secs_f64());
+    let verify_secs = g.verify_seconds;
     tracing::info!(route_secs, verify_secs, "routed and verified");
 
     let t = Instant::now();
@@ -293,8 +290,8 @@ struct Gated {
     /// multicast files join it once the trees are accepted.
     candidate: Option<Result<fabric::formats::Candidate, fabric::Error>>,
     staged_seconds: f64,
-    /// The verification alone, when something ran beside it.
-    verify_seconds: Option<f64>,
+    /// The verification alone (the set was staged beside it).
+    verify_seconds: f64,
 }
 
 /// Passes the routing through the gate. The set is staged beside the
@@ -329,7 +326,7 @@ fn gate(
             job: None,
             candidate,
             staged_seconds,
-            verify_seconds: Some(took.as_secs_f64()),
+            verify_seconds: took.as_secs_f64(),
         });
     }
     let done = worker::exec::accept_while(rt, placed, f, engine, routing, policy, stage)?;
@@ -343,7 +340,7 @@ fn gate(
         job: done.job,
         candidate: done.side.0,
         staged_seconds: done.side.1,
-        verify_seconds: Some(done.verify_seconds),
+        verify_seconds: done.verify_seconds,
     })
 }
 

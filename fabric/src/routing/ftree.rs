@@ -173,8 +173,7 @@ impl Tree {
         // get the LMC 0 routes), then each next offset, leaf by leaf with
         // the leaf's ports rotated by the offset: a port's next LID climbs
         // through another up-link than its previous one.
-        let most = f.endports().iter().map(|&e| f.lmc(e)).max().unwrap_or(0);
-        for o in 0..1usize << most {
+        for o in 0..1usize << f.max_lmc() {
             for (&li, ports) in leaf_ids.iter().zip(&ports) {
                 let before = dests.len();
                 let c = ports.len();

@@ -171,22 +171,9 @@ fn from_local<'a>(
 }
 
 /// [`accept`], with the multicast trees of `mc` checked with the unicast
-/// routes in the same walk; the multicast report is for accepted tables
-/// only.
-pub fn accept_with_mcast(
-    f: &Fabric,
-    engine: &dyn RoutingEngine,
-    routing: Routing,
-    policy: Policy,
-    mc: &Multicast,
-) -> (Result<Verified<Routing>, Refused>, Option<McastReport>) {
-    let (accepted, m, (), _) = accept_with_mcast_while(f, engine, routing, policy, mc, |_| ());
-    (accepted, m)
-}
-
-/// [`accept_with_mcast`] with `side` run beside the walk (as
-/// [`accept_while`]): the verdict, the multicast report, what `side`
-/// gave, and how long the verification took.
+/// routes in the same walk, and `side` run beside the walk (as
+/// [`accept_while`]): the verdict, the multicast report (for accepted
+/// tables only), what `side` gave, and how long the verification took.
 pub fn accept_with_mcast_while<S: Send>(
     f: &Fabric,
     engine: &dyn RoutingEngine,
